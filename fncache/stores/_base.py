@@ -1,0 +1,154 @@
+"""The store protocol: bytes in, bytes out, by key.
+
+A store knows nothing about pickling, functions or keys' meaning. It keeps, per key, an opaque value
+(``bytes``) and a small metadata dict (JSON-serialisable: function id, sizes, times). The codec turns
+results into value bytes and checks them on the way back; the memoize layer decides what to store.
+
+Every store:
+
+* is picklable as its *configuration* (``__reduce__`` returns ``(open_store, (url, options))``) and
+  connects lazily, so a memoized function can be shipped to other processes or machines and reconnect
+  there; a store never pickles a live connection or a secret in clear;
+* raises :class:`fncache.StoreError` (an ``OSError``) for I/O and network failures, never a backend's own
+  exception type; the memoize layer turns those into logged misses;
+* publishes a value atomically: a reader sees either no entry or the whole value, never a part.
+
+Keys are lowercase hex strings (the xxh3-128 digest of a call); stores may rely on that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+__all__ = ["EntryInfo", "Store", "encode_meta", "decode_meta"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryInfo:
+    """What a store knows about one entry without reading its value.
+
+    ``created`` and ``accessed`` are POSIX timestamps; ``accessed`` is ``None`` where the store does not
+    track reads. ``size`` is the size of the stored value in bytes. ``meta`` is the dict given to
+    :meth:`Store.add` (``{}`` if it was lost, e.g. after a crash between the two writes of a store that
+    keeps them apart).
+    """
+
+    key: str
+    size: int
+    created: float
+    accessed: float | None
+    meta: dict[str, Any]
+
+    @property
+    def function(self) -> str:
+        """``module:qualname`` of the function that produced the entry, or ``""`` if unknown."""
+        return str(self.meta.get("function", ""))
+
+
+def encode_meta(meta: dict[str, Any]) -> bytes:
+    """Metadata as compact, deterministic JSON bytes."""
+    return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def decode_meta(raw: bytes | str | None) -> dict[str, Any]:
+    """Inverse of :func:`encode_meta`; damaged metadata reads as ``{}`` rather than failing a listing."""
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class Store:
+    """Base class and documentation of the store protocol.
+
+    Subclasses implement the methods that raise ``NotImplementedError``. ``url`` is the canonical URL the
+    store was opened with; ``options`` the keyword options (never secrets) needed to reopen it.
+    """
+
+    #: short name of the kind of store, shown by ``fncache info``
+    kind: str = "abstract"
+
+    def __init__(self, url: str, **options: Any) -> None:
+        self.url = url
+        self.options = options
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, key: str) -> bytes | bytearray | memoryview | None:
+        """The value stored at ``key``, or ``None``. Never a partial value."""
+        raise NotImplementedError
+
+    def contains(self, key: str) -> bool:
+        """Whether an entry exists at ``key`` (it may still fail its checksum when read)."""
+        raise NotImplementedError
+
+    def entries(self) -> Iterator[EntryInfo]:
+        """Every entry with its metadata, in no particular order.
+
+        Safe against concurrent writers: entries added or removed meanwhile may or may not be listed.
+        """
+        raise NotImplementedError
+
+    def volume(self) -> int:
+        """Total bytes of stored values (an estimate where the backend only knows approximately)."""
+        return sum(e.size for e in self.entries())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.entries())
+
+    # -- writing ---------------------------------------------------------------------------------
+    def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
+        """Store ``value`` at ``key`` unless an entry is there already.
+
+        Operation is atomic: of concurrent ``add`` calls for one key exactly one succeeds and returns
+        ``True``; the others return ``False`` and leave the first value in place. ``expire`` is a
+        lifetime in seconds after which the entry reads as missing (and may be removed).
+        """
+        raise NotImplementedError
+
+    def set(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> None:
+        """Store ``value`` at ``key``, replacing any entry. Atomic: readers see the old or the new value."""
+        raise NotImplementedError
+
+    def delete(self, key: str) -> bool:
+        """Remove the entry at ``key``; ``True`` if there was one. Idempotent."""
+        raise NotImplementedError
+
+    def clear(self) -> int:
+        """Remove every entry of this store; returns how many were removed (an estimate for some)."""
+        n = 0
+        for info in list(self.entries()):
+            n += self.delete(info.key)
+        return n
+
+    def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
+        """A lock for computing ``key``, shared by every process that uses this store.
+
+        The lock expires by itself after ``timeout`` seconds, so a holder that died does not block others
+        for longer than that. Entering waits until the lock is free.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Drop connections and handles; the store reconnects on next use."""
+
+    # -- pickling as configuration --------------------------------------------------------------
+    def __reduce__(self) -> tuple[Any, ...]:
+        from fncache.stores import _reopen
+
+        return (_reopen, (self.url, self.options))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+def now() -> float:
+    """The wall clock used for entry times (one place, so tests can reason about it)."""
+    return time.time()

@@ -1,0 +1,77 @@
+"""A lease lock built on a store's atomic create-only write with expiry.
+
+Used by stores whose backend gives ``add``-with-expiry (diskcache, Redis, memory). The lease expires by
+itself after ``ttl`` seconds, so a holder killed with SIGKILL blocks the key for at most that long.
+A release deletes the lease only if it is still ours (a token check), so a slow holder whose lease ran
+out does not free someone else's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+
+__all__ = ["LeaseLock"]
+
+
+class LeaseLock:
+    """Context manager: ``with LeaseLock(try_add, read, remove, ttl, wait): ...``.
+
+    ``try_add(token, ttl) -> bool`` creates the lease atomically; ``read() -> token | None`` reads it;
+    ``remove()`` deletes it. Entering polls with a growing back-off until the lease is ours or ``wait``
+    seconds passed, then raises :class:`fncache.LockTimeout`.
+    """
+
+    def __init__(
+        self,
+        try_add: Callable[[str, float], bool],
+        read: Callable[[], str | None],
+        remove: Callable[[], object],
+        ttl: float,
+        wait: float | None = None,
+    ) -> None:
+        self._try_add = try_add
+        self._read = read
+        self._remove = remove
+        self.ttl = ttl
+        self.wait = ttl if wait is None else wait
+        self.token = f"{os.getpid()}-{uuid.uuid4().hex}"
+        self.acquired = False
+
+    def acquire(self) -> bool:
+        deadline = time.monotonic() + self.wait
+        delay = 0.001
+        while True:
+            if self._try_add(self.token, self.ttl):
+                self.acquired = True
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def release(self) -> None:
+        if self.acquired:
+            self.acquired = False
+            # Not atomic with the read, but the window only matters if our lease expired in between,
+            # in which case the worst outcome is one extra computation by another process.
+            if self._read() == self.token:
+                self._remove()
+
+    def __enter__(self) -> LeaseLock:
+        if not self.acquire():
+            from fncache._errors import LockTimeout
+
+            raise LockTimeout(f"lock not acquired within {self.wait:.1f}s")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

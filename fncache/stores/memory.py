@@ -1,0 +1,100 @@
+"""An in-process store, for tests and for caching within one run.
+
+``memory://NAME`` stores opened in one process with the same name share their entries; a copy
+unpickled in another process starts empty (there is nothing to connect to).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from fncache.stores._base import EntryInfo, Store, now
+from fncache.stores._lock import LeaseLock
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Store):
+    """A dict guarded by a lock. Every operation is atomic with respect to other threads."""
+
+    kind = "memory"
+
+    def __init__(self, url: str = "memory://", **options: Any) -> None:
+        super().__init__(url, **options)
+        self._lock = threading.Lock()
+        # key -> (value, meta, created, expires_at or None)
+        self._data: dict[str, tuple[bytes, dict[str, Any], float, float | None]] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    def _live(self, key: str) -> tuple[bytes, dict[str, Any], float, float | None] | None:
+        item = self._data.get(key)
+        if item is not None and item[3] is not None and item[3] <= now():
+            del self._data[key]
+            return None
+        return item
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            item = self._live(key)
+        return None if item is None else item[0]
+
+    def contains(self, key: str) -> bool:
+        with self._lock:
+            return self._live(key) is not None
+
+    def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
+        with self._lock:
+            if self._live(key) is not None:
+                return False
+            self._put(key, value, meta, expire)
+            return True
+
+    def set(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> None:
+        with self._lock:
+            self._put(key, value, meta, expire)
+
+    def _put(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None) -> None:
+        t = now()
+        meta = dict(meta, size=len(value), created=meta.get("created") or t)
+        self._data[key] = (bytes(value), meta, t, None if expire is None else t + expire)
+
+    def delete(self, key: str) -> bool:
+        with self._lock:
+            return self._data.pop(key, None) is not None
+
+    def entries(self) -> Iterator[EntryInfo]:
+        with self._lock:
+            items = [(k, self._live(k)) for k in list(self._data)]
+        for key, item in items:
+            if item is not None:
+                value, meta, created, _ = item
+                yield EntryInfo(key, len(value), float(meta.get("created", created)), None, meta)
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._data)
+            self._data.clear()
+            return n
+
+    def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
+        def try_add(token: str, ttl: float) -> bool:
+            with self._lock:
+                held = self._leases.get(key)
+                if held is not None and held[1] > now():
+                    return False
+                self._leases[key] = (token, now() + ttl)
+                return True
+
+        def read() -> str | None:
+            with self._lock:
+                held = self._leases.get(key)
+                return held[0] if held else None
+
+        def remove() -> None:
+            with self._lock:
+                self._leases.pop(key, None)
+
+        return LeaseLock(try_add, read, remove, ttl=timeout)
