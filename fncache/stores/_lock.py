@@ -1,9 +1,10 @@
 """A lease lock built on a store's atomic create-only write with expiry.
 
-Used by stores whose backend gives ``add``-with-expiry (diskcache, Redis, memory). The lease expires by
-itself after ``ttl`` seconds, so a holder killed with SIGKILL blocks the key for at most that long.
-A release deletes the lease only if it is still ours (a token check), so a slow holder whose lease ran
-out does not free someone else's.
+Used by stores whose backend gives ``add``-with-expiry (diskcache, Redis, memory). The lease
+expires by itself after ``ttl`` seconds, so a holder killed with SIGKILL blocks the key for at most
+that long. A release deletes the lease only if it is still ours (a token check), so a slow holder
+whose lease ran out does not free someone else's. Backends with a server-side compare-and-delete
+(Redis) pass it as ``release`` and make that check atomic; the others read, compare, then remove.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ __all__ = ["LeaseLock"]
 class LeaseLock:
     """Context manager: ``with LeaseLock(try_add, read, remove, ttl, wait): ...``.
 
-    ``try_add(token, ttl) -> bool`` creates the lease atomically; ``read() -> token | None`` reads it;
-    ``remove()`` deletes it. Entering polls with a growing back-off until the lease is ours or ``wait``
-    seconds passed, then raises :class:`fncache.LockTimeout`.
+    ``try_add(token, ttl) -> bool`` creates the lease atomically; ``read() -> token | None`` reads
+    it; ``remove()`` deletes it. Entering polls with a growing back-off until the lease is ours or
+    ``wait`` seconds passed, then raises :class:`fncache.LockTimeout`. ``release(token)``, if
+    given, replaces the read-compare-remove on exit with one atomic "delete if the lease still holds
+    ``token``".
     """
 
     def __init__(
@@ -32,10 +35,12 @@ class LeaseLock:
         remove: Callable[[], object],
         ttl: float,
         wait: float | None = None,
+        release: Callable[[str], object] | None = None,
     ) -> None:
         self._try_add = try_add
         self._read = read
         self._remove = remove
+        self._release = release
         self.ttl = ttl
         self.wait = ttl if wait is None else wait
         self.token = f"{os.getpid()}-{uuid.uuid4().hex}"
@@ -56,6 +61,9 @@ class LeaseLock:
     def release(self) -> None:
         if self.acquired:
             self.acquired = False
+            if self._release is not None:
+                self._release(self.token)
+                return
             # Not atomic with the read, but the window only matters if our lease expired in between,
             # in which case the worst outcome is one extra computation by another process.
             if self._read() == self.token:

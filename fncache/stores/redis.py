@@ -1,0 +1,459 @@
+"""A store on a Redis server, shared by every process and machine that reaches it.
+
+Layout, for key ``K`` and the default ``prefix="fncache:"``:
+
+=================================  ===============================================================
+``fncache:v:K``                    the value, behind a one-byte tag: ``\\x00`` + the bytes, or
+                                   ``\\x01`` + a JSON manifest of chunks (below)
+``fncache:m:K``                    metadata (JSON), written after the value
+``fncache:c:{K}:TOKEN:I``          chunk ``I`` of a large value, all under the hash tag ``{K}``
+``fncache:l:K``                    a lock lease (``SET NX PX`` with a random token)
+=================================  ===============================================================
+
+Guarantees and failure modes:
+
+* ``add`` is ``SET NX``: of concurrent adds exactly one wins. The value is published by that one
+  command, so a reader sees the whole value or nothing; the metadata follows in a second command,
+  so a crash in between leaves an entry whose metadata reads as ``{}``.
+* A Redis string holds at most 512 MB and a client that sends more is disconnected, so values
+  larger than ``chunk_size`` (default 64 MiB) are split into chunks. Chunks are written first with
+  a provisional one-hour expiry; one Lua script then publishes the manifest (create-only, like
+  ``SET NX``) and makes the chunks permanent or gives them the entry's expiry, atomically. A writer
+  that dies before that script leaves chunks that expire by themselves. A chunk that is missing
+  anyway (evicted, deleted by hand) makes the entry read as a miss and be removed, so the next
+  ``add`` can store it again.
+* ``expire`` becomes the keys' TTL: Redis itself forgets the entry. ``entries()`` and ``clear()``
+  use ``SCAN``, never ``KEYS``, so they do not block the server; entries written meanwhile may or
+  may not be seen.
+* A server that cannot be reached, times out (``socket_timeout``, default 10 s), refuses a write at
+  its ``maxmemory`` limit ("OOM command not allowed") or rejects a command raises
+  :class:`fncache.StoreError`; after a connection error the pool is rebuilt on next use.
+* The connection opens on first use and is rebuilt in a child process after ``fork`` (the parent's
+  sockets are never shared).
+* The store is written for one Redis server (or a primary behind a proxy), not Redis Cluster:
+  the publish script touches the value key and its chunks together.
+
+Secrets: a password is never pickled. It is taken, at open time, from the ``password=`` option,
+else from the URL (``redis://:PASSWORD@host``), else from ``$REDIS_PASSWORD``. ``url`` keeps
+everything the user gave *except* the password, and ``options`` never hold it. A store unpickled in
+another process reads ``$REDIS_PASSWORD`` there, so set that variable (rather than writing the
+password in the URL) when memoized functions travel to workers; pickling a store whose password
+came from the URL or the option, while ``$REDIS_PASSWORD`` is unset, logs a warning.
+
+Options: ``prefix`` (key namespace, default ``"fncache:"``), ``chunk_size`` (bytes, default
+64 MiB), ``socket_timeout`` and ``socket_connect_timeout`` (seconds, defaults 10 and 5),
+``password``; any other keyword goes to :func:`redis.Redis.from_url` (e.g. ``ssl_ca_certs``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from fncache._errors import ConfigError, StoreError
+from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
+from fncache.stores._lock import LeaseLock
+
+__all__ = ["RedisStore"]
+
+log = logging.getLogger("fncache")
+
+_INLINE = b"\x00"
+_CHUNKED = b"\x01"
+# Redis refuses strings over 512 MB (proto-max-bulk-len); stay well below it with the tag byte.
+_MAX_CHUNK = 512 * 2**20 - 4096
+_DEFAULT_CHUNK = 64 * 2**20
+# Chunks of an add still in flight expire by themselves if the writer dies before publishing.
+_PENDING_TTL_MS = 3600 * 1000
+_SCAN_BATCH = 500
+
+# KEYS: value, meta, chunk... ARGV: manifest, meta, ttl in ms (0 = none), mode ("add" or "set").
+# One script, so the manifest and its chunks become visible and permanent together.
+_PUBLISH = """
+local ttl = tonumber(ARGV[3])
+local old = false
+if ARGV[4] == 'add' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
+else
+  old = redis.call('GET', KEYS[1])
+end
+if ttl > 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ttl)
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+for i = 3, #KEYS do
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) else redis.call('PERSIST', KEYS[i]) end
+end
+return {1, old}
+"""
+
+# KEYS: a key. ARGV: the value it must still hold. Deletes it only then (lock release, damage).
+_DELETE_IF = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _split_password(url: str) -> tuple[str, str | None]:
+    """``url`` without its password, and the password (``None`` if the URL has none)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url, None
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit(parts._replace(netloc=netloc)), parts.password
+
+
+class RedisStore(Store):
+    """A store in a Redis database, e.g. ``RedisStore("redis://localhost:6379/0")``.
+
+    See the module documentation for the key layout, guarantees, failure modes and options.
+    """
+
+    kind = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "fncache:",
+        chunk_size: int = _DEFAULT_CHUNK,
+        socket_timeout: float = 10.0,
+        socket_connect_timeout: float = 5.0,
+        password: str | None = None,
+        **options: Any,
+    ) -> None:
+        if not isinstance(prefix, str):
+            raise ConfigError(f"prefix: expected a string, got {type(prefix).__name__}")
+        if not isinstance(chunk_size, int) or not 0 < chunk_size <= _MAX_CHUNK:
+            raise ConfigError(
+                f"chunk_size: expected a number of bytes in 1..{_MAX_CHUNK}, got {chunk_size!r}"
+            )
+        clean_url, url_password = _split_password(url)
+        if url_password is not None or password is not None:
+            log.debug("redis store %s: password kept out of url and options", clean_url)
+        options = dict(
+            options,
+            prefix=prefix,
+            chunk_size=chunk_size,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+        )
+        super().__init__(clean_url, **options)
+        self.prefix = prefix
+        self.chunk_size = chunk_size
+        self._password = password or url_password or os.environ.get("REDIS_PASSWORD") or None
+        self._explicit_password = (password or url_password) is not None
+        self._client: Any = None
+        self._pid = 0
+        self._scripts: dict[str, Any] = {}
+
+    # -- connection ------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The :class:`redis.Redis` client, created on first use and again after a fork."""
+        if self._client is None or self._pid != os.getpid():
+            import redis
+
+            kwargs = {k: v for k, v in self.options.items() if k not in ("prefix", "chunk_size")}
+            if self._password is not None:
+                kwargs["password"] = self._password
+            try:
+                client = redis.Redis.from_url(self.url, **kwargs)
+            except (ValueError, TypeError) as e:
+                raise ConfigError(
+                    f"store: invalid Redis URL or option for {self.url!r}: {e}"
+                ) from e
+            # Forgetting (not closing) a parent's pool after fork: closing would shut sockets that
+            # the parent still uses.
+            self._client, self._pid = client, os.getpid()
+            self._scripts = {
+                "publish": client.register_script(_PUBLISH),
+                "delete_if": client.register_script(_DELETE_IF),
+            }
+        return self._client
+
+    def _script(self, name: str) -> Any:
+        """A registered Lua script (``publish`` or ``delete_if``), connecting first if needed."""
+        self.client  # noqa: B018 - the property connects and registers the scripts
+        return self._scripts[name]
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """Turn redis-py's and the socket layer's errors into :class:`StoreError`."""
+        import redis
+
+        try:
+            yield
+        except (redis.exceptions.RedisError, OSError) as e:
+            if isinstance(e, StoreError):
+                raise
+            if isinstance(e, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+                # A half-read reply would poison a pooled connection: start afresh next time.
+                self.close()
+            raise StoreError(f"redis {what} failed on {self.url}: {e}") from e
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._pid == os.getpid():
+            try:
+                client.close()
+            except Exception:  # closing a broken pool must not mask the error that got us here
+                pass
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._explicit_password and "REDIS_PASSWORD" not in os.environ:
+            log.warning(
+                "redis store %s: its password is not pickled; set REDIS_PASSWORD where it is "
+                "unpickled",
+                self.url,
+            )
+        return super().__reduce__()
+
+    # -- key names -------------------------------------------------------------------------------
+    def _value_key(self, key: str) -> str:
+        return f"{self.prefix}v:{key}"
+
+    def _meta_key(self, key: str) -> str:
+        return f"{self.prefix}m:{key}"
+
+    def _chunk_keys(self, key: str, token: str, n: int) -> list[str]:
+        return [f"{self.prefix}c:{{{key}}}:{token}:{i}" for i in range(n)]
+
+    def _manifest_chunks(self, key: str, raw: bytes | None) -> list[str]:
+        """The chunk keys a stored value refers to (``[]`` for inline or unreadable values)."""
+        if not raw or raw[:1] != _CHUNKED:
+            return []
+        try:
+            manifest = json.loads(raw[1:])
+            return self._chunk_keys(key, str(manifest["token"]), int(manifest["n"]))
+        except (ValueError, KeyError, TypeError):
+            return []
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        """The value at ``key`` or ``None``; one round trip, two for a chunked value.
+
+        A chunked value whose chunks are not all there reads as ``None`` and is removed.
+        """
+        with self._guard("read"):
+            raw = self.client.get(self._value_key(key))
+            if raw is None:
+                return None
+            tag = raw[:1]
+            if tag == _INLINE:
+                return raw[1:]
+            chunks = self._manifest_chunks(key, raw)
+            parts = self.client.mget(chunks) if chunks else []
+            if chunks and all(p is not None for p in parts):
+                value = b"".join(parts)
+                if len(value) == json.loads(raw[1:]).get("size", len(value)):
+                    return value
+            log.warning(
+                "redis store %s: entry %s is damaged (missing chunk); removed", self.url, key
+            )
+            self._script("delete_if")(keys=[self._value_key(key)], args=[raw])
+            self.client.unlink(self._meta_key(key), *chunks)
+            return None
+
+    def contains(self, key: str) -> bool:
+        with self._guard("lookup"):
+            return bool(self.client.exists(self._value_key(key)))
+
+    def entries(self) -> Iterator[EntryInfo]:
+        """Every entry, found by ``SCAN``; ``accessed`` derives from the value key's idle time."""
+        cut = len(self._value_key(""))
+        with self._guard("list"):
+            batch: list[str] = []
+            for name in self.client.scan_iter(
+                match=_glob_escape(self.prefix) + "v:*", count=_SCAN_BATCH
+            ):
+                batch.append(name.decode() if isinstance(name, bytes) else name)
+                if len(batch) >= _SCAN_BATCH:
+                    yield from self._describe(batch, cut)
+                    batch = []
+            if batch:
+                yield from self._describe(batch, cut)
+
+    def _describe(self, names: Sequence[str], cut: int) -> Iterator[EntryInfo]:
+        keys = [n[cut:] for n in names]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.mget([self._meta_key(k) for k in keys])
+        for n in names:
+            pipe.strlen(n)
+            pipe.object("idletime", n)
+        # raise_on_error=False: OBJECT IDLETIME fails under an LFU eviction policy; then no time.
+        replies = pipe.execute(raise_on_error=False)
+        metas = replies[0]
+        if isinstance(metas, Exception):
+            raise metas
+        t = now()
+        for i, key in enumerate(keys):
+            strlen, idle = replies[1 + 2 * i], replies[2 + 2 * i]
+            if isinstance(strlen, Exception) or not strlen:
+                continue  # removed since the scan saw it
+            meta = decode_meta(metas[i])
+            size = meta.get("size")
+            if size is None:
+                size = self._stored_size(names[i], int(strlen))
+            accessed = t - float(idle) if isinstance(idle, int) else None
+            yield EntryInfo(
+                key=key,
+                size=int(size),
+                created=float(meta.get("created") or 0.0),
+                accessed=accessed,
+                meta=meta,
+            )
+
+    def _stored_size(self, name: str, strlen: int) -> int:
+        """Size of a value whose metadata is lost: its length, or its manifest's ``size``."""
+        head = self.client.getrange(name, 0, 0)
+        if head != _CHUNKED:
+            return max(strlen - 1, 0)
+        try:
+            return int(json.loads((self.client.get(name) or b"")[1:]).get("size", 0))
+        except (ValueError, TypeError):
+            return 0
+
+    # -- writing ---------------------------------------------------------------------------------
+    def add(
+        self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
+    ) -> bool:
+        """Store ``value`` unless ``key`` exists. Atomic (``SET NX``): one concurrent add wins.
+
+        Raises :class:`StoreError` if the server is unreachable or full (``maxmemory``); nothing is
+        published then (chunks already written expire within an hour).
+        """
+        return self._write(key, value, meta, expire, create_only=True)
+
+    def set(
+        self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
+    ) -> None:
+        """Store ``value`` at ``key``, replacing any entry; readers see the old or the new value."""
+        self._write(key, value, meta, expire, create_only=False)
+
+    def _write(
+        self, key: str, value: bytes, meta: dict[str, Any], expire: float | None, create_only: bool
+    ) -> bool:
+        ttl_ms = None if expire is None else max(1, int(expire * 1000))
+        meta_raw = encode_meta(dict(meta, size=len(value), created=meta.get("created") or now()))
+        vkey, mkey = self._value_key(key), self._meta_key(key)
+        with self._guard("write"):
+            client = self.client
+            if len(value) <= self.chunk_size:
+                if create_only:
+                    if not client.set(vkey, _INLINE + bytes(value), nx=True, px=ttl_ms):
+                        return False
+                    old = None
+                else:
+                    old = client.set(vkey, _INLINE + bytes(value), px=ttl_ms, get=True)
+                client.set(mkey, meta_raw, px=ttl_ms)
+            else:
+                if create_only and client.exists(vkey):
+                    return False  # cheap early exit before uploading chunks
+                token = uuid.uuid4().hex
+                view = memoryview(value)
+                n = -(-len(value) // self.chunk_size)
+                chunks = self._chunk_keys(key, token, n)
+                try:
+                    for i, name in enumerate(chunks):
+                        part = view[i * self.chunk_size : (i + 1) * self.chunk_size]
+                        client.set(name, bytes(part), px=_PENDING_TTL_MS)
+                    manifest = (
+                        _CHUNKED
+                        + json.dumps(
+                            {"token": token, "n": n, "size": len(value)}, separators=(",", ":")
+                        ).encode()
+                    )
+                    won, old = self._script("publish")(
+                        keys=[vkey, mkey, *chunks],
+                        args=[manifest, meta_raw, ttl_ms or 0, "add" if create_only else "set"],
+                    )
+                except Exception:
+                    self._forget(chunks)
+                    raise
+                if not won:
+                    self._forget(chunks)
+                    return False
+            stale = self._manifest_chunks(key, old or None)
+            if stale:
+                client.unlink(*stale)
+        return True
+
+    def _forget(self, chunks: list[str]) -> None:
+        """Best-effort removal of unpublished chunks (they expire by themselves anyway)."""
+        try:
+            self.client.unlink(*chunks)
+        except Exception:  # the write error that brought us here is the one to report
+            pass
+
+    def delete(self, key: str) -> bool:
+        """Remove the entry and its chunks; ``True`` if there was one. Idempotent."""
+        vkey = self._value_key(key)
+        with self._guard("delete"):
+            raw = self.client.get(vkey)
+            removed = self.client.unlink(
+                vkey, self._meta_key(key), *self._manifest_chunks(key, raw)
+            )
+        return raw is not None and removed > 0
+
+    def clear(self) -> int:
+        """Remove every key under ``prefix`` except held locks, in ``SCAN`` batches.
+
+        Returns the number of entries removed. Not atomic: entries added meanwhile may survive.
+        """
+        lock_prefix = f"{self.prefix}l:".encode()
+        value_prefix = self._value_key("").encode()
+        n = 0
+        with self._guard("clear"):
+            batch: list[bytes] = []
+            for name in self.client.scan_iter(match=_glob_escape(self.prefix) + "*", count=1000):
+                if name.startswith(lock_prefix):
+                    continue
+                n += name.startswith(value_prefix)
+                batch.append(name)
+                if len(batch) >= 1000:
+                    self.client.unlink(*batch)
+                    batch = []
+            if batch:
+                self.client.unlink(*batch)
+        return n
+
+    def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
+        """A lease ``SET NX PX``; released by an atomic compare-and-delete of our token."""
+        name = f"{self.prefix}l:{key}"
+        ttl_ms = max(1, int(timeout * 1000))
+
+        def try_add(token: str, ttl: float) -> bool:
+            with self._guard("lock"):
+                return bool(self.client.set(name, token, nx=True, px=ttl_ms))
+
+        def read() -> str | None:
+            with self._guard("lock"):
+                raw = self.client.get(name)
+            return None if raw is None else raw.decode()
+
+        def release(token: str) -> None:
+            with self._guard("unlock"):
+                self._script("delete_if")(keys=[name], args=[token])
+
+        def remove() -> None:
+            with self._guard("unlock"):
+                self.client.delete(name)
+
+        return LeaseLock(try_add, read, remove, ttl=timeout, release=release)
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with Redis glob metacharacters escaped, for ``SCAN MATCH``."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

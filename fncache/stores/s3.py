@@ -1,0 +1,434 @@
+"""A store in an S3 bucket (AWS S3 or a compatible server: MinIO, SeaweedFS, Ceph, R2), via s3fs.
+
+Layout under ``s3://bucket/prefix``:
+
+================================  ==================================================================
+``prefix/v1/ab/abcdef...``        the value of key ``abcdef...``, one immutable object; the first
+                                  two hex digits fan the keys out over 256 "directories"
+``prefix/v1/ab/abcdef....json``   its metadata (small JSON), written after the value
+``prefix/locks/abcdef...``        a lock lease (JSON: token, created, expires)
+================================  ==================================================================
+
+Guarantees and failure modes:
+
+* ``add`` writes with ``If-None-Match: *``. Where the server enforces it (AWS S3 since 2024, MinIO,
+  SeaweedFS, R2) exactly one of concurrent adds wins; the losers get HTTP 412 (recognised by the
+  status code, not by an exception class) and return ``False``. Where a server ignores the header,
+  every concurrent add returns ``True`` and the last upload wins; keys are content-addressed, so
+  the surviving value is still a correct one.
+* A value is one object, so readers see all of it or nothing. Values of ``2 * part_size`` bytes or
+  more (default part size 50 MiB) are uploaded in parts, and S3 publishes a multipart upload only
+  when it completes.
+* ``expire`` is kept in the object's user metadata (``x-amz-meta-fncache-expires``) and checked on
+  read, since S3 has no per-object expiry (lifecycle rules count whole days): an expired entry
+  reads as missing, and is deleted when read or when an ``add`` finds it in its way.
+* ``entries()`` is one paginated listing plus one small concurrent GET per entry (its metadata);
+  ``accessed`` is ``None`` (S3 does not track reads). ``clear()`` deletes in batches of 1000.
+* ``lock()`` is best effort: a lease object created with ``If-None-Match: *``, taken over by
+  deleting it once its ``expires`` time has passed. S3 has no atomic expiry, so two waiters that
+  see the same expired lease can both take it, and the expiry is judged by the waiters' clocks.
+  A lock only saves duplicate work; correctness never depends on it.
+* Network failures, time-outs (``connect_timeout`` 5 s, ``read_timeout`` 60 s), denied access and
+  other HTTP errors raise :class:`fncache.StoreError`. The client is created on first use and
+  again in a child process after ``fork``.
+
+Credentials and secrets: the endpoint and credentials come from the options ``endpoint_url=``,
+``key=``, ``secret=``, ``token=`` (and ``client_kwargs=``) or, when not given, from the usual AWS
+configuration (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_PROFILE``, instance roles). ``key``, ``secret``, ``token`` and their
+``client_kwargs`` spellings are kept out of ``options`` and are never pickled: a store unpickled in
+another process authenticates with that process's AWS configuration (a warning is logged when a
+store given explicit credentials is pickled). Prefer the environment when functions travel.
+
+Other options: ``part_size`` (bytes, default 50 MiB), ``connect_timeout``, ``read_timeout``,
+``retries`` (s3fs retries of transient errors, default 3); any other keyword goes to
+:class:`s3fs.S3FileSystem`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from fncache._errors import ConfigError, StoreError
+from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
+from fncache.stores._lock import LeaseLock
+
+__all__ = ["S3Store"]
+
+log = logging.getLogger("fncache")
+
+_SECRET_OPTIONS = ("key", "secret", "token", "username", "password")
+_SECRET_CLIENT_KWARGS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+_EXPIRES = "fncache-expires"
+_LIST_BATCH = 1000
+# 412: the object exists (If-None-Match). 409: AWS's answer when another conditional write to the
+# same key is in flight; for a content-addressed key that other writer stores the same value.
+_EXISTS = (412, 409)
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status behind an s3fs/botocore error, following ``__cause__`` and ``__context__``.
+
+    s3fs translates a 412 into a plain ``OSError(EINVAL)`` unless the server names the failed
+    condition, so the class of the exception says nothing reliable; the status does.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status is None:
+                code = response.get("Error", {}).get("Code")
+                status = int(code) if isinstance(code, str) and code.isdigit() else None
+            if status is not None:
+                return int(status)
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
+async def _get_object(fs: Any, bucket: str, key: str) -> tuple[dict[str, str], bytes]:
+    """One GET returning user metadata and body (``cat_file`` drops the metadata)."""
+    resp = await fs._call_s3("get_object", Bucket=bucket, Key=key)
+    body = resp["Body"]
+    try:
+        data = await body.read()
+    finally:
+        body.close()
+    return resp.get("Metadata") or {}, data
+
+
+class S3Store(Store):
+    """A store under ``s3://bucket/prefix``; see the module documentation."""
+
+    kind = "s3"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        part_size: int = 50 * 2**20,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        retries: int = 3,
+        **options: Any,
+    ) -> None:
+        if not url.startswith("s3://"):
+            raise ConfigError(f"store: expected an s3://bucket/prefix URL, got {url!r}")
+        bucket, _, prefix = url[len("s3://") :].partition("/")
+        if not bucket:
+            raise ConfigError(f"store: no bucket in {url!r}")
+        if not isinstance(part_size, int) or part_size < 5 * 2**20:
+            raise ConfigError(
+                f"part_size: expected at least 5 MiB (S3's minimum), got {part_size!r}"
+            )
+        secrets = {k: options.pop(k) for k in _SECRET_OPTIONS if options.get(k) is not None}
+        client_kwargs = dict(options.pop("client_kwargs", None) or {})
+        secret_client = {
+            k: client_kwargs.pop(k) for k in _SECRET_CLIENT_KWARGS if k in client_kwargs
+        }
+        if client_kwargs:
+            options["client_kwargs"] = client_kwargs
+        options.update(
+            part_size=part_size,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries=retries,
+        )
+        super().__init__(url, **options)
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        base = f"{bucket}/{self.prefix}" if self.prefix else bucket
+        self._values = f"{base}/v1"
+        self._locks = f"{base}/locks"
+        self._secrets = secrets
+        self._secret_client_kwargs = secret_client
+        self._fs: Any = None
+        self._pid = 0
+
+    # -- connection ------------------------------------------------------------------------------
+    @property
+    def fs(self) -> Any:
+        """The :class:`s3fs.S3FileSystem`, created on first use and again after a fork."""
+        if self._fs is None or self._pid != os.getpid():
+            import s3fs
+
+            opts = dict(self.options)
+            part_size = opts.pop("part_size")
+            retries = opts.pop("retries")
+            config = dict(opts.pop("config_kwargs", None) or {})
+            config.setdefault("connect_timeout", opts.pop("connect_timeout"))
+            config.setdefault("read_timeout", opts.pop("read_timeout"))
+            # botocore's own retries come on top of s3fs's: keep them few, so a dead server fails
+            # within seconds instead of minutes.
+            config.setdefault("retries", {"max_attempts": 2, "mode": "standard"})
+            client_kwargs = dict(
+                opts.pop("client_kwargs", None) or {}, **self._secret_client_kwargs
+            )
+            try:
+                self._fs = s3fs.S3FileSystem(
+                    **self._secrets,
+                    **opts,
+                    client_kwargs=client_kwargs,
+                    config_kwargs=config,
+                    default_block_size=part_size,
+                    # A private instance: fsspec's instance cache would hand the same client to
+                    # stores with other options, and listings must never come from a stale cache.
+                    skip_instance_cache=True,
+                    use_listings_cache=False,
+                )
+            except (TypeError, ValueError, KeyError) as e:
+                raise ConfigError(f"store: invalid S3 option for {self.url!r}: {e}") from e
+            # A class attribute in s3fs, not a constructor argument.
+            self._fs.retries = retries
+            self._pid = os.getpid()
+        return self._fs
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """Turn s3fs's, botocore's and aiohttp's errors into :class:`StoreError`."""
+        import asyncio
+
+        import botocore.exceptions
+        from fsspec.exceptions import FSTimeoutError
+
+        try:
+            yield
+        except (
+            OSError,
+            botocore.exceptions.BotoCoreError,
+            botocore.exceptions.ClientError,
+            asyncio.TimeoutError,
+            FSTimeoutError,
+        ) as e:
+            if isinstance(e, StoreError):
+                raise
+            status = _http_status(e)
+            detail = f" (HTTP {status})" if status else ""
+            raise StoreError(f"s3 {what} failed on {self.url}{detail}: {e}") from e
+
+    def close(self) -> None:
+        # s3fs closes its session when the filesystem is garbage-collected; dropping it is enough.
+        self._fs = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._secrets or self._secret_client_kwargs:
+            log.warning(
+                "s3 store %s: its credentials are not pickled; the unpickled store uses the AWS "
+                "configuration (environment, profile) of the process that loads it",
+                self.url,
+            )
+        return super().__reduce__()
+
+    # -- paths -----------------------------------------------------------------------------------
+    def _value_path(self, key: str) -> str:
+        return f"{self._values}/{key[:2]}/{key}"
+
+    def _split(self, path: str) -> tuple[str, str]:
+        bucket, _, key = path.partition("/")
+        return bucket, key
+
+    def _head(self, path: str) -> dict[str, Any] | None:
+        """The HEAD response of ``path``, or ``None`` if there is no such object."""
+        bucket, key = self._split(path)
+        try:
+            return dict(self.fs.call_s3("head_object", Bucket=bucket, Key=key))
+        except FileNotFoundError:
+            return None
+
+    @staticmethod
+    def _expired(metadata: dict[str, str] | None) -> bool:
+        raw = (metadata or {}).get(_EXPIRES)
+        try:
+            return raw is not None and float(raw) <= now()
+        except ValueError:
+            return False
+
+    def _remove(self, paths: list[str]) -> None:
+        """Delete objects in batches of 1000 (S3's limit); missing ones are no error."""
+        for i in range(0, len(paths), 1000):
+            objects = [{"Key": self._split(p)[1]} for p in paths[i : i + 1000]]
+            self.fs.call_s3(
+                "delete_objects", Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        """The value at ``key`` or ``None``: one GET. An expired value reads as ``None``."""
+        from fsspec.asyn import sync
+
+        path = self._value_path(key)
+        with self._guard("read"):
+            fs = self.fs
+            try:
+                metadata, data = sync(fs.loop, _get_object, fs, *self._split(path))
+            except FileNotFoundError:
+                return None
+            if self._expired(metadata):
+                self._remove([path, path + ".json"])
+                return None
+            return data
+
+    def contains(self, key: str) -> bool:
+        with self._guard("lookup"):
+            head = self._head(self._value_path(key))
+        return head is not None and not self._expired(head.get("Metadata"))
+
+    def entries(self) -> Iterator[EntryInfo]:
+        """Every live entry: one paginated listing, then the metadata objects in concurrent GETs."""
+        with self._guard("list"):
+            try:
+                listing = self.fs.find(self._values, detail=True)
+            except FileNotFoundError:
+                return
+        # s3fs lists a prefix that has no objects left as a "directory" entry of its own.
+        listing = {p: info for p, info in listing.items() if info.get("type") == "file"}
+        values = {p: info for p, info in listing.items() if not p.endswith(".json")}
+        names = list(values)
+        t = now()
+        for i in range(0, len(names), _LIST_BATCH):
+            batch = names[i : i + _LIST_BATCH]
+            wanted = [p + ".json" for p in batch if p + ".json" in listing]
+            with self._guard("list"):
+                metas = self.fs.cat(wanted, on_error="omit") if wanted else {}
+            for path in batch:
+                meta = decode_meta(metas.get(path + ".json"))
+                expires = meta.get("expires")
+                if isinstance(expires, (int, float)) and expires <= t:
+                    continue
+                info = values[path]
+                modified = info.get("LastModified")
+                created = meta.get("created") or (modified.timestamp() if modified else 0.0)
+                yield EntryInfo(
+                    key=path.rsplit("/", 1)[1],
+                    size=int(info.get("size") or 0),
+                    created=float(created),
+                    accessed=None,
+                    meta=meta,
+                )
+
+    # -- writing ---------------------------------------------------------------------------------
+    def add(
+        self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
+    ) -> bool:
+        """Store ``value`` unless ``key`` exists; a create-only PUT (``If-None-Match: *``).
+
+        Exactly one concurrent add wins on servers that enforce the condition (see the module
+        documentation for those that do not). An expired entry in the way is deleted first.
+        """
+        path = self._value_path(key)
+        with self._guard("write"):
+            for _ in range(2):
+                if self._put(path, value, expire, create_only=True):
+                    self._put_meta(path, value, meta, expire)
+                    return True
+                head = self._head(path)
+                if head is None or not self._expired(head.get("Metadata")):
+                    return False
+                # Someone's expired entry: remove it and try once more.
+                self._remove([path, path + ".json"])
+        return False
+
+    def set(
+        self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
+    ) -> None:
+        """Store ``value`` at ``key``, replacing any entry; one PUT, so readers see old or new."""
+        path = self._value_path(key)
+        with self._guard("write"):
+            self._put(path, value, expire, create_only=False)
+            self._put_meta(path, value, meta, expire)
+
+    def _put(self, path: str, value: bytes, expire: float | None, create_only: bool) -> bool:
+        """PUT ``value`` (multipart when large); ``False`` if create-only and the object exists."""
+        metadata = {} if expire is None else {_EXPIRES: repr(now() + expire)}
+        try:
+            self.fs.pipe_file(
+                path,
+                bytes(value),
+                mode="create" if create_only else "overwrite",
+                chunksize=self.options["part_size"],
+                Metadata=metadata,
+            )
+        except Exception as e:  # s3fs raises OSError subclasses or botocore errors; re-raised
+            if create_only and _http_status(e) in _EXISTS:
+                return False
+            raise
+        return True
+
+    def _put_meta(
+        self, path: str, value: bytes, meta: dict[str, Any], expire: float | None
+    ) -> None:
+        meta = dict(meta, size=len(value), created=meta.get("created") or now())
+        if expire is not None:
+            meta["expires"] = now() + expire
+        self.fs.pipe_file(path + ".json", encode_meta(meta))
+
+    def delete(self, key: str) -> bool:
+        """Remove the entry; ``True`` if there was one. Idempotent."""
+        path = self._value_path(key)
+        with self._guard("delete"):
+            found = self._head(path) is not None
+            self._remove([path, path + ".json"])
+        return found
+
+    def clear(self) -> int:
+        """Delete every object under ``prefix/v1`` (not the locks); returns the number of entries.
+
+        Not atomic: entries added during the listing may survive.
+        """
+        with self._guard("clear"):
+            try:
+                listing = self.fs.find(self._values, detail=True)
+            except FileNotFoundError:
+                return 0
+            paths = [p for p, info in listing.items() if info.get("type") == "file"]
+            self._remove(paths)
+        return sum(1 for p in paths if not p.endswith(".json"))
+
+    def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
+        """A best-effort lease object; see the module documentation for its limits."""
+        path = f"{self._locks}/{key}"
+
+        def read_lease() -> dict[str, Any] | None:
+            try:
+                return decode_meta(self.fs.cat_file(path))
+            except FileNotFoundError:
+                return None
+
+        def try_add(token: str, ttl: float) -> bool:
+            t = now()
+            lease = encode_meta({"token": token, "created": t, "expires": t + ttl})
+            with self._guard("lock"):
+                for _ in range(2):
+                    try:
+                        self.fs.pipe_file(path, lease, mode="create")
+                        return True
+                    except Exception as e:
+                        if _http_status(e) not in _EXISTS:
+                            raise
+                    held = read_lease()
+                    expires = (held or {}).get("expires")
+                    if held is not None and isinstance(expires, (int, float)) and expires > now():
+                        return False
+                    # Expired or unreadable: its holder died or overran; take the lease over.
+                    self._remove([path])
+            return False
+
+        def read() -> str | None:
+            with self._guard("lock"):
+                held = read_lease()
+            return None if held is None else str(held.get("token"))
+
+        def remove() -> None:
+            with self._guard("unlock"):
+                self._remove([path])
+
+        return LeaseLock(try_add, read, remove, ttl=timeout)

@@ -1,0 +1,3 @@
+"""Shared pytest configuration: the real-server fixtures of ``tests/servers.py``."""
+
+pytest_plugins = ["tests.servers"]

@@ -1,0 +1,260 @@
+"""The store protocol as one contract, bound to every store (disk, memory, Redis, S3).
+
+``StoreContract`` says what every store must do; each ``Test*Store`` class binds it to one store in
+two lines by defining ``open(request)``. Stores that can fail for want of a server also define
+``open_unreachable(request)``. Store-specific tests follow the bindings.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from fncache._errors import LockTimeout, StoreError
+from fncache.stores import open_store
+from fncache.stores._base import EntryInfo, Store
+
+META = {"function": "tests.test_stores:f", "python": "3"}
+
+
+def new_key() -> str:
+    """A fresh key in the protocol's format: 32 lowercase hex digits."""
+    return uuid.uuid4().hex
+
+
+class StoreContract:
+    """What every store must do. Subclasses define ``open(request) -> Store``."""
+
+    def open(self, request: pytest.FixtureRequest) -> Store:
+        raise NotImplementedError
+
+    def open_unreachable(self, request: pytest.FixtureRequest) -> Store:
+        pytest.skip(f"{type(self).__name__}: this store has no backend that can be unreachable")
+
+    @pytest.fixture
+    def store(self, request: pytest.FixtureRequest) -> Any:
+        store = self.open(request)
+        yield store
+        store.clear()
+        store.close()
+
+    # -- get / add / set / delete / contains -----------------------------------------------------
+    def test_missing_key_reads_as_none(self, store: Store) -> None:
+        """A key never written is neither readable nor contained."""
+        key = new_key()
+        assert store.get(key) is None
+        assert not store.contains(key)
+
+    def test_add_then_get_returns_the_bytes(self, store: Store) -> None:
+        """A value added is read back byte for byte, including every byte value."""
+        key, value = new_key(), bytes(range(256)) * 4
+        assert store.add(key, value, META) is True
+        assert bytes(store.get(key)) == value
+        assert store.contains(key)
+
+    def test_empty_value_is_a_value(self, store: Store) -> None:
+        """An empty value is stored and read back as ``b""``, not as a miss."""
+        key = new_key()
+        assert store.add(key, b"", META)
+        assert store.get(key) is not None and bytes(store.get(key)) == b""
+
+    def test_add_is_create_only_first_writer_wins(self, store: Store) -> None:
+        """A second add to the same key returns False and leaves the first value in place."""
+        key = new_key()
+        assert store.add(key, b"first", META)
+        assert store.add(key, b"second", META) is False
+        assert bytes(store.get(key)) == b"first"
+
+    def test_concurrent_adds_from_threads_have_one_winner(self, store: Store) -> None:
+        """Of eight threads adding one key at once, exactly one wins and its value stays."""
+        key, results = new_key(), []
+        barrier = threading.Barrier(8)
+
+        def add(i: int) -> None:
+            barrier.wait()
+            results.append((store.add(key, b"value-%d" % i, META), i))
+
+        threads = [threading.Thread(target=add, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [i for ok, i in results if ok]
+        assert len(winners) == 1
+        assert bytes(store.get(key)) == b"value-%d" % winners[0]
+
+    def test_set_replaces(self, store: Store) -> None:
+        """``set`` overwrites an existing entry and creates a missing one."""
+        key = new_key()
+        store.set(key, b"one", META)
+        store.set(key, b"two", META)
+        assert bytes(store.get(key)) == b"two"
+        assert [e.size for e in store.entries() if e.key == key] == [3]
+
+    def test_delete_is_idempotent(self, store: Store) -> None:
+        """``delete`` reports whether there was an entry, and the entry is gone after it."""
+        key = new_key()
+        store.add(key, b"x", META)
+        assert store.delete(key) is True
+        assert store.delete(key) is False
+        assert store.get(key) is None and not store.contains(key)
+        assert store.add(key, b"again", META), "a deleted key can be added again"
+
+    # -- listing ---------------------------------------------------------------------------------
+    def test_entries_carry_size_times_and_meta(self, store: Store) -> None:
+        """``entries()`` lists each entry with its value size, creation time and metadata."""
+        before = time.time()
+        keys = {new_key(): b"a" * n for n in (1, 10, 1000)}
+        for key, value in keys.items():
+            store.add(key, value, META)
+        after = time.time()
+        infos = {e.key: e for e in store.entries()}
+        assert set(infos) == set(keys)
+        for key, value in keys.items():
+            info = infos[key]
+            assert isinstance(info, EntryInfo)
+            assert info.size == len(value)
+            assert before - 2 <= info.created <= after + 2
+            assert info.accessed is None or before - 2 <= info.accessed <= time.time() + 2
+            assert info.function == META["function"]
+            assert {k: info.meta[k] for k in META} == META
+
+    def test_len_and_volume_count_entries_and_bytes(self, store: Store) -> None:
+        """``len`` counts entries and ``volume`` adds their sizes (at least; some add overhead)."""
+        assert len(store) == 0
+        for n in (5, 7):
+            store.add(new_key(), b"v" * n, META)
+        assert len(store) == 2
+        assert store.volume() >= 12
+
+    def test_clear_removes_everything(self, store: Store) -> None:
+        """``clear`` removes every entry and returns how many there were."""
+        keys = [new_key() for _ in range(3)]
+        for key in keys:
+            store.add(key, b"x", META)
+        assert store.clear() == 3
+        assert len(store) == 0
+        assert all(store.get(k) is None for k in keys)
+
+    # -- expiry ----------------------------------------------------------------------------------
+    def test_expired_entry_reads_as_missing(self, store: Store) -> None:
+        """An entry added with ``expire=`` reads as missing once that many seconds passed."""
+        key, keep = new_key(), new_key()
+        assert store.add(key, b"short-lived", META, expire=0.5)
+        store.add(keep, b"kept", META)
+        assert bytes(store.get(key)) == b"short-lived"
+        time.sleep(1.1)
+        assert store.get(key) is None
+        assert not store.contains(key)
+        assert [e.key for e in store.entries()] == [keep]
+        assert store.add(key, b"fresh", META), "an expired key can be added again"
+        assert bytes(store.get(key)) == b"fresh"
+
+    # -- locks -----------------------------------------------------------------------------------
+    def test_lock_excludes_a_second_holder(self, store: Store) -> None:
+        """While one holder has the lock, another waiting shorter than its lease times out."""
+        key = new_key()
+        with store.lock(key, timeout=10):
+            with pytest.raises(LockTimeout):
+                with store.lock(key, timeout=0.3):
+                    pass
+
+    def test_lock_is_free_after_release(self, store: Store) -> None:
+        """Leaving the ``with`` block frees the lock at once for the next holder."""
+        key = new_key()
+        with store.lock(key, timeout=10):
+            pass
+        started = time.monotonic()
+        with store.lock(key, timeout=10):
+            pass
+        assert time.monotonic() - started < 2
+
+    def test_lock_of_a_dead_holder_expires(self, store: Store) -> None:
+        """A lease never released (its holder died) stops blocking others after its timeout."""
+        key = new_key()
+        dead = store.lock(key, timeout=0.5)
+        dead.__enter__()  # never exited, like a process killed while holding it
+        started = time.monotonic()
+        with store.lock(key, timeout=5):
+            waited = time.monotonic() - started
+        assert waited < 4
+
+    # -- pickling --------------------------------------------------------------------------------
+    def test_pickles_as_configuration_and_reconnects(self, store: Store) -> None:
+        """A used store pickles as its URL and options (small, no connection) and reconnects."""
+        key = new_key()
+        store.add(key, b"shared", META)
+        payload = pickle.dumps(store)
+        assert len(payload) < 2000, "a live connection or data was pickled"
+        clone = pickle.loads(payload)
+        assert type(clone) is type(store)
+        assert clone.url == store.url
+        assert bytes(clone.get(key)) == b"shared"
+
+    # -- failures --------------------------------------------------------------------------------
+    def test_unreachable_backend_raises_store_error(self, request: pytest.FixtureRequest) -> None:
+        """Every operation on an unreachable backend raises StoreError (an OSError), not a hang."""
+        broken = self.open_unreachable(request)
+        key = new_key()
+        started = time.monotonic()
+        for call in (
+            lambda: broken.get(key),
+            lambda: broken.contains(key),
+            lambda: broken.add(key, b"x", META),
+            lambda: broken.set(key, b"x", META),
+            lambda: broken.delete(key),
+            lambda: list(broken.entries()),
+        ):
+            with pytest.raises(StoreError) as info:
+                call()
+            assert isinstance(info.value, OSError)
+        assert time.monotonic() - started < 30
+
+
+# -- bindings ------------------------------------------------------------------------------------
+
+
+class TestDiskStore(StoreContract):
+    def open(self, request):
+        return open_store(str(request.getfixturevalue("tmp_path") / "cache"))
+
+    def open_unreachable(self, request):
+        blocker = request.getfixturevalue("tmp_path") / "a-file"
+        blocker.write_text("not a directory")
+        return open_store(str(blocker / "cache"))
+
+
+class TestMemoryStore(StoreContract):
+    def open(self, request):
+        return open_store(f"memory://{uuid.uuid4().hex}")
+
+
+@pytest.mark.redis
+class TestRedisStore(StoreContract):
+    def open(self, request):
+        return open_store(request.getfixturevalue("redis_server").url, prefix=f"{new_key()}:")
+
+    def open_unreachable(self, request):
+        from tests.servers import free_ports
+
+        return open_store(f"redis://127.0.0.1:{free_ports(1)[0]}/0", socket_connect_timeout=2)
+
+
+@pytest.mark.s3
+class TestS3Store(StoreContract):
+    def open(self, request):
+        server = request.getfixturevalue("s3_env")
+        return open_store(server.url(), endpoint_url=server.endpoint_url)
+
+    def open_unreachable(self, request):
+        from tests.servers import free_ports
+
+        url = f"http://127.0.0.1:{free_ports(1)[0]}"
+        return open_store(
+            "s3://nowhere/x", endpoint_url=url, key="k", secret="s", connect_timeout=2
+        )
