@@ -113,23 +113,28 @@ class RedisServer:
 
     port: int
     process: subprocess.Popen[bytes]
+    password: str | None = None
 
     @property
     def url(self) -> str:
+        """The URL without the password (stores take it from ``$REDIS_PASSWORD`` or options)."""
         return f"redis://{HOST}:{self.port}/0"
 
     def client(self):  # noqa: ANN201 - redis is imported lazily
         import redis
 
-        return redis.Redis(host=HOST, port=self.port, socket_timeout=5)
+        return redis.Redis(host=HOST, port=self.port, password=self.password, socket_timeout=5)
 
     def stop(self) -> None:
         _stop(self.process)
 
 
 @contextlib.contextmanager
-def start_redis(directory: Path, *extra: str) -> Iterator[RedisServer]:
-    """A ``redis-server`` on a free loopback port, without persistence, stopped on exit."""
+def start_redis(directory: Path, *extra: str, password: str | None = None) -> Iterator[RedisServer]:
+    """A ``redis-server`` on a free loopback port, without persistence, stopped on exit.
+
+    ``extra`` are more ``redis-server`` arguments; ``password`` sets ``--requirepass``.
+    """
     binary = _need_binary("redis-server", "the Debian package redis-server")
     _need_module("redis", "redis")
     port = free_ports(1)[0]
@@ -149,11 +154,12 @@ def start_redis(directory: Path, *extra: str) -> Iterator[RedisServer]:
         "--logfile",
         str(log),
         *extra,
+        *(["--requirepass", password] if password else []),
     ]
     proc = subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
-    server = RedisServer(port, proc)
+    server = RedisServer(port, proc, password)
     try:
         _wait_for(lambda: bool(server.client().ping()), proc, log, "redis-server", 20)
         yield server
@@ -170,11 +176,11 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 @pytest.fixture
 def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
-    """``start(*redis_args)`` starts a private Redis server, stopped when the test ends."""
+    """``start(*redis_args, password=None)`` starts a private Redis server, stopped at test end."""
     with contextlib.ExitStack() as stack:
 
-        def start(*extra: str) -> RedisServer:
-            return stack.enter_context(start_redis(tmp_path, *extra))
+        def start(*extra: str, password: str | None = None) -> RedisServer:
+            return stack.enter_context(start_redis(tmp_path, *extra, password=password))
 
         yield start
 

@@ -201,7 +201,9 @@ class RedisStore(Store):
             if isinstance(e, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
                 # A half-read reply would poison a pooled connection: start afresh next time.
                 self.close()
-            raise StoreError(f"redis {what} failed on {self.url}: {e}") from e
+            full = isinstance(e, redis.exceptions.OutOfMemoryError)
+            hint = " (server full: maxmemory reached, nothing was stored)" if full else ""
+            raise StoreError(f"redis {what} failed on {self.url}{hint}: {e}") from e
 
     def close(self) -> None:
         client, self._client = self._client, None

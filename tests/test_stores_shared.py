@@ -1,0 +1,399 @@
+"""Stores shared between processes and servers: races, dead or full servers, large values, secrets.
+
+The servers are real (see ``tests/servers.py``); the racing processes are real ``spawn``ed
+interpreters that receive the store pickled, as memoized functions shipped to workers do.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from fncache._errors import StoreError
+from fncache.stores import open_store
+from fncache.stores.s3 import _http_status
+
+META = {"function": "tests.test_stores_shared:f"}
+RACERS = 16
+
+
+def new_key() -> str:
+    return uuid.uuid4().hex
+
+
+# -- a 16-process create-only race ---------------------------------------------------------------
+
+
+def _race(store: Any, key: str, index: int, ready: Any, go: Any, results: Any) -> None:
+    """One racer: connect, wait for the start signal, then try to add its own value."""
+    try:
+        store.contains(key)  # connect before the start, so the race is on the add alone
+        ready.put(index)
+        go.wait(60)
+        results.put((index, store.add(key, b"racer-%d" % index, META)))
+    except BaseException as e:  # reported to the parent, which fails the test with it
+        results.put((index, repr(e)))
+
+
+def run_race(store: Any) -> tuple[list[int], Any]:
+    """Race ``RACERS`` spawned processes adding one key; the winners and the stored value."""
+    ctx = multiprocessing.get_context("spawn")
+    key = new_key()
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [
+        ctx.Process(target=_race, args=(store, key, i, ready, go, results)) for i in range(RACERS)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        for _ in procs:
+            ready.get(timeout=120)
+        go.set()
+        outcomes = dict(results.get(timeout=60) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    errors = {i: o for i, o in outcomes.items() if not isinstance(o, bool)}
+    assert not errors, errors
+    return [i for i, won in outcomes.items() if won], store.get(key)
+
+
+def _assert_one_winner(store: Any) -> None:
+    winners, value = run_race(store)
+    assert len(winners) == 1, f"winners: {winners}"
+    assert bytes(value) == b"racer-%d" % winners[0]
+
+
+def test_race_disk(tmp_path):
+    """Of 16 processes adding one key to a disk store at once, exactly one wins."""
+    _assert_one_winner(open_store(str(tmp_path / "cache")))
+
+
+@pytest.mark.redis
+def test_race_redis(redis_server):
+    """Of 16 processes adding one key to a Redis store at once, exactly one wins."""
+    _assert_one_winner(open_store(redis_server.url, prefix=f"{new_key()}:"))
+
+
+@pytest.mark.redis
+def test_race_redis_chunked(redis_server):
+    """The create-only race has one winner for chunked Redis values too."""
+    _assert_one_winner(open_store(redis_server.url, prefix=f"{new_key()}:", chunk_size=3))
+
+
+@pytest.mark.s3
+def test_race_s3(s3_env):
+    """Of 16 processes adding one key to an S3 store at once, exactly one wins (If-None-Match)."""
+    _assert_one_winner(open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url))
+
+
+# -- Redis: dead, hung and full servers ----------------------------------------------------------
+
+
+@pytest.mark.redis
+def test_redis_stopped_server_raises_store_error(redis_factory):
+    """A Redis server that goes away turns every call into StoreError within seconds."""
+    server = redis_factory()
+    store = open_store(server.url, prefix="dead:", socket_connect_timeout=1)
+    key = new_key()
+    assert store.add(key, b"v", META)
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        store.get(key)
+    with pytest.raises(StoreError):
+        store.add(new_key(), b"v", META)
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.redis
+def test_redis_hung_server_times_out(redis_factory):
+    """A Redis server that stops answering (SIGSTOP) makes a read fail by socket timeout, not hang;
+    the store works again once the server resumes."""
+    server = redis_factory()
+    store = open_store(server.url, prefix="hung:", socket_timeout=0.5)
+    key = new_key()
+    assert store.add(key, b"v", META)
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError):
+            store.get(key)
+        assert time.monotonic() - started < 15
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert store.get(key) == b"v"
+
+
+@pytest.mark.redis
+def test_redis_full_server_raises_store_error_and_recovers(redis_factory):
+    """At ``maxmemory`` with ``noeviction`` an add raises StoreError, leaves no chunks behind, and
+    the store reads fine meanwhile and writes again once memory is available."""
+    server = redis_factory()
+    client = server.client()
+    store = open_store(server.url, prefix="full:", chunk_size=256 * 1024)
+    kept = new_key()
+    assert store.add(kept, b"kept", META)
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1mb")
+    for value in (b"x" * (2 * 2**20), b"y" * (200 * 1024)):  # chunked, then inline
+        with pytest.raises(StoreError, match="maxmemory"):
+            for _ in range(20):  # fill it up, whatever the baseline memory
+                store.add(new_key(), value, META)
+    assert not list(client.scan_iter(match="full:c:*")), "chunks of a failed add were left"
+    assert store.get(kept) == b"kept"
+    assert store.contains(kept)
+    client.config_set("maxmemory", "0")
+    key = new_key()
+    assert store.add(key, b"z" * 300_000, META)
+    assert store.get(key) == b"z" * 300_000
+
+
+# -- Redis: chunked values -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def chunked(redis_server):
+    store = open_store(redis_server.url, prefix=f"{new_key()}:", chunk_size=1000)
+    yield store, redis_server.client()
+    store.clear()
+
+
+@pytest.mark.redis
+def test_redis_large_value_is_chunked_and_read_back(chunked):
+    """A value above ``chunk_size`` is stored as chunks, listed with its full size, read back whole,
+    and its chunks have no pending expiry once published."""
+    store, client = chunked
+    key, value = new_key(), os.urandom(10_500)
+    assert store.add(key, value, META)
+    chunks = list(client.scan_iter(match=f"{store.prefix}c:*"))
+    assert len(chunks) == 11
+    assert all(client.ttl(c) == -1 for c in chunks)
+    assert store.get(key) == value
+    assert [e.size for e in store.entries()] == [10_500]
+    assert store.volume() == 10_500
+    assert store.add(key, b"other" * 1000, META) is False
+    assert len(list(client.scan_iter(match=f"{store.prefix}c:*"))) == 11, "loser left chunks"
+
+
+@pytest.mark.redis
+def test_redis_chunked_expiry_covers_chunks(chunked):
+    """An expiring chunked entry gives its chunks the same TTL."""
+    store, client = chunked
+    assert store.add(new_key(), b"e" * 3000, META, expire=60)
+    ttls = [client.ttl(c) for c in client.scan_iter(match=f"{store.prefix}c:*")]
+    assert len(ttls) == 3 and all(0 < t <= 60 for t in ttls)
+
+
+@pytest.mark.redis
+def test_redis_missing_chunk_reads_as_miss(chunked):
+    """A chunked entry with a chunk gone reads as a miss, is removed, and can be added again."""
+    store, client = chunked
+    key, value = new_key(), os.urandom(5000)
+    assert store.add(key, value, META)
+    client.delete(next(iter(client.scan_iter(match=f"{store.prefix}c:*"))))
+    assert store.get(key) is None
+    assert not store.contains(key)
+    assert store.add(key, value, META)
+    assert store.get(key) == value
+
+
+@pytest.mark.redis
+def test_redis_set_and_delete_free_old_chunks(chunked):
+    """Replacing or deleting a chunked value removes its chunks; no key is left behind."""
+    store, client = chunked
+    key = new_key()
+    store.set(key, b"a" * 5000, META)
+    store.set(key, b"b" * 2500, META)
+    assert len(list(client.scan_iter(match=f"{store.prefix}c:*"))) == 3
+    assert store.get(key) == b"b" * 2500
+    store.set(key, b"small", META)
+    assert not list(client.scan_iter(match=f"{store.prefix}c:*"))
+    store.set(key, b"c" * 5000, META)
+    assert store.delete(key)
+    assert not list(client.scan_iter(match=f"{store.prefix}*"))
+
+
+@pytest.mark.redis
+def test_redis_oversized_write_needs_chunking(redis_factory):
+    """A value over the server's bulk limit fails cleanly unchunked and works chunked."""
+    server = redis_factory("--proto-max-bulk-len", "1mb")
+    value = os.urandom(int(1.5 * 2**20))
+    whole = open_store(server.url, prefix="whole:")
+    with pytest.raises(StoreError):
+        whole.add(new_key(), value, META)
+    assert whole.add(new_key(), b"still usable", META)
+    split = open_store(server.url, prefix="split:", chunk_size=512 * 1024)
+    key = new_key()
+    assert split.add(key, value, META)
+    assert split.get(key) == value
+
+
+# -- Redis: secrets, fork ------------------------------------------------------------------------
+
+
+@pytest.mark.redis
+def test_redis_password_is_never_pickled(redis_factory, monkeypatch):
+    """A password in the URL connects but stays out of ``url``, ``options`` and the pickle; the
+    unpickled store authenticates with ``$REDIS_PASSWORD``."""
+    monkeypatch.delenv("REDIS_PASSWORD", raising=False)
+    server = redis_factory(password="s3cret-pw")
+    url = f"redis://:s3cret-pw@127.0.0.1:{server.port}/0"
+    store = open_store(url, prefix="pw:")
+    key = new_key()
+    assert store.add(key, b"v", META)
+    assert "s3cret" not in store.url and "s3cret" not in repr(store.options)
+    payload = pickle.dumps(store)
+    assert b"s3cret" not in payload
+    store.close()
+    clone = pickle.loads(payload)
+    if clone is not store:  # a fresh process would read the password from its environment
+        with pytest.raises(StoreError):
+            clone.get(key)
+    monkeypatch.setenv("REDIS_PASSWORD", "s3cret-pw")
+    from fncache.stores.redis import RedisStore
+
+    fresh = RedisStore(f"redis://127.0.0.1:{server.port}/0", prefix="pw:")
+    assert fresh.get(key) == b"v"
+
+
+def _add_in_child(store: Any, key: str) -> None:
+    os._exit(0 if store.add(key, b"from-child", META) else 1)
+
+
+@pytest.mark.redis
+def test_redis_store_survives_fork(redis_server):
+    """A store used before ``fork`` reconnects in the child rather than share the parent socket."""
+    store = open_store(redis_server.url, prefix=f"{new_key()}:")
+    assert store.add(new_key(), b"parent", META)
+    key = new_key()
+    proc = multiprocessing.get_context("fork").Process(target=_add_in_child, args=(store, key))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == 0
+    assert store.get(key) == b"from-child"
+    assert len(store) == 2
+
+
+# -- S3 ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_s3_stopped_server_raises_store_error(s3_factory, monkeypatch):
+    """An S3 server that goes away turns calls into StoreError within seconds, not a hang."""
+    server = s3_factory()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    store = open_store(server.url(), endpoint_url=server.endpoint_url, connect_timeout=1)
+    key = new_key()
+    assert store.add(key, b"v", META)
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        store.get(key)
+    with pytest.raises(StoreError):
+        store.add(new_key(), b"v", META)
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.s3
+def test_s3_multipart_value_is_create_only(s3_env):
+    """A value large enough for a multipart upload reads back whole and is still create-only."""
+    store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url, part_size=5 * 2**20)
+    key, value = new_key(), os.urandom(11 * 2**20)
+    assert store.add(key, value, META)
+    assert store.add(key, b"late" * 3 * 2**20, META) is False
+    assert store.get(key) == value
+    assert [e.size for e in store.entries()] == [len(value)]
+    store.clear()
+
+
+@pytest.mark.s3
+def test_s3_layout_fans_out_by_key_prefix(s3_env):
+    """Values live at ``prefix/v1/<first two hex digits>/<key>`` with JSON metadata beside them."""
+    store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
+    key = "ab" + new_key()[2:]
+    store.add(key, b"v", META)
+    fs = s3_env.filesystem()
+    base = store.url[len("s3://") :]
+    assert sorted(fs.find(base)) == [f"{base}/v1/ab/{key}", f"{base}/v1/ab/{key}.json"]
+    store.clear()
+
+
+@pytest.mark.s3
+def test_s3_credentials_are_never_pickled(s3_server, monkeypatch):
+    """Explicit key and secret work but stay out of ``options`` and the pickle; the unpickled store
+    authenticates from the AWS environment of the process that loads it."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    store = open_store(
+        s3_server.url(),
+        endpoint_url=s3_server.endpoint_url,
+        key=s3_server.key,
+        client_kwargs={"aws_secret_access_key": s3_server.secret},
+    )
+    key = new_key()
+    assert store.add(key, b"v", META)
+    payload = pickle.dumps(store)
+    assert s3_server.secret.encode() not in payload and s3_server.key.encode() not in payload
+    assert s3_server.secret not in repr(store.options)
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    from fncache.stores.s3 import S3Store
+
+    clone = S3Store(*pickle.loads(payload).__reduce__()[1][:1], **store.options)
+    assert clone.get(key) == b"v"
+    store.clear()
+
+
+@pytest.mark.s3
+def test_s3_endpoint_from_environment(s3_env):
+    """With no options at all, endpoint and credentials come from the AWS_* environment."""
+    store = open_store(s3_env.url())
+    key = new_key()
+    assert store.add(key, b"env", META)
+    assert store.get(key) == b"env"
+    store.clear()
+
+
+@pytest.mark.s3
+def test_s3_server_ignoring_if_none_match_still_stores_a_value(s3_env, monkeypatch):
+    """Where a server ignores ``If-None-Match`` every add succeeds and the last write stays."""
+    store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
+    pipe_file = store.fs.pipe_file
+    monkeypatch.setattr(
+        store.fs, "pipe_file", lambda path, data, mode=None, **kw: pipe_file(path, data, **kw)
+    )
+    key = new_key()
+    assert store.add(key, b"same", META)
+    assert store.add(key, b"same", META)
+    assert store.get(key) == b"same"
+    store.clear()
+
+
+def test_s3_exists_is_recognised_by_status_not_class():
+    """A 412 is found on the exception chain whatever class s3fs translated it into."""
+
+    class FakeClientError(Exception):
+        response = {
+            "Error": {"Code": "PreconditionFailed"},
+            "ResponseMetadata": {"HTTPStatusCode": 412},
+        }
+
+    try:
+        try:
+            raise FakeClientError("precondition")
+        except FakeClientError as inner:
+            raise OSError(22, "Invalid argument") from inner
+    except OSError as e:
+        assert _http_status(e) == 412
+    assert _http_status(ValueError("no response")) is None
