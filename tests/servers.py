@@ -9,6 +9,7 @@
 * ``s3_env`` (function): the same credentials and endpoint exported in ``os.environ`` for the
   test, so stores unpickled in subprocesses (which never carry secrets) can authenticate.
 * ``s3_factory`` (function): starts a private SeaweedFS (for tests that stop one).
+* ``unused_port`` (function): a loopback port nothing listens on.
 
 Every server binds to 127.0.0.1 only, keeps its data in a temporary directory and is stopped by the
 fixture, also when a test fails. A missing binary or Python client skips the tests that need it,
@@ -165,6 +166,12 @@ def start_redis(directory: Path, *extra: str, password: str | None = None) -> It
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port with nothing listening on it (for unreachable-server tests)."""
+    return free_ports(1)[0]
 
 
 @pytest.fixture(scope="session")

@@ -240,9 +240,8 @@ class TestRedisStore(StoreContract):
         return open_store(request.getfixturevalue("redis_server").url, prefix=f"{new_key()}:")
 
     def open_unreachable(self, request):
-        from tests.servers import free_ports
-
-        return open_store(f"redis://127.0.0.1:{free_ports(1)[0]}/0", socket_connect_timeout=2)
+        port = request.getfixturevalue("unused_port")
+        return open_store(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=2)
 
 
 @pytest.mark.s3
@@ -252,9 +251,7 @@ class TestS3Store(StoreContract):
         return open_store(server.url(), endpoint_url=server.endpoint_url)
 
     def open_unreachable(self, request):
-        from tests.servers import free_ports
-
-        url = f"http://127.0.0.1:{free_ports(1)[0]}"
+        url = f"http://127.0.0.1:{request.getfixturevalue('unused_port')}"
         return open_store(
             "s3://nowhere/x", endpoint_url=url, key="k", secret="s", connect_timeout=2
         )

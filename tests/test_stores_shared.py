@@ -238,6 +238,20 @@ def test_redis_oversized_write_needs_chunking(redis_factory):
     assert split.get(key) == value
 
 
+def test_redis_password_is_cut_from_every_url_form():
+    """Passwords in the userinfo or the query of redis://, rediss:// and unix:// URLs are removed
+    from ``url`` and still used to connect; a URL without one is kept as given."""
+    from fncache.stores.redis import RedisStore, _split_password
+
+    assert _split_password("redis://:p%40ss@h:1/0") == ("redis://h:1/0", "p@ss")
+    assert _split_password("rediss://me:pw@h/2?x=1") == ("rediss://me@h/2?x=1", "pw")
+    assert _split_password("unix://:pw@/run/r.sock?db=2") == ("unix:///run/r.sock?db=2", "pw")
+    assert _split_password("redis://h/0?password=pw&db=1") == ("redis://h/0?db=1", "pw")
+    assert _split_password("redis://u@h:6379/0") == ("redis://u@h:6379/0", None)
+    store = RedisStore("redis://:pw@127.0.0.1:1/0")
+    assert store.url == "redis://127.0.0.1:1/0" and "pw" not in repr(store.options)
+
+
 # -- Redis: secrets, fork ------------------------------------------------------------------------
 
 
@@ -303,6 +317,20 @@ def test_s3_stopped_server_raises_store_error(s3_factory, monkeypatch):
     with pytest.raises(StoreError):
         store.add(new_key(), b"v", META)
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.s3
+def test_s3_store_survives_fork(s3_env):
+    """A store used before ``fork`` makes a new client in the child (loops are per process)."""
+    store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
+    assert store.add(new_key(), b"parent", META)
+    key = new_key()
+    proc = multiprocessing.get_context("fork").Process(target=_add_in_child, args=(store, key))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert store.get(key) == b"from-child"
+    store.clear()
 
 
 @pytest.mark.s3

@@ -34,11 +34,12 @@ Guarantees and failure modes:
   the publish script touches the value key and its chunks together.
 
 Secrets: a password is never pickled. It is taken, at open time, from the ``password=`` option,
-else from the URL (``redis://:PASSWORD@host``), else from ``$REDIS_PASSWORD``. ``url`` keeps
-everything the user gave *except* the password, and ``options`` never hold it. A store unpickled in
-another process reads ``$REDIS_PASSWORD`` there, so set that variable (rather than writing the
-password in the URL) when memoized functions travel to workers; pickling a store whose password
-came from the URL or the option, while ``$REDIS_PASSWORD`` is unset, logs a warning.
+else from the URL (``redis://:PASSWORD@host`` or ``?password=``), else from ``$REDIS_PASSWORD``.
+``url`` keeps everything the user gave *except* the password, and ``options`` never hold it. A
+store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set that variable (rather
+than writing the password in the URL) when memoized functions travel to workers; pickling a store
+whose password came from the URL or the option, while ``$REDIS_PASSWORD`` is unset, logs a
+warning.
 
 Options: ``prefix`` (key namespace, default ``"fncache:"``), ``chunk_size`` (bytes, default
 64 MiB), ``socket_timeout`` and ``socket_connect_timeout`` (seconds, defaults 10 and 5),
@@ -54,7 +55,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from fncache._errors import ConfigError, StoreError
 from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
@@ -104,14 +105,26 @@ return 0
 
 
 def _split_password(url: str) -> tuple[str, str | None]:
-    """``url`` without its password, and the password (``None`` if the URL has none)."""
+    """``url`` without its password (userinfo or ``?password=``), and the password or ``None``.
+
+    Rebuilt by hand rather than with ``urlunsplit``, which drops the ``//`` of ``unix://`` URLs.
+    """
     parts = urlsplit(url)
-    if parts.password is None:
+    password = None if parts.password is None else unquote(parts.password)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in query if k != "password"]
+    if len(kept) != len(query):
+        password = password or dict(query)["password"]
+    if password is None:
         return url, None
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
     netloc = f"{user}@{host}" if user else host
-    return urlunsplit(parts._replace(netloc=netloc)), parts.password
+    scheme = url.split("://", 1)[0]
+    clean = f"{scheme}://{netloc}{parts.path}"
+    if kept:
+        clean += "?" + urlencode(kept)
+    return clean, password
 
 
 class RedisStore(Store):
