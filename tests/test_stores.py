@@ -194,7 +194,9 @@ class StoreContract:
         clone = pickle.loads(payload)
         assert type(clone) is type(store)
         assert clone.url == store.url
+        store.close()
         assert bytes(clone.get(key)) == b"shared"
+        assert bytes(store.get(key)) == b"shared", "a closed store reconnects on next use"
 
     # -- failures --------------------------------------------------------------------------------
     def test_unreachable_backend_raises_store_error(self, request: pytest.FixtureRequest) -> None:

@@ -384,6 +384,18 @@ def test_s3_credentials_are_never_pickled(s3_server, monkeypatch):
 
 
 @pytest.mark.s3
+def test_s3_missing_bucket_is_an_error_not_a_miss(s3_env):
+    """A read from a bucket that does not exist raises StoreError instead of reading as a miss.
+
+    (``contains`` is a HEAD request, whose 404 has no body to tell a missing bucket apart, and
+    SeaweedFS creates buckets on upload, so writes are not checked here.)
+    """
+    store = open_store(f"s3://no-such-bucket-{new_key()[:8]}/x", endpoint_url=s3_env.endpoint_url)
+    with pytest.raises(StoreError, match="NoSuchBucket|bucket"):
+        store.get(new_key())
+
+
+@pytest.mark.s3
 def test_s3_endpoint_from_environment(s3_env):
     """With no options at all, endpoint and credentials come from the AWS_* environment."""
     store = open_store(s3_env.url())

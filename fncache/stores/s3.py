@@ -95,6 +95,24 @@ def _http_status(exc: BaseException) -> int | None:
     return None
 
 
+def _error_code(exc: BaseException) -> str | None:
+    """The S3 error code (``NoSuchKey``, ``NoSuchBucket``...) behind an s3fs/botocore error."""
+    e: BaseException | None = exc
+    for _ in range(5):
+        if e is None:
+            break
+        response = getattr(e, "response", None)
+        if isinstance(response, dict) and response.get("Error", {}).get("Code"):
+            return str(response["Error"]["Code"])
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _is_missing_key(exc: FileNotFoundError) -> bool:
+    """A 404 for the object, not for the bucket: only the former is a cache miss."""
+    return _error_code(exc) != "NoSuchBucket"
+
+
 async def _get_object(fs: Any, bucket: str, key: str) -> tuple[dict[str, str], bytes]:
     """One GET returning user metadata and body (``cat_file`` drops the metadata)."""
     resp = await fs._call_s3("get_object", Bucket=bucket, Key=key)
@@ -241,8 +259,10 @@ class S3Store(Store):
         bucket, key = self._split(path)
         try:
             return dict(self.fs.call_s3("head_object", Bucket=bucket, Key=key))
-        except FileNotFoundError:
-            return None
+        except FileNotFoundError as e:
+            if _is_missing_key(e):
+                return None
+            raise
 
     @staticmethod
     def _expired(metadata: dict[str, str] | None) -> bool:
@@ -270,8 +290,10 @@ class S3Store(Store):
             fs = self.fs
             try:
                 metadata, data = sync(fs.loop, _get_object, fs, *self._split(path))
-            except FileNotFoundError:
-                return None
+            except FileNotFoundError as e:
+                if _is_missing_key(e):
+                    return None
+                raise
             if self._expired(metadata):
                 self._remove([path, path + ".json"])
                 return None
