@@ -1,0 +1,57 @@
+"""fncache: a content-addressed function cache.
+
+``@fncache.memoize`` keys each call by an xxh3-128 digest of the function's code (and the user code it
+reaches) and of its arguments' content, and keeps results in a store (diskcache by default; Redis or
+S3-compatible object stores for sharing). Edit the function or a helper and the next call computes
+again; reformat it, move it or check it out elsewhere and it still hits.
+
+Not for: caching within one call stack by object identity (use ``functools.lru_cache``), or values that
+must not be written to disk unencrypted (entries are plain pickles; see the README on trust).
+"""
+
+from fncache._errors import (
+    ConfigError,
+    FncacheError,
+    IntegrityError,
+    LockTimeout,
+    StoreError,
+    UnhashableArgument,
+)
+from fncache._fingerprint import track, untrack
+from fncache._hasher import hash, ref, register, unregister
+from fncache._memoize import CacheInfo, Memoized, memoize
+from fncache.stores import Store, open_store
+
+__version__ = "0.1.0.dev0"
+
+
+def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """The key ``memoize`` uses for ``func(*args, **kwargs)`` (32 hex characters).
+
+    ``func`` may be a memoized function (its options apply) or a plain one (default options).
+    """
+    m = func if isinstance(func, Memoized) else Memoized(func)
+    return m.key(*args, **kwargs)
+
+
+__all__ = [
+    "CacheInfo",
+    "ConfigError",
+    "FncacheError",
+    "IntegrityError",
+    "LockTimeout",
+    "Memoized",
+    "Store",
+    "StoreError",
+    "UnhashableArgument",
+    "__version__",
+    "hash",
+    "key_for",
+    "memoize",
+    "open_store",
+    "ref",
+    "register",
+    "track",
+    "unregister",
+    "untrack",
+]

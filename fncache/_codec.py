@@ -1,0 +1,251 @@
+"""Results <-> stored bytes: pickle protocol 5, buffers beside the pickle, a checksum, an optional MAC.
+
+Frame layout (all integers little-endian)::
+
+    0   magic  b"FNC" + format version (1)
+    4   flags  u8  (1: signed, 2: zstd, 4: lz4)          5..7 reserved (0)
+    8   created   f64 (POSIX time the value was computed)
+    16  duration  f64 (seconds the computation took)
+    24  pickle length u64, 32 buffer count u32, 36 reserved u32
+    40  buffer lengths, u64 each
+    ..  checksum: xxh3-128 over key, header and body      (16 bytes)
+    ..  MAC: HMAC-SHA256 over key, header and body         (32 bytes, only when signed)
+    ..  zero padding to a multiple of 64
+    body: the pickle, then each out-of-band buffer, each starting on a 64-byte boundary
+          (the whole body compressed when a compression flag is set)
+
+Why this shape: large buffers (numpy, pandas, arrow) are written and read back without being copied
+into or out of the pickle, aligned so they can be used in place or memory-mapped. The checksum covers
+the key too, so an entry moved to another key (by a bug, a tool or a person) fails like a corrupt one.
+With a secret the MAC is checked *before* anything is unpickled: loading a pickle runs code, and a
+cache directory or a shared bucket is a place where someone could plant one.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+import pickle
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from fncache._errors import ConfigError, IntegrityError
+
+__all__ = ["Header", "UnpicklableResult", "decode", "encode", "read_header"]
+
+MAGIC = b"FNC\x01"
+_FIXED = struct.Struct("<4sB3xddQII")
+_SIGNED, _ZSTD, _LZ4 = 1, 2, 4
+_ALIGN = 64
+_CHECK = 16
+_MAC = 32
+# Buffers smaller than this in total stay inside the pickle: not worth a separate, aligned region.
+_OUT_OF_BAND_MIN = 64 * 1024
+COMPRESSORS = ("zstd", "lz4")
+
+
+class UnpicklableResult(TypeError):
+    """The function's result cannot be pickled; it is returned to the caller but not stored."""
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a frame says about itself, readable without unpickling."""
+
+    created: float
+    duration: float
+    signed: bool
+    compression: str | None
+    pickle_len: int
+    buffer_lens: tuple[int, ...]
+    body_offset: int
+
+
+def _pad(n: int) -> int:
+    return -n % _ALIGN
+
+
+def _compress(kind: str, data: bytes) -> bytes:
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(data)  # type: ignore[no-any-return]
+    import lz4.frame
+
+    return lz4.frame.compress(data)  # type: ignore[no-any-return]
+
+
+def _decompress(kind: str, data: memoryview) -> bytes:
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompress(data)  # type: ignore[no-any-return]
+    import lz4.frame
+
+    return lz4.frame.decompress(data)  # type: ignore[no-any-return]
+
+
+def check_compress(compress: Any) -> str | None:
+    """Validate a ``compress=`` option: ``None``/``False``, ``True`` (zstd), ``"zstd"`` or ``"lz4"``."""
+    if compress is None or compress is False or compress == 0:
+        return None
+    if compress is True or (isinstance(compress, int) and not isinstance(compress, bool)):
+        compress = "zstd"
+    if compress not in COMPRESSORS:
+        raise ConfigError(f"compress: expected one of {COMPRESSORS} or a bool, got {compress!r}")
+    module = "zstandard" if compress == "zstd" else "lz4"
+    try:
+        __import__(module)
+    except ImportError as e:
+        raise ConfigError(
+            f"compress={compress!r} needs the {module!r} package: pip install 'fncache[{compress}]'"
+        ) from e
+    return str(compress)
+
+
+def _pickle(value: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except Exception:
+        # Lambdas, local classes, objects of __main__-made types: cloudpickle takes them by value.
+        import cloudpickle
+
+        buffers = []
+        try:
+            data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        except Exception as e:
+            raise UnpicklableResult(
+                f"result of type {type(value).__module__}.{type(value).__qualname__} "
+                f"cannot be pickled: {e}"
+            ) from e
+    if buffers and sum(memoryview(b).nbytes for b in buffers) < _OUT_OF_BAND_MIN:
+        try:
+            data, buffers = pickle.dumps(value, protocol=5), []
+        except Exception:
+            import cloudpickle
+
+            data, buffers = cloudpickle.dumps(value, protocol=5), []
+    return data, buffers
+
+
+def _mac(secret: bytes, key: bytes, header: bytes, body: list[Any]) -> bytes:
+    m = hmac.new(secret, key, "sha256")
+    m.update(header)
+    for part in body:
+        m.update(part)
+    return m.digest()
+
+
+def _checksum(key: bytes, header: bytes, body: list[Any]) -> bytes:
+    h = xxhash.xxh3_128(key)
+    h.update(header)
+    for part in body:
+        h.update(part)
+    return h.digest()  # type: ignore[no-any-return]
+
+
+def encode(
+    value: Any,
+    key: str,
+    *,
+    created: float,
+    duration: float,
+    secret: bytes | None = None,
+    compress: str | None = None,
+) -> bytes:
+    """The stored form of ``value`` under ``key``. Raises :class:`UnpicklableResult`."""
+    data, buffers = _pickle(value)
+    views = [b.raw() for b in buffers]
+    body: list[Any] = [data, b"\0" * _pad(len(data))]
+    for v in views:
+        body.append(v)
+        body.append(b"\0" * _pad(v.nbytes))
+    flags = 0
+    if compress:
+        body = [_compress(compress, b"".join(body))]
+        flags |= _ZSTD if compress == "zstd" else _LZ4
+    if secret:
+        flags |= _SIGNED
+    header = _FIXED.pack(MAGIC, flags, created, duration, len(data), len(views), 0)
+    header += b"".join(struct.pack("<Q", v.nbytes) for v in views)
+    kb = key.encode()
+    trailer = _checksum(kb, header, body)
+    if secret:
+        trailer += _mac(secret, kb, header, body)
+    head = header + trailer
+    return b"".join([head, b"\0" * _pad(len(head)), *body])
+
+
+def read_header(frame: Any) -> Header:
+    """Parse a frame's header; raises :class:`IntegrityError` if it is not a well-formed frame."""
+    view = memoryview(frame)
+    if view.nbytes < _FIXED.size or bytes(view[:4]) != MAGIC:
+        raise IntegrityError("not an fncache entry (bad magic or truncated header)")
+    _, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(view)
+    lens_end = _FIXED.size + 8 * nbuf
+    trailer = _CHECK + (_MAC if flags & _SIGNED else 0)
+    if view.nbytes < lens_end + trailer:
+        raise IntegrityError("truncated entry header")
+    lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
+    head = lens_end + trailer
+    comp = "zstd" if flags & _ZSTD else "lz4" if flags & _LZ4 else None
+    return Header(created, duration, bool(flags & _SIGNED), comp, plen, lens, head + _pad(head))
+
+
+def decode(frame: Any, key: str, *, secret: bytes | None = None) -> tuple[Any, Header]:
+    """``(value, header)`` from a frame stored under ``key``.
+
+    The checksum (and, with ``secret``, the MAC) is verified before unpickling; any mismatch, truncation
+    or unsigned entry under a secret raises :class:`IntegrityError` and nothing is unpickled. Errors
+    raised while unpickling a verified frame (a class that no longer exists) propagate as they are.
+    A buffer-carrying frame given as read-only ``bytes`` is copied once so the arrays it yields are
+    writable; a writable ``bytearray`` or a memory map is used in place.
+    """
+    h = read_header(frame)
+    view = memoryview(frame)
+    header_end = _FIXED.size + 8 * len(h.buffer_lens)
+    header = view[:header_end]
+    check = bytes(view[header_end : header_end + _CHECK])
+    body_view = view[h.body_offset :]
+    kb = key.encode()
+    if secret:
+        if not h.signed:
+            raise IntegrityError("entry is not signed, but a secret is configured")
+        mac = bytes(view[header_end + _CHECK : header_end + _CHECK + _MAC])
+        if not hmac.compare_digest(mac, _mac(secret, kb, header, [body_view])):
+            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+    if _checksum(kb, header, [body_view]) != check:
+        raise IntegrityError("entry checksum does not match (corrupted or truncated)")
+    if h.compression:
+        try:
+            body: Any = memoryview(bytearray(_decompress(h.compression, body_view)))
+        except Exception as e:
+            raise IntegrityError(f"entry does not decompress: {e}") from e
+    else:
+        body = body_view
+        if h.buffer_lens and body.readonly and not isinstance(frame, _MAPPED_TYPES):
+            body = memoryview(bytearray(body))
+    expected = h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
+    if body.nbytes < expected:
+        raise IntegrityError("entry body is shorter than its header says")
+    buffers = []
+    pos = h.pickle_len + _pad(h.pickle_len)
+    for n in h.buffer_lens:
+        buffers.append(body[pos : pos + n])
+        pos += n + _pad(n)
+    value = pickle.loads(body[: h.pickle_len], buffers=buffers)
+    return value, h
+
+
+try:
+    import mmap as _mmap
+
+    _MAPPED_TYPES: tuple[type, ...] = (_mmap.mmap,)
+except ImportError:  # pragma: no cover
+    _MAPPED_TYPES = ()
+
+

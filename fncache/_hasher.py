@@ -1,0 +1,371 @@
+"""Canonical hashing: any Python value -> a 128-bit xxh3 digest of its *content*.
+
+How: a subclass of cloudpickle's C-accelerated ``Pickler`` writes into a streaming xxh3-128 digest.
+Plain data (ints, strings, lists, dicts, tuples) stays on the C fast path; only a few kinds of object
+take a Python detour. What makes the stream canonical, and why each step is needed:
+
+* **No memo.** The C pickler memoizes ``str``/``bytes``/tuples by object identity, so the same value
+  pickles differently depending on sharing and string interning (cloudpickle #453, #524). We pickle in
+  the pickler's "fast" mode, which writes no memo at all: equal values give equal bytes whatever their
+  identity. Fast mode cannot express cycles; a cyclic value is re-hashed by a second, slower pickler
+  that keeps a memo but feeds strings and bytes through ``persistent_id`` as fresh objects, so their
+  identity still cannot leak into the stream.
+* **Sets in a canonical order.** The C pickler saves exact ``set``/``frozenset`` before it consults
+  ``reducer_override``; only ``persistent_id`` is asked first for every object. So sets are replaced
+  there by their sorted elements (or, for mixed or unorderable elements, their sorted element digests).
+* **Functions, classes and code by fingerprint.** cloudpickle pickles importable functions by name and
+  dynamic ones with file names, line numbers and random class-tracker ids. ``reducer_override`` instead
+  replaces them with the digest of :mod:`fncache._fingerprint`, which covers code, constants, defaults,
+  closures, the globals read and the user helpers and classes reached, and nothing positional.
+* **Buffers straight into the digest.** Protocol-5 out-of-band buffers (numpy, pandas, arrow) are
+  hashed where they lie, never copied into the stream; numpy arrays are first put in C order, so equal
+  arrays in C order, Fortran order or as strided views give one digest while dtype and shape still count.
+* **Extension points** (:func:`register`, ``__fncache_token__``, :func:`ref`) run inside
+  ``reducer_override``/``persistent_id``, never through ``dispatch_table`` (which the C pickler reads
+  once at construction, so late registrations would be silently ignored).
+
+What this module is *not*: a serialiser. Nothing it writes is ever read back.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+import xxhash
+
+from fncache._errors import UnhashableArgument
+
+__all__ = ["digest", "hash", "ref", "register", "unregister"]
+
+_PROTOCOL = 5
+_new_digest = xxhash.xxh3_128
+_digest_of = xxhash.xxh3_128_digest
+
+# Types whose order is total and whose sort is deterministic; a set made only of one of these is
+# sorted directly (fast), any other set by the digests of its elements.
+_SORTABLE = frozenset({str, bytes, int})
+
+_MISSING = object()
+
+
+def _Token(*args: Any) -> Any:  # noqa: N802 - reads as a constructor in reduce tuples
+    """Stands in the stream for a value that is hashed by something other than its pickle.
+
+    Pickled as ``(_Token, (kind, payload))``: the kind keeps tokens of different origins apart, and
+    no real object reduces to this private function, so a token never equals ordinary data. Never
+    called: nothing this module writes is unpickled.
+    """
+    raise TypeError("fncache hash streams are not meant to be unpickled")
+
+
+# ---------------------------------------------------------------------------------------------
+# Extension points
+# ---------------------------------------------------------------------------------------------
+
+_registry: dict[type, Callable[[Any], Any]] = {}
+_registry_lock = threading.Lock()
+# Resolved handler per concrete type (None: let pickle do its default). Cleared on (un)register.
+_handlers: dict[type, Callable[[_Hasher, Any], Any] | None] = {}
+_refs: dict[int, tuple[Any, Any]] = {}
+
+# The C pickler handles these itself before reducer_override is called; a registration would be
+# silently ignored, so it is refused instead.
+_NOT_REGISTRABLE = (str, bytes, int, float, bool, type(None), dict, list, tuple, set, frozenset,
+                    bytearray)
+
+
+def register(type_: type, fn: Callable[[Any], Any]) -> None:
+    """Hash values of ``type_`` (and its subclasses) by ``fn(value)`` instead of their pickle.
+
+    ``fn`` returns any hashable-by-fncache token, e.g. a database handle's URL or a model's weights.
+    The type's qualified name is mixed in, so tokens of different types never collide. Takes effect at
+    once, in this process; register in an imported module so child processes register too.
+    """
+    if not isinstance(type_, type):
+        raise TypeError(f"register: type_ must be a class, got {type(type_).__name__}")
+    if not callable(fn):
+        raise TypeError(f"register: fn must be callable, got {type(fn).__name__}")
+    if type_ in _NOT_REGISTRABLE:
+        raise TypeError(f"register: {type_.__name__} is hashed by value and cannot be overridden")
+    with _registry_lock:
+        _registry[type_] = fn
+        _handlers.clear()
+
+
+def unregister(type_: type) -> None:
+    """Undo :func:`register` for ``type_``; no error if it was not registered."""
+    with _registry_lock:
+        _registry.pop(type_, None)
+        _handlers.clear()
+
+
+def ref(obj: Any, token: Any) -> Any:
+    """Key ``obj`` by ``token`` instead of its content; returns ``obj`` itself.
+
+    For objects that are large, external or impossible to pickle (a database connection, a loaded
+    model): ``f(fncache.ref(model, "resnet50-v2"))``. The mapping holds while ``obj`` lives (or, for
+    objects that cannot be weakly referenced, until the process ends). The token must change whenever
+    the object's meaning does: fncache cannot check it.
+    """
+    key = id(obj)
+    try:
+        weakref.finalize(obj, _refs.pop, key, None)
+        _refs[key] = (None, token)
+    except TypeError:  # not weakly referenceable: keep it alive so its id cannot be reused
+        _refs[key] = (obj, token)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers used by reducer_override, resolved once per type
+# ---------------------------------------------------------------------------------------------
+
+
+def _qualname(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _handle_function(h: _Hasher, obj: Any) -> Any:
+    from fncache._fingerprint import fingerprint
+
+    return (_Token, ("function", fingerprint(obj).digest))
+
+
+def _handle_class(h: _Hasher, obj: Any) -> Any:
+    from fncache._fingerprint import fingerprint
+
+    return (_Token, ("class", fingerprint(obj).digest))
+
+
+def _handle_code(h: _Hasher, obj: Any) -> Any:
+    from fncache._fingerprint import code_digest
+
+    return (_Token, ("code", code_digest(obj)))
+
+
+def _handle_module(h: _Hasher, obj: Any) -> Any:
+    return (_Token, ("module", obj.__name__))
+
+
+def _handle_set_subclass(h: _Hasher, obj: Any) -> Any:
+    state = getattr(obj, "__dict__", None) or None
+    return (_Token, ("set-subclass", type(obj), _set_token(obj), state))
+
+
+def _handle_token_method(h: _Hasher, obj: Any) -> Any:
+    return (_Token, ("token", type(obj), obj.__fncache_token__()))
+
+
+def _handle_weakref(h: _Hasher, obj: Any) -> Any:
+    # A weak reference hashes as what it points to (or as dead).
+    return (_Token, ("weakref", obj()))
+
+
+def _handle_ndarray(h: _Hasher, a: Any) -> Any:
+    np = sys.modules["numpy"]
+    if a.dtype.hasobject:
+        # Pointers are not content: hash the elements themselves.
+        return (_Token, ("ndarray-object", a.dtype, a.shape, a.reshape(-1).tolist()))
+    c = np.ascontiguousarray(a)  # no copy for C-contiguous arrays
+    if c.size and not c.flags.c_contiguous:  # pragma: no cover - ascontiguousarray guarantees it
+        c = c.copy(order="C")
+    flat = c.reshape(-1).view(np.uint8) if c.size else b""
+    return (_Token, ("ndarray", a.dtype, a.shape, pickle.PickleBuffer(flat)))
+
+
+def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], Any]:
+    name = _qualname(t)
+
+    def handle(h: _Hasher, obj: Any) -> Any:
+        return (_Token, ("registered", name, fn(obj)))
+
+    return handle
+
+
+def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
+    for base in t.__mro__:
+        fn = _registry.get(base)
+        if fn is not None:
+            return _registered(fn, base)
+    if issubclass(t, type):
+        return _handle_class
+    if t is types.FunctionType:
+        return _handle_function
+    if t is types.CodeType:
+        return _handle_code
+    if t is types.ModuleType:
+        return _handle_module
+    if issubclass(t, (set, frozenset)):
+        return _handle_set_subclass
+    if t is weakref.ReferenceType:
+        return _handle_weakref
+    if callable(getattr(t, "__fncache_token__", None)):
+        return _handle_token_method
+    np = sys.modules.get("numpy")
+    if np is not None and t in (np.ndarray, np.memmap):
+        return _handle_ndarray
+    torch = sys.modules.get("torch")
+    if torch is not None and issubclass(t, torch.Tensor):
+        from fncache._buffers import handle_torch
+
+        return handle_torch
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Sets
+# ---------------------------------------------------------------------------------------------
+
+
+def _set_token(obj: set[Any] | frozenset[Any]) -> tuple[Any, ...]:
+    types_ = {type(x) for x in obj}
+    if len(types_) == 1 and next(iter(types_)) in _SORTABLE:
+        return ("sorted", tuple(sorted(obj)))
+    return ("digests", b"".join(sorted(digest(x) for x in obj)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The pickler
+# ---------------------------------------------------------------------------------------------
+
+
+class _Sink:
+    """The pickler's output file: every frame goes straight into the current digest."""
+
+    __slots__ = ("h",)
+
+    def __init__(self) -> None:
+        self.h = _new_digest()
+
+    def write(self, data: Any) -> int:
+        self.h.update(data)
+        return len(data)
+
+
+class _Hasher(cloudpickle.Pickler):
+    """One reusable canonical pickler; see the module docstring for the rules.
+
+    Not thread-safe: :func:`digest` keeps a pool per thread.
+    """
+
+    def __init__(self, cyclic: bool = False) -> None:
+        self._sink = _Sink()
+        self._buffers: list[bytes] = []
+        super().__init__(self._sink, protocol=_PROTOCOL, buffer_callback=self._take_buffer)
+        self.cyclic = cyclic
+        self.fast = not cyclic
+
+    def _take_buffer(self, buf: pickle.PickleBuffer) -> bool:
+        try:
+            view = buf.raw()
+        except BufferError:  # not contiguous: copy it (rare; numpy arrays never get here)
+            view = memoryview(bytes(memoryview(buf)))
+        self._buffers.append(len(view).to_bytes(8, "little") + _digest_of(view))
+        return False  # out of band: the stream only records that a buffer was here
+
+    def persistent_id(self, obj: Any) -> Any:
+        t = type(obj)
+        if t is set or t is frozenset:
+            return ("set" if t is set else "frozenset", _set_token(obj))
+        if _refs:
+            hit = _refs.get(id(obj), _MISSING)
+            if hit is not _MISSING:
+                return ("ref", hit[1])  # type: ignore[index]
+        if self.cyclic:
+            # With a memo, strings and bytes would be memoized by identity; fresh objects never are.
+            if t is str:
+                return b"s" + obj.encode("utf-8", "surrogatepass")
+            if t is bytes:
+                return b"b" + obj
+        return None
+
+    def reducer_override(self, obj: Any) -> Any:
+        if obj is _Token:
+            return NotImplemented  # saved by name, as the marker it is
+        t = type(obj)
+        handler = _handlers.get(t, _MISSING)
+        if handler is _MISSING:
+            handler = _handlers[t] = _resolve(t)
+        if handler is None:
+            return NotImplemented
+        return handler(self, obj)  # type: ignore[operator]
+
+    def hash(self, obj: Any) -> bytes:
+        sink = self._sink
+        sink.h.reset()
+        self._buffers.clear()
+        try:
+            self.dump(obj)
+        finally:
+            self.clear_memo()
+        if self._buffers:
+            sink.h.update(b"".join(self._buffers))
+        return sink.h.digest()  # type: ignore[no-any-return]
+
+
+_local = threading.local()
+
+
+def _pool() -> list[_Hasher]:
+    try:
+        return _local.pool  # type: ignore[no-any-return]
+    except AttributeError:
+        _local.pool = []
+        return _local.pool  # type: ignore[no-any-return]
+
+
+def _explain_failure(obj: Any, exc: BaseException) -> UnhashableArgument:
+    return UnhashableArgument(
+        f"cannot hash a value of type {type(obj).__module__}.{type(obj).__qualname__}: {exc}",
+        type_name=type(obj).__qualname__,
+    )
+
+
+def digest(obj: Any) -> bytes:
+    """The 16-byte canonical digest of ``obj``.
+
+    Raises :class:`fncache.UnhashableArgument` (a ``TypeError``) when some part of ``obj`` cannot be
+    pickled (generators, locks, sockets, objects whose ``__reduce__`` raises).
+    """
+    pool = _pool()
+    h = pool.pop() if pool else _Hasher()
+    try:
+        return h.hash(obj)
+    except ValueError as e:
+        if "fast mode" not in str(e):
+            raise _explain_failure(obj, e) from e
+    except UnhashableArgument:
+        raise
+    except RecursionError as e:
+        raise UnhashableArgument(
+            f"cannot hash a value of type {type(obj).__qualname__}: nested too deeply", None,
+            type(obj).__qualname__,
+        ) from e
+    except Exception as e:  # pickling errors surface as many types (TypeError, PicklingError, ...)
+        raise _explain_failure(obj, e) from e
+    finally:
+        pool.append(h)
+    # A cycle: rare, so a fresh memoizing pickler is fine.
+    try:
+        return _Hasher(cyclic=True).hash(obj)
+    except UnhashableArgument:
+        raise
+    except Exception as e:
+        raise _explain_failure(obj, e) from e
+
+
+def hash(obj: Any) -> str:  # noqa: A001 - the public name mirrors the builtin on purpose
+    """Hex digest (32 characters) of the canonical content of ``obj``.
+
+    Equal values give equal digests across processes, machines, ``PYTHONHASHSEED`` s and checkout
+    paths (same Python minor version); values that differ in type or content give different ones.
+    """
+    return digest(obj).hex()
+

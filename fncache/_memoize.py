@@ -1,0 +1,590 @@
+"""``@fncache.memoize``: the memoized function wrapper.
+
+A call goes: bind the arguments -> revalidate the (cached) code fingerprint -> digest each argument ->
+key -> ``store.get`` -> on a hit, verify and unpickle; on a miss, compute (once per key among this
+process's threads; across processes too with ``lock=True``), encode and ``store.add`` (create-only, so
+the first writer wins and every reader sees one whole value).
+
+Failure policy, in one place: the user's exceptions propagate and are not stored; store and I/O errors
+become logged misses (``on_store_error="raise"`` raises them instead); a damaged or untrusted entry is
+logged, deleted and recomputed; a result that cannot be pickled is returned and not stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+
+from fncache import _codec, _hasher
+from fncache._binding import Binder
+from fncache._errors import (
+    ConfigError,
+    IntegrityError,
+    LockTimeout,
+    StoreError,
+    UnhashableArgument,
+)
+from fncache._fingerprint import Fingerprint, fingerprint
+from fncache.stores import Store, open_store
+
+__all__ = ["CacheInfo", "Memoized", "memoize"]
+
+log = logging.getLogger("fncache")
+
+#: Part of every key. Bump it whenever the bytes that enter a key change: it invalidates every cache.
+KEY_SCHEMA = "fncache-key-1"
+_PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+_KEY_PREFIX = _hasher.digest((KEY_SCHEMA, _PY))
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class CacheInfo(tuple):  # type: ignore[type-arg]
+    """``(hits, misses, stores, errors)`` of one memoized function in this process."""
+
+    __slots__ = ()
+
+    def __new__(cls, hits: int, misses: int, stores: int, errors: int) -> CacheInfo:
+        return tuple.__new__(cls, (hits, misses, stores, errors))
+
+    hits = property(lambda self: self[0])
+    misses = property(lambda self: self[1])
+    stores = property(lambda self: self[2])
+    errors = property(lambda self: self[3])
+
+    def __repr__(self) -> str:
+        return f"CacheInfo(hits={self[0]}, misses={self[1]}, stores={self[2]}, errors={self[3]})"
+
+
+class _Flight:
+    """One in-process computation of a key that other threads may wait on."""
+
+    __slots__ = ("done", "value", "ok")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.ok = False
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _secret_from(secret: str | bytes | None) -> bytes | None:
+    if secret is None:
+        secret = os.environ.get("FNCACHE_SECRET") or None
+    if secret is None:
+        return None
+    if isinstance(secret, str):
+        secret = secret.encode()
+    if not isinstance(secret, bytes) or not secret:
+        raise ConfigError("secret: expected a non-empty str or bytes")
+    return secret
+
+
+_ON_UNHASHABLE = ("raise", "call")
+_ON_STORE_ERROR = ("log", "raise")
+
+
+class Memoized(Generic[P, R]):
+    """A function whose results are cached by the content of its code and arguments.
+
+    Thread-safe; safe to share between processes through its store. See :func:`memoize` for the
+    options. Attributes: ``__wrapped__`` (the function), ``store`` (opened on first use), ``function_id``
+    (``module:qualname``, the name entries are listed and cleared by).
+    """
+
+    def __init__(
+        self,
+        func: Callable[P, R],
+        *,
+        store: str | os.PathLike[str] | Store | None = None,
+        ignore: Iterable[str] = (),
+        version: str | None = None,
+        expire: float | None = None,
+        lock: bool = False,
+        lock_timeout: float = 600.0,
+        secret: str | bytes | None = None,
+        compress: Any = None,
+        on_unhashable: str = "raise",
+        on_store_error: str = "log",
+        depends_on: Iterable[Any] = (),
+        track_versions: bool = False,
+        store_options: dict[str, Any] | None = None,
+        verbose: bool | None = None,
+    ) -> None:
+        if not callable(func):
+            raise ConfigError(f"memoize: expected a callable, got {type(func).__name__}")
+        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            raise ConfigError(
+                f"memoize: {getattr(func, '__qualname__', func)} is a generator function; its "
+                "result is consumed lazily and cannot be cached. Return a list instead."
+            )
+        if isinstance(ignore, str):
+            raise ConfigError("ignore: expected a list of parameter names, not a single string")
+        if version is not None and not isinstance(version, str):
+            raise ConfigError(f"version: expected a str, got {type(version).__name__}")
+        if expire is not None:
+            if isinstance(expire, bool) or not isinstance(expire, (int, float)) or expire <= 0:
+                raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
+        if not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
+            raise ConfigError(f"lock_timeout: expected a positive number of seconds, got {lock_timeout!r}")
+        if on_unhashable not in _ON_UNHASHABLE:
+            raise ConfigError(f"on_unhashable: expected one of {_ON_UNHASHABLE}, got {on_unhashable!r}")
+        if on_store_error not in _ON_STORE_ERROR:
+            raise ConfigError(f"on_store_error: expected one of {_ON_STORE_ERROR}, got {on_store_error!r}")
+        if store is not None and not isinstance(store, (str, os.PathLike, Store)):
+            raise ConfigError(f"store: expected a path, a URL or a Store, got {type(store).__name__}")
+        if store_options is not None and not isinstance(store_options, dict):
+            raise ConfigError("store_options: expected a dict")
+        self.__wrapped__ = func
+        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+        self._binder = Binder(func, ignore)
+        self.ignore = sorted(self._binder.ignore)
+        self.version = version
+        self.expire = expire
+        self.lock = bool(lock)
+        self.lock_timeout = float(lock_timeout)
+        self._secret_arg = secret
+        self._secret = _secret_from(secret)
+        self.compress = _codec.check_compress(compress)
+        self.on_unhashable = on_unhashable
+        self.on_store_error = on_store_error
+        self.depends_on = tuple(depends_on)
+        self.track_versions = bool(track_versions)
+        self._store_spec = store
+        self._store_options = dict(store_options or {})
+        self._store: Store | None = store if isinstance(store, Store) else None
+        self.verbose = _env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose)
+        module = getattr(func, "__module__", None) or "?"
+        qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+        self.function_id = f"{module}:{qualname}"
+        self._fp: Fingerprint | None = None
+        self._flights: dict[str, _Flight] = {}
+        self._flights_lock = threading.Lock()
+        self._stats = [0, 0, 0, 0]
+        self._warned: set[str] = set()
+        self._is_async = inspect.iscoroutinefunction(func)
+
+    # -- configuration -------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        """The store, opened (lazily, once) from the ``store=`` option or the default."""
+        if self._store is None:
+            self._store = open_store(self._store_spec, **self._store_options)
+        return self._store
+
+    def _options(self) -> dict[str, Any]:
+        # What travels when the function is pickled: configuration only. A secret given in code is
+        # left out (it would travel in clear); workers take theirs from $FNCACHE_SECRET.
+        return {
+            "store": self._store_spec if not isinstance(self._store_spec, Store) else self._store,
+            "ignore": self.ignore,
+            "version": self.version,
+            "expire": self.expire,
+            "lock": self.lock,
+            "lock_timeout": self.lock_timeout,
+            "compress": self.compress,
+            "on_unhashable": self.on_unhashable,
+            "on_store_error": self.on_store_error,
+            "depends_on": self.depends_on,
+            "track_versions": self.track_versions,
+            "store_options": self._store_options,
+            "verbose": self.verbose,
+        }
+
+    def __reduce__(self) -> Any:
+        module = sys.modules.get(self.__module__)
+        if module is not None and self.__module__ != "__main__":
+            obj: Any = module
+            for part in self.__qualname__.split("."):
+                obj = getattr(obj, part, None)
+            if obj is self:
+                return self.__qualname__  # importable where it lands: plain pickle by name
+        import cloudpickle
+
+        return (_rebuild, (cloudpickle.dumps(self.__wrapped__), self._options()))
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<memoized {self.function_id} in {self._store_spec or 'default store'}>"
+
+    def __fncache_token__(self) -> Any:
+        return self._fingerprint().digest
+
+    __fncache_wraps__ = staticmethod(lambda m: m.__wrapped__)
+
+    # -- keys ----------------------------------------------------------------------------------
+    def _fingerprint(self) -> Fingerprint:
+        fp = self._fp
+        if fp is None or not fp.valid():
+            fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)  # type: ignore[arg-type]
+        return fp
+
+    def _code_digest(self) -> bytes:
+        if self.version is not None:
+            return _hasher.digest(("version", self.function_id, self.version))
+        fp = self._fingerprint()
+        if not self.depends_on:
+            return fp.digest
+        from fncache._depends import depends_digest
+
+        return _hasher.digest((fp.digest, depends_digest(self.depends_on)))
+
+    def _arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
+        values = self._binder.bind(args, kwargs)
+        digest = _hasher.digest
+        out = []
+        for i, v in enumerate(values):
+            try:
+                out.append(digest(v))
+            except UnhashableArgument as e:
+                name = self._binder.names[i] if i < len(self._binder.names) else f"#{i}"
+                raise UnhashableArgument(
+                    f"{self.function_id}: argument {name!r} of type "
+                    f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {e}",
+                    parameter=name,
+                    type_name=type(v).__qualname__,
+                ) from e
+        return out
+
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[bytes]]:
+        arg_digests = self._arg_digests(args, kwargs)
+        parts = [_KEY_PREFIX, self._code_digest(), *arg_digests]
+        if self.ignore:
+            parts.append(_hasher.digest(("ignore", tuple(self.ignore))))
+        return _hasher._digest_of(b"".join(parts)).hex(), arg_digests
+
+    def key(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """The key (32 hex characters) of this call, exactly as a call would compute it."""
+        return self._key(args, kwargs)[0]
+
+    # -- store access with the failure policy --------------------------------------------------
+    def _store_failed(self, what: str, e: Exception) -> None:
+        self._stats[3] += 1
+        if self.on_store_error == "raise":
+            raise e
+        kind = f"{what}:{type(e).__name__}"
+        level = logging.WARNING if kind not in self._warned else logging.DEBUG
+        self._warned.add(kind)
+        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function_id, what, e)
+
+    def _lookup(self, key: str) -> tuple[bool, Any]:
+        try:
+            frame = self.store.get(key)
+        except (StoreError, OSError) as e:
+            self._store_failed("read", e)
+            return False, None
+        if frame is None:
+            return False, None
+        try:
+            value, header = _codec.decode(frame, key, secret=self._secret)
+        except IntegrityError as e:
+            log.warning("%s: entry %s rejected and removed: %s", self.function_id, key, e)
+            self._stats[3] += 1
+            self._discard(key)
+            return False, None
+        except Exception as e:  # a verified pickle that no longer loads (a class was removed)
+            log.warning("%s: entry %s no longer loads, recomputing: %r", self.function_id, key, e)
+            self._stats[3] += 1
+            self._discard(key)
+            return False, None
+        if self.expire is not None and header.created + self.expire < time.time():
+            log.debug("%s: entry %s expired", self.function_id, key)
+            self._discard(key)
+            return False, None
+        return True, value
+
+    def _discard(self, key: str) -> None:
+        try:
+            self.store.delete(key)
+        except (StoreError, OSError) as e:
+            self._store_failed("delete", e)
+
+    def _save(self, key: str, value: Any, duration: float, arg_digests: list[bytes],
+              overwrite: bool = False) -> None:
+        created = time.time()
+        try:
+            frame = _codec.encode(value, key, created=created, duration=duration,
+                                  secret=self._secret, compress=self.compress)
+        except _codec.UnpicklableResult as e:
+            kind = "unpicklable"
+            if kind not in self._warned:
+                self._warned.add(kind)
+                log.warning("%s: result not stored: %s", self.function_id, e)
+            return
+        meta = self._meta(created, duration, arg_digests)
+        try:
+            if overwrite:
+                self.store.set(key, frame, meta, expire=self.expire)
+            else:
+                self.store.add(key, frame, meta, expire=self.expire)
+            self._stats[2] += 1
+            log.debug("%s: stored %s (%d bytes)", self.function_id, key, len(frame))
+        except (StoreError, OSError) as e:
+            self._store_failed("write", e)
+
+    def _meta(self, created: float, duration: float, arg_digests: list[bytes]) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "function": self.function_id,
+            "created": created,
+            "duration": round(duration, 6),
+            "python": _PY,
+            "args": {n: d.hex() for n, d in zip(self._binder.names, arg_digests)},
+        }
+        if self.version is not None:
+            meta["version"] = self.version
+        else:
+            meta["components"] = self._fingerprint().components
+        return meta
+
+    # -- calling -------------------------------------------------------------------------------
+    def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[bytes]] | None:
+        try:
+            return self._key(args, kwargs)
+        except UnhashableArgument as e:
+            if self.on_unhashable == "raise":
+                raise
+            if "unhashable" not in self._warned:
+                self._warned.add("unhashable")
+                log.warning("%s: called without caching: %s", self.function_id, e)
+            return None
+
+    def _say(self, what: str, key: str) -> None:
+        if self.verbose:
+            print(f"[fncache] {what} {self.function_id} {key[:12]}", file=sys.stderr)
+        log.debug("%s %s %s", what, self.function_id, key)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        if _env_flag("FNCACHE_DISABLE"):
+            return self.__wrapped__(*args, **kwargs)
+        if self._is_async:
+            return self._acall(args, kwargs)  # type: ignore[return-value]
+        prepared = self._prepare(args, kwargs)
+        if prepared is None:
+            return self.__wrapped__(*args, **kwargs)
+        key, arg_digests = prepared
+        found, value = self._lookup(key)
+        if found:
+            self._stats[0] += 1
+            self._say("hit", key)
+            return value  # type: ignore[no-any-return]
+        self._stats[1] += 1
+        return self._compute_once(key, arg_digests, args, kwargs)
+
+    def _compute_once(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> R:
+        # Threads of this process that miss on one key wait for the first one's result.
+        with self._flights_lock:
+            flight = self._flights.get(key)
+            owner = flight is None
+            if owner:
+                flight = self._flights[key] = _Flight()
+        assert flight is not None
+        if not owner:
+            flight.done.wait()
+            if flight.ok:
+                self._say("shared", key)
+                return flight.value  # type: ignore[no-any-return]
+            return self._compute_and_store(key, arg_digests, args, kwargs)
+        try:
+            value = self._compute_and_store(key, arg_digests, args, kwargs)
+            flight.value, flight.ok = value, True
+            return value
+        finally:
+            with self._flights_lock:
+                self._flights.pop(key, None)
+            flight.done.set()
+
+    def _compute_and_store(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
+                           kwargs: dict[str, Any]) -> R:
+        if not self.lock:
+            return self._run(key, arg_digests, args, kwargs)
+        try:
+            guard = self.store.lock(key, self.lock_timeout)
+            guard.__enter__()
+        except LockTimeout:
+            log.warning("%s: waited %.0fs for another process computing %s; computing too",
+                        self.function_id, self.lock_timeout, key)
+            return self._run(key, arg_digests, args, kwargs)
+        except (StoreError, OSError) as e:
+            self._store_failed("lock", e)
+            return self._run(key, arg_digests, args, kwargs)
+        try:
+            found, value = self._lookup(key)  # someone may have finished while we waited
+            if found:
+                self._say("hit", key)
+                return value  # type: ignore[no-any-return]
+            return self._run(key, arg_digests, args, kwargs)
+        finally:
+            try:
+                guard.__exit__(None, None, None)
+            except (StoreError, OSError) as e:
+                self._store_failed("unlock", e)
+
+    def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
+             kwargs: dict[str, Any], overwrite: bool = False) -> R:
+        self._say("miss", key)
+        start = time.perf_counter()
+        value = self.__wrapped__(*args, **kwargs)
+        self._save(key, value, time.perf_counter() - start, arg_digests, overwrite)
+        return value
+
+    async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        prepared = self._prepare(args, kwargs)
+        if prepared is None:
+            return await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
+        key, arg_digests = prepared
+        found, value = self._lookup(key)
+        if found:
+            self._stats[0] += 1
+            self._say("hit", key)
+            return value
+        self._stats[1] += 1
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        flights: dict[Any, asyncio.Future[Any]] = self.__dict__.setdefault("_aflights", {})
+        fut = flights.get((loop, key))
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = flights[(loop, key)] = loop.create_future()
+        try:
+            self._say("miss", key)
+            start = time.perf_counter()
+            value = await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
+            self._save(key, value, time.perf_counter() - start, arg_digests)
+            fut.set_result(value)
+            return value
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # waiters re-raise it; mark it retrieved for the owner
+            raise
+        finally:
+            flights.pop((loop, key), None)
+
+    # -- the rest of the public surface ---------------------------------------------------------
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Compute the call whether or not it is cached, store the result (replacing), return it."""
+        key, arg_digests = self._key(args, kwargs)
+        self._stats[1] += 1
+        return self._run(key, arg_digests, args, kwargs, overwrite=True)
+
+    def check_call_in_cache(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        """Whether this call would be a hit (an entry exists; it is not unpickled)."""
+        key = self._key(args, kwargs)[0]
+        try:
+            return self.store.contains(key)
+        except (StoreError, OSError) as e:
+            self._store_failed("lookup", e)
+            return False
+
+    def clear(self) -> int:
+        """Remove every stored entry of this function (all versions of its code); returns the count."""
+        store = self.store
+        clear_function = getattr(store, "clear_function", None)
+        if clear_function is not None:
+            return int(clear_function(self.function_id))
+        n = 0
+        for info in list(store.entries()):
+            if info.function == self.function_id:
+                n += store.delete(info.key)
+        return n
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses, stores and errors of this function in this process."""
+        return CacheInfo(*self._stats)
+
+    def explain(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Why this call is (or is not) a hit: see :func:`fncache.explain`."""
+        from fncache._explain import explain_call
+
+        return explain_call(self, args, kwargs)
+
+
+def _rebuild(func_bytes: bytes, options: dict[str, Any]) -> Memoized[Any, Any]:
+    import cloudpickle
+
+    return Memoized(cloudpickle.loads(func_bytes), **options)
+
+
+@overload
+def memoize(func: Callable[P, R], /) -> Memoized[P, R]: ...
+
+
+@overload
+def memoize(
+    func: None = None,
+    /,
+    *,
+    store: str | os.PathLike[str] | Store | None = ...,
+    ignore: Iterable[str] = ...,
+    version: str | None = ...,
+    expire: float | None = ...,
+    lock: bool = ...,
+    lock_timeout: float = ...,
+    secret: str | bytes | None = ...,
+    compress: Any = ...,
+    on_unhashable: str = ...,
+    on_store_error: str = ...,
+    depends_on: Iterable[Any] = ...,
+    track_versions: bool = ...,
+    store_options: dict[str, Any] | None = ...,
+    verbose: bool | None = ...,
+) -> Callable[[Callable[P, R]], Memoized[P, R]]: ...
+
+
+def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Cache a function's results by the content of its code and arguments.
+
+    Usable bare (``@memoize``) or with options (``@memoize(store="/tmp/c", ignore=["verbose"])``).
+    Invalid options raise :class:`fncache.ConfigError` (a ``ValueError``) here, at decoration time.
+
+    Options:
+        store: a directory, a URL (``file://``, ``memory://``, ``redis://``, ``s3://``) or a
+            :class:`~fncache.stores.Store`; default ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or
+            ``~/.cache/fncache``.
+        ignore: parameter names left out of the key (e.g. ``verbose``, ``n_jobs``).
+        version: a string that replaces the code fingerprint: entries stay valid across code edits
+            until you change it.
+        expire: seconds after which an entry is a miss (and is removed).
+        lock: also compute each key once across *processes* (a store lock, expiring after
+            ``lock_timeout``); threads of one process always compute a key once.
+        secret: sign entries (HMAC-SHA256) and refuse unsigned or mis-signed ones; default
+            ``$FNCACHE_SECRET``. Never pickled with the function.
+        compress: ``"zstd"``, ``"lz4"`` or ``True`` (zstd).
+        on_unhashable: ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
+            uncached, warn once).
+        on_store_error: ``"log"`` (a store failure is a logged miss) or ``"raise"``.
+        depends_on: extra inputs the code does not show: objects, or paths whose content counts.
+        track_versions: add the versions of the distributions the code reaches to the key.
+        store_options: keyword options for opening ``store`` (e.g. ``size_limit``).
+        verbose: one line per call on stderr; default ``$FNCACHE_VERBOSE``.
+    """
+    if func is not None:
+        if options:
+            raise ConfigError("memoize: pass options as keywords: @memoize(store=...)")
+        return Memoized(func)
+
+    def decorate(f: Callable[..., Any]) -> Memoized[Any, Any]:
+        return Memoized(f, **options)
+
+    # Validate options now, so a typo fails at decoration time even before the function exists.
+    unknown = set(options) - set(inspect.signature(Memoized.__init__).parameters) - {"self", "func"}
+    if unknown:
+        raise ConfigError(f"memoize: unknown option(s): {', '.join(sorted(unknown))}")
+    return decorate
