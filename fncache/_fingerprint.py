@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import dis
 import enum
+import functools
 import os
 import site
 import sys
@@ -288,6 +289,20 @@ def _is_immutable(v: Any) -> bool:
     return False
 
 
+def _wrapped_user_code(value: Any) -> Any:
+    """The user function or class a library wrapper object stands for (``__wrapped__``), or None."""
+    if isinstance(value, (types.FunctionType, type)) or not callable(value):
+        return None
+    try:
+        inner = vars(value).get("__wrapped__")
+    except TypeError:  # no __dict__
+        return None
+    if isinstance(inner, (types.FunctionType, type)) and not is_user_code(type(value)) \
+            and is_user_code(inner):
+        return inner
+    return None
+
+
 def _unwrap_memoized(obj: Any) -> Any:
     # A memoized function read as a helper is fingerprinted as the function it wraps.
     inner = getattr(type(obj), "__fncache_wraps__", None)
@@ -347,13 +362,20 @@ class _Walk:
                 return ("class", self.visit_class(value))
             return self.library_ref(value)
         if isinstance(value, types.ModuleType):
-            if code_names and is_user_module(value.__name__):
-                self.visit_module_attrs(value, code_names)
+            if is_user_module(value.__name__):
+                if code_names:
+                    self.visit_module_attrs(value, code_names)
+            elif self.versions:
+                self.distributions.add(value.__name__.split(".")[0])
             return ("module", value.__name__)
         if isinstance(value, types.BuiltinFunctionType) and (
             value.__self__ is None or isinstance(value.__self__, types.ModuleType)
         ):
             return ("builtin", getattr(value, "__module__", None), value.__qualname__)
+        wrapped = _wrapped_user_code(value)
+        if wrapped is not None:
+            # functools.lru_cache, numba.njit and the like pickle by name: follow what they wrap.
+            return ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
         d = _hasher.digest(value)
         if not _is_immutable(value):
             self.mutable.append((value, d))
@@ -375,7 +397,8 @@ class _Walk:
             label = f"attr {mod.__name__}.{attr}"
             if label not in self.components:
                 self.components[label] = ""  # placeholder: ends cycles through the module
-                self.components[label] = _hasher.digest(self.reference(v)).hex()
+                # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
+                self.components[label] = _hasher.digest(self.reference(v, names)).hex()
 
     # -- functions and classes -----------------------------------------------------------------
     def visit_function(self, fn: types.FunctionType) -> str:
@@ -455,7 +478,9 @@ class _Walk:
 
     def result(self) -> Fingerprint:
         if self.versions and self.distributions:
-            self.components["versions"] = _hasher.digest(_versions(self.distributions)).hex()
+            # One component per distribution, so a miss can say which one moved.
+            for dist, version in _versions(self.distributions):
+                self.components[f"version {dist}"] = _hasher.digest(version).hex()
         comps = dict(sorted(self.components.items()))
         return Fingerprint(
             digest=_hasher.digest(("fncache.fingerprint", tuple(comps.items()))),
@@ -468,10 +493,19 @@ class _Walk:
         )
 
 
+@functools.lru_cache(maxsize=1)
+def _packages_distributions() -> Any:
+    # Scans every installed distribution's metadata (slow): once per process. Versions themselves
+    # are read on each computation, so an upgrade in a running notebook is still seen.
+    import importlib.metadata as md
+
+    return md.packages_distributions()
+
+
 def _versions(top_level: Iterable[str]) -> tuple[tuple[str, str], ...]:
     import importlib.metadata as md
 
-    mapping = md.packages_distributions()
+    mapping = _packages_distributions()
     out = set()
     for name in top_level:
         for dist in mapping.get(name, ()):
@@ -577,6 +611,11 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
             walk.visit_class(obj)
         elif isinstance(obj, types.FunctionType):
             walk.visit_function(obj)
+        elif callable(obj):
+            # A callable object (functools.partial, an lru_cache wrapper, an instance with
+            # __call__): by content, following the user code it holds.
+            label = f"callable {getattr(obj, '__qualname__', type(obj).__qualname__)}"
+            walk.components[label] = _hasher.digest(walk.reference(obj)).hex()
         else:
             raise TypeError(f"fingerprint: expected a function or class, got {type(obj).__name__}")
         fp = walk.result()
