@@ -32,7 +32,7 @@ from fncache._errors import (
     StoreError,
     UnhashableArgument,
 )
-from fncache._fingerprint import Fingerprint, fingerprint
+from fncache._fingerprint import Fingerprint, fingerprint, mark_state
 from fncache.stores import Store, open_store
 
 __all__ = ["CacheInfo", "Memoized", "memoize"]
@@ -264,10 +264,13 @@ class Memoized(Generic[P, R]):
 
     def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[bytes]]:
         arg_digests = self._arg_digests(args, kwargs)
+        return self._key_from(arg_digests), arg_digests
+
+    def _key_from(self, arg_digests: list[bytes]) -> str:
         parts = [_KEY_PREFIX, self._code_digest(), *arg_digests]
         if self.ignore:
             parts.append(_hasher.digest(("ignore", tuple(self.ignore))))
-        return _hasher._digest_of(b"".join(parts)).hex(), arg_digests
+        return _hasher._digest_of(b"".join(parts)).hex()  # type: ignore[no-any-return]
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """The key (32 hex characters) of this call, exactly as a call would compute it."""
@@ -283,9 +286,20 @@ class Memoized(Generic[P, R]):
         self._warned.add(kind)
         log.log(level, "%s: store %s failed, treated as a miss: %s", self.function_id, what, e)
 
+    def _fetch(self, key: str) -> Any:
+        """The stored frame at ``key`` or ``None``; a subclass may read it another way (mapped)."""
+        return self.store.get(key)
+
+    def _accept(self, key: str, header: _codec.Header) -> bool:
+        """Whether a verified entry may be used; ``False`` removes it and recomputes."""
+        if self.expire is not None and header.created + self.expire < time.time():
+            log.debug("%s: entry %s expired", self.function_id, key)
+            return False
+        return True
+
     def _lookup(self, key: str) -> tuple[bool, Any]:
         try:
-            frame = self.store.get(key)
+            frame = self._fetch(key)
         except (StoreError, OSError) as e:
             self._store_failed("read", e)
             return False, None
@@ -303,8 +317,7 @@ class Memoized(Generic[P, R]):
             self._stats[3] += 1
             self._discard(key)
             return False, None
-        if self.expire is not None and header.created + self.expire < time.time():
-            log.debug("%s: entry %s expired", self.function_id, key)
+        if not self._accept(key, header):
             self._discard(key)
             return False, None
         return True, value
@@ -439,9 +452,23 @@ class Memoized(Generic[P, R]):
     def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
              kwargs: dict[str, Any], overwrite: bool = False) -> R:
         self._say("miss", key)
+        fp = self._fp
         start = time.perf_counter()
         value = self.__wrapped__(*args, **kwargs)
-        self._save(key, value, time.perf_counter() - start, arg_digests, overwrite)
+        duration = time.perf_counter() - start
+        self._save(key, value, duration, arg_digests, overwrite)
+        if fp is not None and fp._mutable and self.version is None:
+            changed = fp.changed_state()
+            if changed:
+                # The function modified a value it reads (a log list, a counter, a memo dict): that
+                # is state it writes, not an input, or no call would ever hit again. Key it by name
+                # from now on, and store this result under the key the next call will compute.
+                mark_state(changed)
+                log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
+                         "by name from now on", self.function_id, len(changed))
+                new_key = self._key_from(arg_digests)
+                if new_key != key:
+                    self._save(new_key, value, duration, arg_digests, overwrite)
         return value
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
