@@ -455,21 +455,24 @@ class Memoized(Generic[P, R]):
         fp = self._fp
         start = time.perf_counter()
         value = self.__wrapped__(*args, **kwargs)
-        duration = time.perf_counter() - start
-        self._save(key, value, duration, arg_digests, overwrite)
-        if fp is not None and fp._mutable and self.version is None:
-            changed = fp.changed_state()
-            if changed:
-                # The function modified a value it reads (a log list, a counter, a memo dict): that
-                # is state it writes, not an input, or no call would ever hit again. Key it by name
-                # from now on, and store this result under the key the next call will compute.
-                mark_state(changed)
-                log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
-                         "by name from now on", self.function_id, len(changed))
-                new_key = self._key_from(arg_digests)
-                if new_key != key:
-                    self._save(new_key, value, duration, arg_digests, overwrite)
+        self._store_result(fp, key, value, time.perf_counter() - start, arg_digests, overwrite)
         return value
+
+    def _store_result(self, fp: Fingerprint | None, key: str, value: Any, duration: float,
+                      arg_digests: list[bytes], overwrite: bool = False) -> None:
+        changed = fp.changed_state() if fp is not None and fp._mutable and self.version is None else []
+        if changed:
+            # The function modified a value it reads (a log list, a counter, a memo dict): that is
+            # state it writes, not an input, or no call would ever hit again. Key it by name from
+            # now on, and store this result under the key the next call will compute as well.
+            mark_state(changed)
+            log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
+                     "by name from now on", self.function_id, len(changed))
+        self._save(key, value, duration, arg_digests, overwrite)
+        if changed:
+            new_key = self._key_from(arg_digests)
+            if new_key != key:
+                self._save(new_key, value, duration, arg_digests, overwrite)
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         prepared = self._prepare(args, kwargs)
@@ -492,9 +495,10 @@ class Memoized(Generic[P, R]):
         fut = flights[(loop, key)] = loop.create_future()
         try:
             self._say("miss", key)
+            fp = self._fp
             start = time.perf_counter()
             value = await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
-            self._save(key, value, time.perf_counter() - start, arg_digests)
+            self._store_result(fp, key, value, time.perf_counter() - start, arg_digests)
             fut.set_result(value)
             return value
         except BaseException as e:

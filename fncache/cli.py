@@ -1,0 +1,304 @@
+"""The ``fncache`` command: look into a store and clean it up.
+
+``fncache info | ls | clear | explain | doctor``, each with ``--dir DIR`` or ``--store URL`` (default:
+``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or ``~/.cache/fncache``) and ``--json`` on the reading commands.
+Exit status: 0 success, 1 the operation failed (store unreachable, nothing to explain), 2 bad usage.
+Nothing is deleted except by ``clear``, and ``clear`` on a terminal asks first unless given ``--yes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fncache._errors import FncacheError
+from fncache.stores import EntryInfo, Store, default_store_url, open_store
+
+__all__ = ["main", "parse_duration", "parse_size"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZES = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+def parse_duration(text: str) -> float:
+    """``"90"``, ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"`` -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    if not m:
+        raise ValueError(f"expected a duration like 45s, 30m, 12h, 7d or 2w, got {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def parse_size(text: str) -> int:
+    """``"512"``, ``"10MB"``, ``"1.5GiB"`` -> bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
+    if not m or m.group(2) not in _SIZES:
+        raise ValueError(f"expected a size like 512, 10MB or 2GB, got {text!r}")
+    return int(float(m.group(1)) * _SIZES[m.group(2)])
+
+
+def _human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _human_age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit} ago"
+    return f"{seconds:.0f}s ago"
+
+
+class _Fail(Exception):
+    """A failure the command reports in one line (exit status 1)."""
+
+
+def _store_from(args: argparse.Namespace) -> Store:
+    if args.dir and args.store:
+        raise _Usage("--dir and --store: give one or the other")
+    url = args.store or args.dir or default_store_url()
+    if "://" not in url and not os.path.isdir(url) and args.command != "doctor":
+        raise _Fail(f"no cache at {url!r} (the directory does not exist)")
+    return open_store(url)
+
+
+class _Usage(Exception):
+    """Bad usage: exit status 2."""
+
+
+def _matches(info: EntryInfo, function: str | None) -> bool:
+    if not function:
+        return True
+    fid = info.function
+    if fid == function:
+        return True
+    module, _, qualname = fid.partition(":")
+    return function in (qualname, f"{module}.{qualname}")
+
+
+def _progress(items: Iterable[Any], label: str, total: int | None = None) -> Iterable[Any]:
+    """Yield items; on a terminal, show a counter on stderr every few hundred (quiet when piped)."""
+    if not sys.stderr.isatty():
+        yield from items
+        return
+    n = 0
+    last = 0.0
+    for item in items:
+        n += 1
+        now = time.monotonic()
+        if now - last > 0.2:
+            last = now
+            of = f"/{total}" if total else ""
+            print(f"\r{label}: {n}{of}", end="", file=sys.stderr, flush=True)
+        yield item
+    print(f"\r{label}: {n} done" + " " * 10, file=sys.stderr)
+
+
+def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
+    now = time.time()
+    older = getattr(args, "older_than", None)
+    larger = getattr(args, "larger_than", None)
+    out = []
+    for info in _progress(store.entries(), "scanning"):
+        if not _matches(info, getattr(args, "function", None)):
+            continue
+        if older is not None and now - info.created < older:
+            continue
+        if larger is not None and info.size <= larger:
+            continue
+        out.append(info)
+    return out
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        print(text)
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+def cmd_info(args: argparse.Namespace) -> int:
+    store = _store_from(args)
+    entries = list(store.entries())
+    functions = {e.function for e in entries}
+    data = {
+        "store": store.url,
+        "kind": store.kind,
+        "entries": len(entries),
+        "bytes": sum(e.size for e in entries),
+        "functions": len(functions),
+    }
+    text = "\n".join([
+        f"store:     {store.url} ({store.kind})",
+        f"entries:   {data['entries']}",
+        f"size:      {_human_size(data['bytes'])} ({data['bytes']} bytes)",
+        f"functions: {data['functions']}",
+    ])
+    _emit(args, data, text)
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    store = _store_from(args)
+    groups: dict[str, dict[str, Any]] = {}
+    for info in _select(store, args):
+        g = groups.setdefault(info.function or "?", {"function": info.function or "?", "entries": 0,
+                                                     "bytes": 0, "newest": 0.0, "oldest": None})
+        g["entries"] += 1
+        g["bytes"] += info.size
+        g["newest"] = max(g["newest"], info.created)
+        g["oldest"] = info.created if g["oldest"] is None else min(g["oldest"], info.created)
+    sort = args.sort
+    rows = sorted(groups.values(), key=lambda g: (
+        -g["bytes"] if sort == "size" else -g["newest"] if sort == "age" else -g["entries"],
+        g["function"],
+    ))
+    now = time.time()
+    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  NEWEST"]
+    for g in rows:
+        lines.append(f"{g['function']:<50} {g['entries']:>8} {_human_size(g['bytes']):>11}  "
+                     f"{_human_age(now - g['newest'])}")
+    if not rows:
+        lines = ["(no entries)"]
+    _emit(args, rows, "\n".join(lines))
+    return 0
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    store = _store_from(args)
+    filtered = args.function or args.older_than is not None or args.larger_than is not None
+    targets = _select(store, args) if filtered or args.dry_run else None
+    count = len(targets) if targets is not None else len(store)
+    what = f"{count} entr{'y' if count == 1 else 'ies'} from {store.url}"
+    if args.dry_run:
+        data = {"would_remove": count, "keys": [t.key for t in targets or []]}
+        _emit(args, data, f"would remove {what}")
+        return 0
+    if count and not args.yes and sys.stdin.isatty():
+        answer = input(f"remove {what}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing removed")
+            return 1
+    if targets is None:
+        removed = store.clear()
+    else:
+        removed = 0
+        for t in _progress(targets, "removing", len(targets)):
+            removed += bool(store.delete(t.key))
+    _emit(args, {"removed": removed}, f"removed {removed} entr{'y' if removed == 1 else 'ies'}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from fncache import _explain
+
+    store = _store_from(args)
+    result = _explain.explain_function(store, args.target)
+    _emit(args, result.as_dict(), str(result))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from fncache import _doctor
+
+    store = _store_from(args)
+    report = _doctor.run(store, args.target, seeds=args.seeds)
+    _emit(args, report.as_dict(), str(report))
+    return 0 if report.ok else 1
+
+
+# -- parser --------------------------------------------------------------------------------------
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("store")
+    where.add_argument("--dir", help="cache directory (a disk store)")
+    where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://")
+
+    reading = argparse.ArgumentParser(add_help=False)
+    reading.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = argparse.ArgumentParser(prog="fncache", description=__doc__.split("\n\n")[0])
+    from fncache import __version__
+
+    p.add_argument("--version", action="version", version=f"fncache {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    s = sub.add_parser("info", parents=[common, reading], help="store location, entries, bytes")
+    s.set_defaults(run=cmd_info)
+    s = sub.add_parser("stats", parents=[common, reading], help="same as info")
+    s.set_defaults(run=cmd_info)
+
+    s = sub.add_parser("ls", parents=[common, reading], help="entries grouped by function")
+    s.add_argument("--function", metavar="QUALNAME", help="only this function")
+    s.add_argument("--sort", choices=("size", "age", "count"), default="size")
+    s.set_defaults(run=cmd_ls)
+
+    s = sub.add_parser("clear", parents=[common, reading], help="remove entries")
+    s.add_argument("--function", metavar="QUALNAME",
+                   help="only entries of this function (QUALNAME or MODULE:QUALNAME)")
+    s.add_argument("--older-than", type=_duration, metavar="AGE",
+                   help="only entries created longer ago than AGE (45s, 30m, 12h, 7d, 2w)")
+    s.add_argument("--larger-than", type=_size, metavar="SIZE",
+                   help="only entries larger than SIZE (512, 10MB, 2GB)")
+    s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    s.set_defaults(run=cmd_clear)
+
+    s = sub.add_parser("explain", parents=[common, reading],
+                       help="what differs between a function's current code and its stored entries")
+    s.add_argument("target", metavar="MODULE:QUALNAME", help="e.g. pipeline:features or script.py:f")
+    s.set_defaults(run=cmd_explain)
+
+    s = sub.add_parser("doctor", parents=[common, reading],
+                       help="check the environment, the store and the key stability of a function")
+    s.add_argument("target", nargs="?", metavar="SCRIPT_OR_MODULE:FUNC")
+    s.add_argument("--seeds", default="1,2,random", help="PYTHONHASHSEEDs to compare (default 1,2,random)")
+    s.set_defaults(run=cmd_doctor)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except _Usage as e:
+        parser.error(str(e))  # exits with status 2
+    except (_Fail, FncacheError, OSError) as e:
+        print(f"fncache {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

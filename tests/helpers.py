@@ -1,0 +1,53 @@
+"""Small helpers for tests that run real Python subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_py(
+    script: Path | str,
+    *args: str,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    seed: str = "random",
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run a Python file in a fresh interpreter; raise with its stderr if it fails."""
+    full_env = dict(os.environ)
+    full_env["PYTHONHASHSEED"] = seed
+    full_env.pop("FNCACHE_DISABLE", None)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=str(cwd) if cwd else None,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"{script} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        )
+    return proc
+
+
+def write(path: Path, source: str) -> Path:
+    """Write dedented source to path (creating parents) and return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source).lstrip())
+    return path
+
+
+def last_json(proc: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON document on the last line of a subprocess's stdout."""
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,228 @@
+"""Canonical hashing: equal content gives one digest everywhere; different content never does."""
+
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+import shutil
+import sys
+import threading
+
+import cloudpickle
+import pytest
+
+import fncache
+from fncache import _hasher
+
+from .helpers import REPO, last_json, run_py
+
+CASES = REPO / "tests" / "data" / "digest_cases.py"
+
+
+@pytest.fixture(scope="module")
+def case_runs(tmp_path_factory):
+    """The digest table computed by fresh interpreters: 3 hash seeds, 2 checkout directories."""
+    base = tmp_path_factory.mktemp("checkouts")
+    copies = []
+    for name in ("checkout-a", "elsewhere/checkout-b"):
+        d = base / name
+        d.mkdir(parents=True)
+        shutil.copy(CASES, d / "digest_cases.py")
+        copies.append(d / "digest_cases.py")
+    pkl = base / "objects.pkl"
+    runs = {
+        "seed1-a": last_json(run_py(copies[0], "dump", str(pkl), seed="1", cwd=base)),
+        "seed2-b": last_json(run_py(copies[1], seed="2", cwd=copies[1].parent)),
+        "random-a": last_json(run_py(copies[0], seed="random", cwd="/")),
+    }
+    runs["roundtrip-b"] = last_json(run_py(copies[1], "load", str(pkl), seed="7"))
+    return runs
+
+
+def test_digests_identical_across_seeds_and_checkouts(case_runs):
+    """Every case digests the same under PYTHONHASHSEED 1, 2 and random, from two directories."""
+    reference = case_runs["seed1-a"]
+    assert len(reference) > 30
+    for name in ("seed2-b", "random-a"):
+        diff = {k for k in reference if case_runs[name].get(k) != reference[k]}
+        assert not diff, f"{name} differs on {sorted(diff)}"
+
+
+def test_cloudpickle_roundtrip_in_another_process_keeps_digest(case_runs):
+    """Dynamic functions and classes digest the same after a cloudpickle trip to another process."""
+    loaded = case_runs["roundtrip-b"]
+    assert loaded, "no dynamic objects were round-tripped"
+    for name, d in loaded.items():
+        assert d == case_runs["seed1-a"][name], name
+
+
+def test_distinct_values_are_not_conflated(case_runs):
+    """Numbers, strings, containers and dtypes that compare equal or look alike still differ."""
+    d = case_runs["seed1-a"]
+    groups = [
+        ("int", "float", "bool"),
+        ("str", "bytes"),
+        ("list", "tuple"),
+        ("zero", "neg_zero"),
+        ("dict_ab", "dict_ba"),
+        ("np_c", "np_f32", "np_shape"),
+    ]
+    for group in groups:
+        got = [d[k] for k in group if k in d]
+        assert len(set(got)) == len(got), group
+
+
+def test_sharing_and_interning_do_not_matter(case_runs):
+    """A list of one shared string and of two equal but distinct strings digest alike."""
+    d = case_runs["seed1-a"]
+    assert d["interning_shared"] == d["interning_runtime"]
+
+
+def test_array_layouts_hash_alike(case_runs):
+    """Equal arrays in C order, Fortran order and as a strided view give one digest."""
+    d = case_runs["seed1-a"]
+    if "np_c" not in d:
+        pytest.skip("numpy not installed")
+    assert d["np_c"] == d["np_f"] == d["np_view"]
+
+
+def test_roundtrip_in_process_keeps_digest():
+    """A function and a class rebuilt by cloudpickle in the same process keep their digest."""
+    sys.path.insert(0, str(CASES.parent))
+    try:
+        import digest_cases as dc
+    finally:
+        sys.path.remove(str(CASES.parent))
+    for name, obj in dc.dynamic_objects().items():
+        again = cloudpickle.loads(cloudpickle.dumps(obj))
+        assert fncache.hash(again) == fncache.hash(obj), name
+
+
+def test_sets_ignore_insertion_order():
+    """Sets and frozensets, nested and mixed, digest by content whatever their iteration order."""
+    a = {"x", "y", "z", 1, (2, 3), frozenset({"p", "q"})}
+    b = set()
+    for item in [frozenset({"q", "p"}), (2, 3), 1, "z", "y", "x"]:
+        b.add(item)
+    assert fncache.hash(a) == fncache.hash(b)
+    assert fncache.hash(a) != fncache.hash(frozenset(a))
+    assert fncache.hash({1, 2}) != fncache.hash({1, 3})
+
+
+def test_dict_order_is_significant():
+    """Dicts with the same items in another insertion order are different values."""
+    assert fncache.hash({"a": 1, "b": 2}) != fncache.hash({"b": 2, "a": 1})
+    assert fncache.hash({"a": 1, "b": 2}) == fncache.hash(dict([("a", 1), ("b", 2)]))
+
+
+def test_cyclic_values_hash_deterministically():
+    """A self-referencing list digests the same each time and unlike a different cycle."""
+    a = [1, "x"]
+    a.append(a)
+    b = [1, "x"]
+    b.append(b)
+    c = [2, "x"]
+    c.append(c)
+    assert fncache.hash(a) == fncache.hash(b)
+    assert fncache.hash(a) != fncache.hash(c)
+
+
+def test_code_ignores_lines_filenames_and_docstrings():
+    """The same function compiled from other files, at other lines, with a docstring, digests alike."""
+    src = "def f(x):\n    return [x, {'a', 'b'}]\n"
+    ns1: dict = {}
+    ns2: dict = {}
+    ns3: dict = {}
+    exec(compile(src, "/one/place.py", "exec"), ns1)
+    exec(compile("\n\n\n# comment\n" + src, "/another/place.py", "exec"), ns2)
+    exec(compile(src.replace(":\n", ':\n    """Doc."""\n', 1), "x.py", "exec"), ns3)
+    assert fncache.hash(ns1["f"]) == fncache.hash(ns2["f"]) == fncache.hash(ns3["f"])
+    ns4: dict = {}
+    exec(compile(src.replace("'b'", "'c'"), "/one/place.py", "exec"), ns4)
+    assert fncache.hash(ns4["f"]) != fncache.hash(ns1["f"])
+
+
+def test_partial_and_lambda_by_value():
+    """functools.partial and lambdas digest by what they do and hold, not by identity."""
+
+    def base(a, b):
+        return a + b
+
+    assert fncache.hash(functools.partial(base, 1)) == fncache.hash(functools.partial(base, 1))
+    assert fncache.hash(functools.partial(base, 1)) != fncache.hash(functools.partial(base, 2))
+    assert fncache.hash(lambda x: x + 1) == fncache.hash(lambda x: x + 1)
+    assert fncache.hash(lambda x: x + 1) != fncache.hash(lambda x: x + 2)
+
+
+def test_unhashable_values_raise_typed_error():
+    """A lock or a generator raises UnhashableArgument, which is also a TypeError."""
+    for bad in (threading.Lock(), (i for i in range(3))):
+        with pytest.raises(fncache.UnhashableArgument) as info:
+            fncache.hash(bad)
+        assert isinstance(info.value, TypeError)
+        assert type(bad).__name__ in str(info.value)
+
+
+def test_registered_type_rejected_for_builtins():
+    """Registering a builtin container would be silently ignored by the C pickler, so it is refused."""
+    with pytest.raises(TypeError, match="dict"):
+        fncache.register(dict, lambda d: 1)
+
+
+def test_hash_streams_are_not_unpicklable_payloads():
+    """The marker standing for tokens cannot be called: nothing hashed is ever meant to be loaded."""
+    with pytest.raises(TypeError):
+        _hasher._Token("x")
+    assert pickle.dumps(1)  # the module does not disturb ordinary pickling
+
+
+KNOWN = REPO / "tests" / "data" / "known_keys.json"
+
+
+def _known_inputs():
+    sys.path.insert(0, str(CASES.parent))
+    try:
+        import digest_cases as dc
+    finally:
+        sys.path.remove(str(CASES.parent))
+    values = {
+        "int": 1,
+        "str": "fncache",
+        "tuple": (1, 2.5, "x", b"y", None, True),
+        "dict": {"a": [1, 2], "b": {"c": (3,)}},
+        "set": {"alpha", "beta", "gamma"},
+        "frozenset_mixed": frozenset({1, "a", (2,)}),
+    }
+    keys = {
+        "uses_helper(1)": fncache.key_for(dc.uses_helper, 1),
+        "uses_helper(x='p', scale=1.5)": fncache.key_for(dc.uses_helper, x="p", scale=1.5),
+        "closure(5)(3)": fncache.key_for(dc.make_closure(5), 3),
+        "Point.norm(Point(1, 2))": fncache.key_for(dc.Point.norm, dc.Point(1.0, 2.0)),
+    }
+    return {k: fncache.hash(v) for k, v in values.items()}, keys
+
+
+def test_known_keys_have_not_changed():
+    """Keys of fixed calls match the recorded table: a key-format change must be deliberate.
+
+    After an intended change, bump KEY_SCHEMA, note it in CHANGES.md and regenerate with
+    ``python -m tests.test_hasher``.
+    """
+    table = json.loads(KNOWN.read_text())
+    values, keys = _known_inputs()
+    assert values == table["values"]
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if minor not in table["keys"]:
+        pytest.skip(f"no recorded keys for Python {minor} (bytecode differs per version)")
+    assert keys == table["keys"][minor]
+
+
+if __name__ == "__main__":
+    # Regenerate the known-keys table for this Python version.
+    table = json.loads(KNOWN.read_text()) if KNOWN.exists() else {"values": {}, "keys": {}}
+    values, keys = _known_inputs()
+    table["values"] = values
+    table["keys"][f"{sys.version_info[0]}.{sys.version_info[1]}"] = keys
+    KNOWN.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {KNOWN}")
