@@ -363,6 +363,10 @@ class Memoized(Generic[P, R]):
             meta["version"] = self.version
         else:
             meta["components"] = self._fingerprint().components
+        if self.depends_on:  # so that explain can name a changed data file
+            from fncache._depends import depends_digest
+
+            meta["depends_on"] = depends_digest(self.depends_on).hex()
         return meta
 
     # -- calling -------------------------------------------------------------------------------
