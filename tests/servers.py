@@ -13,7 +13,7 @@
 
 Every server binds to 127.0.0.1 only, keeps its data in a temporary directory and is stopped by the
 fixture, also when a test fails. A missing binary or Python client skips the tests that need it,
-unless ``FNCACHE_REQUIRE_SERVERS=1`` (set in CI), where it fails them instead.
+unless ``FNCACHE_REQUIRE_SERVERS=1`` or ``CI=true``, where it fails them instead.
 
 Use with ``pytest_plugins = ["tests.servers"]`` in ``tests/conftest.py``.
 """
@@ -41,7 +41,9 @@ S3_SECRET = "fncache-test-secret"
 
 
 def _required() -> bool:
-    return os.environ.get("FNCACHE_REQUIRE_SERVERS", "") not in ("", "0")
+    # CI sets CI=true; there a missing server is a failure, never a silent skip.
+    flag = os.environ.get("FNCACHE_REQUIRE_SERVERS") or os.environ.get("CI") or ""
+    return flag.lower() not in ("", "0", "false", "no")
 
 
 def _unavailable(reason: str) -> None:

@@ -1,0 +1,156 @@
+"""The fncache command, run as a real subprocess against a real store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .helpers import run_py, write
+
+FILL = """
+import sys
+import fncache
+
+@fncache.memoize(store=sys.argv[1])
+def small(x):
+    return x
+
+@fncache.memoize(store=sys.argv[1])
+def large(x):
+    return bytes(200_000) + bytes([x])
+
+if __name__ == "__main__":
+    for i in range(int(sys.argv[2])):
+        (small if sys.argv[3] == "small" else large)(i)
+"""
+
+
+def fncache_cmd(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fncache", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """A store with 3 entries of `small` and 2 of `large`, written by another process."""
+    script = write(tmp_path / "fill.py", FILL)
+    cache = str(tmp_path / "cache")
+    run_py(script, cache, "3", "small")
+    run_py(script, cache, "2", "large")
+    return tmp_path, script, cache
+
+
+def info(cache: str) -> dict:
+    proc = fncache_cmd("info", "--dir", cache, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_info_reports_entries_and_bytes(filled):
+    """info shows the store, its entry count, size and number of functions."""
+    _, _, cache = filled
+    data = info(cache)
+    assert data["entries"] == 5
+    assert data["functions"] == 2
+    assert data["bytes"] > 400_000
+    text = fncache_cmd("info", "--dir", cache).stdout
+    assert "entries:   5" in text and cache in text
+
+
+def test_ls_groups_by_function(filled):
+    """ls lists each function with its entry count, largest first."""
+    _, _, cache = filled
+    rows = json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)
+    assert [(r["function"], r["entries"]) for r in rows] == [("__main__:large", 2), ("__main__:small", 3)]
+    assert "__main__:small" in fncache_cmd("ls", "--dir", cache).stdout
+
+
+def test_clear_by_function_leaves_others(filled):
+    """clear --function removes only that function's entries."""
+    _, _, cache = filled
+    proc = fncache_cmd("clear", "--dir", cache, "--function", "small", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert "removed 3 entries" in proc.stdout
+    assert info(cache)["entries"] == 2
+
+
+def test_clear_dry_run_removes_nothing(filled):
+    """--dry-run says what would go and deletes nothing."""
+    _, _, cache = filled
+    proc = fncache_cmd("clear", "--dir", cache, "--dry-run")
+    assert "would remove 5 entries" in proc.stdout
+    assert info(cache)["entries"] == 5
+
+
+def test_clear_by_age_and_size(filled):
+    """--older-than removes only entries written before the cutoff; --larger-than only big ones."""
+    tmp_path, script, cache = filled
+    time.sleep(1.5)
+    run_py(script, cache, "6", "small")  # 3 new small entries (3..5); 0..2 already there
+    proc = fncache_cmd("clear", "--dir", cache, "--older-than", "1s", "--function", "small", "--yes")
+    assert "removed 3 entries" in proc.stdout, proc.stdout + proc.stderr
+    proc = fncache_cmd("clear", "--dir", cache, "--larger-than", "100KB", "--yes")
+    assert "removed 2 entries" in proc.stdout
+    assert info(cache)["entries"] == 3
+
+
+def test_clear_everything(filled):
+    """clear with no filter removes every entry."""
+    _, _, cache = filled
+    proc = fncache_cmd("clear", "--dir", cache, "--yes")
+    assert proc.returncode == 0
+    assert info(cache)["entries"] == 0
+
+
+def test_entries_cleared_from_cli_are_recomputed(filled):
+    """After clear, the function computes again and the store fills again."""
+    tmp_path, script, cache = filled
+    fncache_cmd("clear", "--dir", cache, "--yes")
+    run_py(script, cache, "3", "small")
+    assert info(cache)["entries"] == 3
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["clear", "--older-than", "7x"], "--older-than"),
+        (["clear", "--larger-than", "big"], "--larger-than"),
+        (["ls", "--sort", "colour"], "--sort"),
+        (["frobnicate"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_option(args, needle, tmp_path):
+    """Bad options give a clear message naming the option and exit status 2; nothing is deleted."""
+    proc = fncache_cmd(*args, "--dir", str(tmp_path)) if args else fncache_cmd()
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+
+
+def test_missing_store_exits_1(tmp_path):
+    """A cache directory that does not exist is reported, with exit status 1, and not created."""
+    missing = tmp_path / "nope"
+    proc = fncache_cmd("info", "--dir", str(missing))
+    assert proc.returncode == 1
+    assert "no cache" in proc.stderr
+    assert not missing.exists()
+
+
+def test_console_script_is_installed():
+    """The fncache console script runs (the package is installed, not only importable)."""
+    import shutil
+
+    exe = shutil.which("fncache")
+    if exe is None:
+        pytest.skip("console script not on PATH")
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "fncache" in proc.stdout
