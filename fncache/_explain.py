@@ -1,0 +1,455 @@
+"""Why a call missed: compare it with the stored entries of the same function and say what differs.
+
+Every entry's metadata records the digest of each *component* of the code fingerprint
+(``function normalize``, ``global THRESHOLD``, ...), of each argument, the Python version, a pinned
+``version`` and the ``depends_on`` digest. A miss is explained against the *nearest* entry of the
+same function (the fewest differences; the newest on a tie), in words: "helper `normalize`
+changed", "argument `df` changed". Only digests are stored, so an explanation says *what* changed,
+never the old value.
+
+Two entry points: :func:`explain_call` (``Memoized.explain(*args)``) for one call, and
+:func:`explain_function` (``fncache explain MODULE:QUALNAME``) for a function's current code against
+all its entries. Both read the store and never write it.
+
+Not for: diffing source code; keep your version control for that.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import runpy
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fncache._hasher import digest
+
+__all__ = [
+    "CodeVersion",
+    "Difference",
+    "Explanation",
+    "FunctionExplanation",
+    "explain_call",
+    "explain_function",
+    "format_explanation",
+]
+
+HIT, MISS, NEW = "hit", "miss", "new function"
+
+
+# ---------------------------------------------------------------------------------------------
+# Differences
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Difference:
+    """One thing that differs between a call (or the current code) and a stored entry.
+
+    ``kind`` is one of ``function`` (the cached function itself: code or defaults), ``helper``,
+    ``method``, ``class``, ``global``, ``closure``, ``attribute`` (``module.NAME``), ``library``
+    (a distribution's version, with ``track_versions``), ``callable``, ``argument``, ``python``,
+    ``version`` (the pinned ``version=``), ``depends_on`` or ``unrecorded``. ``old`` and ``new``
+    are digests (hex), or plain values for ``python`` and ``version``; ``None`` where absent.
+    """
+
+    kind: str
+    name: str
+    old: str | None
+    new: str | None
+
+    @property
+    def change(self) -> str:
+        """``"changed"``, ``"added"`` (only in the call) or ``"removed"`` (only in the entry)."""
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "removed"
+        return "changed"
+
+    def __str__(self) -> str:
+        if self.kind == "unrecorded":
+            return self.name
+        what = _DESCRIBE.get(self.kind, "{kind} `{name}`").format(kind=self.kind, **_split(self))
+        if self.kind in ("python", "version"):
+            return f"{what} changed ({self.old!s} -> {self.new!s})"
+        if self.change == "added":
+            return f"{what} is new (not in the stored entry)"
+        if self.change == "removed":
+            return f"{what} is no longer used"
+        return f"{what} changed"
+
+
+_DESCRIBE = {
+    "function": "function `{name}` (its code or defaults)",
+    "helper": "helper `{name}`",
+    "method": "method `{name}`",
+    "class": "class `{name}` (attributes, bases or metaclass)",
+    "global": "global `{name}`",
+    "closure": "closure variable `{var}` of `{owner}`",
+    "attribute": "attribute `{name}`",
+    "library": "version of `{name}`",
+    "callable": "callable `{name}`",
+    "argument": "argument `{name}`",
+    "python": "Python version",
+    "version": "pinned version",
+    "depends_on": "a `depends_on` input",
+}
+
+
+def _split(d: Difference) -> dict[str, str]:
+    owner, _, var = d.name.rpartition(".")
+    return {"name": d.name, "owner": owner, "var": var}
+
+
+_LABEL_KINDS = {"global": "global", "closure": "closure", "class": "class", "attr": "attribute",
+                "version": "library", "callable": "callable"}
+
+
+def _component_kind(label: str, root: str | None, classes: set[str]) -> tuple[str, str]:
+    """(kind, name) of a fingerprint component label such as ``"function normalize"``."""
+    kind, _, name = label.partition(" ")
+    if not name:
+        return "component", label
+    if kind == "function":
+        if name == root:
+            return "function", name
+        owner = name.rpartition(".")[0]
+        if owner and owner in classes:
+            return "method", name
+        return "helper", name
+    return _LABEL_KINDS.get(kind, kind), name
+
+
+def _compare_components(old: Mapping[str, str], new: Mapping[str, str],
+                        root: str | None) -> list[Difference]:
+    classes = {label.partition(" ")[2] for label in (*old, *new) if label.startswith("class ")}
+    out = []
+    for label in sorted(set(old) | set(new)):
+        a, b = old.get(label), new.get(label)
+        if a != b:
+            kind, name = _component_kind(label, root, classes)
+            out.append(Difference(kind, name, a, b))
+    # The function itself first, then its helpers and values, in label order.
+    out.sort(key=lambda d: d.kind != "function")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What a call or the current code looks like, in the terms entries are stored in
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class _Side:
+    """The recorded facets of a call (or of an entry)."""
+
+    components: dict[str, str] = field(default_factory=dict)
+    args: dict[str, str] | None = None
+    python: str | None = None
+    version: str | None = None
+    depends_on: str | None = None
+
+    @classmethod
+    def of_entry(cls, meta: Mapping[str, Any]) -> _Side:
+        comps = meta.get("components")
+        args = meta.get("args")
+        return cls(
+            components=dict(comps) if isinstance(comps, dict) else {},
+            args=dict(args) if isinstance(args, dict) else None,
+            python=meta.get("python"),
+            version=meta.get("version"),
+            depends_on=meta.get("depends_on"),
+        )
+
+
+def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]:
+    out: list[Difference] = []
+    if entry.python and now.python and entry.python != now.python:
+        out.append(Difference("python", "python", entry.python, now.python))
+    if entry.version != now.version:
+        out.append(Difference("version", "version", entry.version, now.version))
+    if now.version is None and entry.version is None:
+        out.extend(_compare_components(entry.components, now.components, root))
+    if entry.depends_on != now.depends_on:
+        out.append(Difference("depends_on", "depends_on", entry.depends_on, now.depends_on))
+    if now.args is not None and entry.args is not None:
+        for name in list(now.args) + [n for n in entry.args if n not in now.args]:
+            a, b = entry.args.get(name), now.args.get(name)
+            if a != b:
+                out.append(Difference("argument", name, a, b))
+    return out
+
+
+def _current_side(m: Any, args: tuple[Any, ...] | None = None,
+                  kwargs: dict[str, Any] | None = None) -> tuple[_Side, str | None]:
+    """(the side of memoized function ``m`` for this call, its key); no call: code only."""
+    from fncache._memoize import _PY
+
+    side = _Side(python=_PY, version=m.version)
+    if m.version is None:
+        side.components = dict(m._fingerprint().components)
+    if m.depends_on:
+        from fncache._depends import depends_digest
+
+        side.depends_on = depends_digest(m.depends_on).hex()
+    key = None
+    if args is not None:
+        key, arg_digests = m._key(args, kwargs or {})
+        side.args = {n: d.hex() for n, d in zip(m._binder.names, arg_digests, strict=False)}
+    return side, key
+
+
+def _root(function_id: str) -> str:
+    return function_id.rpartition(":")[2]
+
+
+def _entries_of(store: Any, function_id: str) -> list[Any]:
+    return [e for e in store.entries() if e.function == function_id]
+
+
+def _when(t: float | None) -> str:
+    if not t:
+        return "?"
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# ---------------------------------------------------------------------------------------------
+# One call
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Explanation:
+    """Why one call is a hit or a miss.
+
+    ``status`` is ``"hit"`` (an entry exists at ``key``), ``"miss"`` (entries of the function exist,
+    none at ``key``; ``differences`` says what sets ``key`` apart from the ``nearest`` entry) or
+    ``"new function"`` (no entry of this function in the store).
+    """
+
+    function: str
+    key: str
+    status: str
+    nearest: str | None = None
+    nearest_created: float | None = None
+    entries: int = 0
+    differences: list[Difference] = field(default_factory=list)
+
+    @property
+    def hit(self) -> bool:
+        return self.status == HIT
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["reasons"] = [str(x) for x in self.differences]
+        return d
+
+    def __str__(self) -> str:
+        head = f"{self.function} [{self.key[:12]}]"
+        if self.status == HIT:
+            return f"{head}: hit"
+        if self.status == NEW:
+            return f"{head}: miss, new function (no stored entry)"
+        n = self.entries
+        lines = [f"{head}: miss; nearest of {n} entr{'y' if n == 1 else 'ies'}"
+                 f" is {(self.nearest or '?')[:12]} ({_when(self.nearest_created)}):"]
+        lines += [f"  - {d}" for d in self.differences]
+        return "\n".join(lines)
+
+
+def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Explanation:
+    """Explain ``m(*args, **kwargs)`` for the memoized function ``m`` against its store.
+
+    Reads the store only (listing its entries: slower on large remote stores). Raises what computing
+    the key raises (:class:`fncache.UnhashableArgument`) and the store's errors.
+    """
+    side, key = _current_side(m, args, kwargs)
+    assert key is not None
+    store = m.store
+    if store.contains(key):
+        return Explanation(m.function_id, key, HIT, nearest=key)
+    entries = _entries_of(store, m.function_id)
+    if not entries:
+        return Explanation(m.function_id, key, NEW)
+    root = _root(m.function_id)
+    best: tuple[int, float, Any, list[Difference]] | None = None
+    for e in entries:
+        diffs = _differences(_Side.of_entry(e.meta), side, root)
+        score = (len(diffs), -float(e.created or 0))
+        if best is None or score < best[:2]:
+            best = (score[0], score[1], e, diffs)
+    assert best is not None
+    _, _, nearest, diffs = best
+    if not diffs:
+        diffs = [Difference(
+            "unrecorded", "code, arguments and Python version all match the entry: what differs "
+            "is not recorded in entries (the `ignore` list, or an entry of an older fncache)",
+            None, None)]
+    return Explanation(m.function_id, key, MISS, nearest=nearest.key,
+                       nearest_created=nearest.created, entries=len(entries), differences=diffs)
+
+
+# ---------------------------------------------------------------------------------------------
+# A function's current code against all its entries
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class CodeVersion:
+    """Entries made by one version of a function's code (same components, version pin, depends_on).
+
+    ``differences`` compares this version with the current code (with the newest version when the
+    current code is unknown); empty for the current code itself.
+    """
+
+    ident: str
+    entries: int
+    newest: float
+    current: bool
+    differences: list[Difference] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["reasons"] = [str(x) for x in self.differences]
+        return d
+
+
+@dataclass
+class FunctionExplanation:
+    """A function's stored entries grouped by code version, each compared with the current code.
+
+    ``status``: ``"current"`` (some entries were made by the current code and can hit), ``"stale"``
+    (entries exist, none from the current code), ``"new function"`` (no entries) or ``"unknown"``
+    (the function could not be imported: versions are compared with the newest one instead).
+    """
+
+    function: str
+    status: str
+    entries: int
+    versions: list[CodeVersion] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"function": self.function, "status": self.status, "entries": self.entries,
+                "error": self.error, "versions": [v.as_dict() for v in self.versions]}
+
+    def __str__(self) -> str:
+        n = self.entries
+        head = f"{self.function}: {n} entr{'y' if n == 1 else 'ies'}"
+        if self.status == NEW:
+            return f"{head}; new function (nothing stored yet)"
+        lines = [head + {"current": "; the current code has entries",
+                         "stale": "; none made by the current code (every call will miss)",
+                         "unknown": f"; current code unknown ({self.error}); compared with the"
+                                    " newest version"
+                         }.get(self.status, "")]
+        for v in self.versions:
+            what = f"  {v.entries} entr{'y' if v.entries == 1 else 'ies'} of code {v.ident[:8]}" \
+                   f" (newest {_when(v.newest)})"
+            if v.current:
+                lines.append(f"{what}: current code")
+            elif not v.differences:
+                lines.append(f"{what}: same as the reference")
+            else:
+                lines.append(f"{what}:")
+                lines += [f"      - {d}" for d in v.differences]
+        return "\n".join(lines)
+
+
+def _load(target: str) -> tuple[Any, str]:
+    """Import ``MODULE:QUALNAME`` or ``path/script.py:QUALNAME``: (object, the id entries use)."""
+    where, sep, qualname = target.rpartition(":")
+    if not sep or not where or not qualname:
+        raise ValueError(f"expected MODULE:QUALNAME or SCRIPT.py:QUALNAME, got {target!r}")
+    if where.endswith(".py") or os.sep in where or os.path.isfile(where):
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such script: {where}")
+        # Run as a script would be, but not as __main__: its `if __name__ == "__main__"` block stays
+        # out. Entries made by running it are filed under __main__.
+        sys.path.insert(0, os.path.dirname(path))
+        try:
+            namespace = runpy.run_path(path, run_name="__mp_main__")
+        finally:
+            try:
+                sys.path.remove(os.path.dirname(path))
+            except ValueError:  # pragma: no cover - the script removed it itself
+                pass
+        obj: Any = namespace
+        parts = qualname.split(".")
+        obj = namespace[parts[0]]
+        for part in parts[1:]:
+            obj = getattr(obj, part)
+        return obj, f"__main__:{qualname}"
+    obj = importlib.import_module(where)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj, target
+
+
+def explain_function(store: Any, target: Any, *, import_code: bool = True) -> FunctionExplanation:
+    """Compare a function's current code with every stored entry of it, grouped by code version.
+
+    ``target`` is a memoized function, a plain function (default options), ``MODULE:QUALNAME`` or
+    ``path/to/script.py:QUALNAME`` (imported, or run with ``__name__ != "__main__"``, to learn its
+    current code), or any ``function id`` as stored when ``import_code`` is false or the import
+    fails. ``store`` may be ``None`` for a memoized function's own store. Reads the store only.
+    """
+    from fncache._memoize import Memoized
+
+    m: Any = None
+    error = None
+    function_id = target if isinstance(target, str) else None
+    if isinstance(target, str) and import_code:
+        try:
+            obj, function_id = _load(target)
+        except Exception as e:  # an import runs user code: any failure means "unknown"
+            error = f"{type(e).__name__}: {e}"
+        else:
+            m = obj if isinstance(obj, Memoized) else Memoized(obj)
+            if not function_id.startswith("__main__:"):
+                function_id = m.function_id
+    elif not isinstance(target, str):
+        m = target if isinstance(target, Memoized) else Memoized(target)
+        function_id = m.function_id
+    if store is None:
+        if m is None:
+            raise ValueError("explain_function: a store is needed to explain a function by name")
+        store = m.store
+    assert function_id is not None
+    entries = _entries_of(store, function_id)
+    if not entries:
+        return FunctionExplanation(function_id, NEW, 0, error=error)
+    groups: dict[str, list[Any]] = {}
+    sides: dict[str, _Side] = {}
+    for e in entries:
+        side = _Side.of_entry(e.meta)
+        side.args = None
+        ident = digest((sorted(side.components.items()), side.version, side.depends_on,
+                        side.python)).hex()
+        groups.setdefault(ident, []).append(e)
+        sides[ident] = side
+    newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
+    order = sorted(groups, key=lambda i: -newest[i])
+    root = _root(function_id)
+    if m is not None:
+        reference, _ = _current_side(m)
+    else:
+        reference = sides[order[0]]
+    versions = []
+    for ident in order:
+        diffs = _differences(sides[ident], reference, root)
+        versions.append(CodeVersion(ident, len(groups[ident]), newest[ident],
+                                    current=m is not None and not diffs, differences=diffs))
+    if m is None:
+        status = "unknown"
+    else:
+        status = "current" if any(v.current for v in versions) else "stale"
+    return FunctionExplanation(function_id, status, len(entries), versions, error=error)
+
+
+def format_explanation(x: Explanation | FunctionExplanation | Iterable[Any]) -> str:
+    """Readable text of one explanation (or several, one after the other)."""
+    if isinstance(x, (Explanation, FunctionExplanation)):
+        return str(x)
+    return "\n".join(str(i) for i in x)
