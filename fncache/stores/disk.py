@@ -1,9 +1,20 @@
 """The default store: a diskcache ``Cache`` in a local directory.
 
-Layout: the value of key ``K`` is stored at diskcache key ``K``, its metadata (JSON) at ``"m:" + K``,
-both tagged with the function id so that clearing one function is one indexed delete. Small values
-live in SQLite, values over 32 KiB in files beside it; diskcache writes the file first and publishes
-the row in one transaction, so a crash leaves at most an orphan file, never a half-visible entry.
+Layout: the value of key ``K`` is the diskcache entry ``K``, tagged with the function id so that
+clearing one function is one indexed delete; its metadata (JSON) sits in an extra column of the
+same row, ``fncache_meta``, which diskcache's own statements (all with explicit column lists)
+ignore. One row per entry means one index entry and one write per store, and value and metadata
+appear and vanish together. Small values live in SQLite, values over 32 KiB in files beside it;
+the file is written first and the row published in one transaction, so a crash leaves at most an
+orphan file, never a half-visible entry.
+
+Fast paths: with the settings this store uses by default (no statistics, an eviction policy that
+does not write on reads), a read is one SELECT on diskcache's own connection instead of
+``Cache.get`` (the same statement with more Python around it), and a write is diskcache's own
+transaction and cull around one INSERT or UPDATE. The SQL mirrors diskcache's (expire-time check,
+mode and file columns; its triggers keep count and size), so a plain ``diskcache.Cache`` on the
+directory still reads the values. An LRU size limit or statistics make reads write, so those reads
+go through ``Cache.get``.
 
 diskcache is safe for many threads and processes on one machine. It is *not* safe on NFS or other
 network file systems (SQLite locking): use a Redis or S3 store to share a cache between machines.
@@ -12,8 +23,10 @@ network file systems (SQLite locking): use a Redis or S3 store to share a cache 
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -24,17 +37,46 @@ from fncache.stores._lock import LeaseLock
 
 __all__ = ["DiskStore"]
 
-_META = "m:"
 _LOCK = "l:"
 # diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
 _UNLIMITED = 2**62
+# diskcache's storage modes (diskcache.core.MODE_RAW / MODE_BINARY): inline blob, or a file.
+_MODE_RAW, _MODE_BINARY = 1, 2
+_COLUMN = "fncache_meta"
+_SELECT_VALUE = (
+    "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
+    " AND (expire_time IS NULL OR expire_time > ?)"
+)
+_SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
+_INSERT_ROW = (
+    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"
+    f" mode, filename, value, {_COLUMN}) VALUES (?, 1, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE_ROW = (
+    "UPDATE Cache SET store_time = ?, expire_time = ?, access_time = ?, access_count = 0, tag = ?,"
+    f" size = ?, mode = ?, filename = ?, value = ?, {_COLUMN} = ? WHERE rowid = ?"
+)
+_SELECT_ENTRIES = (
+    f"SELECT rowid, key, size, value, store_time, {_COLUMN} FROM Cache"
+    f" WHERE rowid > ? AND {_COLUMN} IS NOT NULL AND (expire_time IS NULL OR expire_time > ?)"
+    " ORDER BY rowid LIMIT ?"
+)
+# Rows per transaction in clear(): large enough that a million entries take a few dozen
+# transactions (diskcache's Cache.clear takes 100 rows per transaction: minutes for a million),
+# small enough that a concurrent writer waits for one batch at most, not for the whole clear.
+_CLEAR_BATCH = 20_000
+_LIST_BATCH = 1_000
+
+
+def _reraise(e: BaseException) -> None:
+    raise e
 
 
 class DiskStore(Store):
     """A diskcache-backed store in ``directory`` (created with mode 0700).
 
-    Options: ``size_limit`` (bytes; least recently used entries are evicted past it, default unlimited),
-    and any other keyword is passed to :class:`diskcache.Cache`.
+    Options: ``size_limit`` (bytes; least recently used entries are evicted past it, default
+    unlimited), and any other keyword is passed to :class:`diskcache.Cache`.
     """
 
     kind = "disk"
@@ -43,18 +85,22 @@ class DiskStore(Store):
         if size_limit is not None and (not isinstance(size_limit, int) or size_limit <= 0):
             from fncache._errors import ConfigError
 
-            raise ConfigError(f"size_limit: expected a positive number of bytes, got {size_limit!r}")
+            raise ConfigError(
+                f"size_limit: expected a positive number of bytes, got {size_limit!r}"
+            )
         if size_limit is not None:
             options["size_limit"] = size_limit
         super().__init__(url, **options)
         self.directory = url
         self._cache: Any = None
+        self._fast_read = False
 
     @property
     def cache(self) -> Any:
         """The underlying :class:`diskcache.Cache`, opened on first use."""
         if self._cache is None:
             import diskcache
+            from diskcache.core import EVICTION_POLICY
 
             opts = dict(self.options)
             limit = opts.pop("size_limit", None)
@@ -63,12 +109,31 @@ class DiskStore(Store):
                 if not os.path.isdir(self.directory):
                     # 0700: loading a pickle runs code, so nobody else may plant entries here.
                     os.makedirs(self.directory, mode=0o700, exist_ok=True)
-                self._cache = diskcache.Cache(
+                cache = diskcache.Cache(
                     self.directory, size_limit=limit or _UNLIMITED, tag_index=True, **opts
                 )
+                self._add_meta_column(cache)
             except (OSError, sqlite3.Error) as e:
                 raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
+            # The read fast path reproduces Cache.get for these settings only: an LRU policy or
+            # statistics write on every read, which needs diskcache's transaction.
+            self._fast_read = (
+                not cache.statistics and EVICTION_POLICY[cache.eviction_policy]["get"] is None
+            )
+            self._cache = cache
         return self._cache
+
+    @staticmethod
+    def _add_meta_column(cache: Any) -> None:
+        columns = [row[1] for row in cache._sql("PRAGMA table_info(Cache)").fetchall()]
+        if _COLUMN in columns:
+            return
+        try:
+            # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
+            cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
+        except sqlite3.OperationalError as e:
+            if "duplicate column" not in str(e):  # another process added it first: fine
+                raise
 
     def _guard(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -82,77 +147,230 @@ class DiskStore(Store):
                 self.close()
             raise StoreError(f"{what} failed on {self.directory!r}: {e}") from e
 
-    def get(self, key: str) -> bytes | None:
-        value = self._guard("read", self.cache.get, key, default=None, retry=True)
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, key: str) -> bytes | bytearray | None:
+        """The value at ``key`` or ``None``; a file-backed value comes as a ``bytearray``.
+
+        A file-backed value is read straight into a writable buffer (one copy, from the page
+        cache), so the codec can hand out the arrays in it without copying them again. A file
+        deleted between the row lookup and the read is a miss.
+        """
+        cache = self.cache
+        if not self._fast_read:
+            value = self._guard("read", cache.get, key, default=None, retry=True)
+            return value if isinstance(value, (bytes, bytearray)) else None
+        try:
+            rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
+            if not rows:
+                return None
+            mode, filename, value = rows[0]
+            if mode == _MODE_RAW:
+                return value if isinstance(value, bytes) else None
+            if mode == _MODE_BINARY and filename:
+                return self._read_file(os.path.join(cache.directory, filename))
+        except (OSError, sqlite3.Error) as e:
+            self._guard("read", _reraise, e)
+        # Another mode (a value written through diskcache by hand): diskcache knows how to read it.
+        value = self._guard("read", cache.get, key, default=None, retry=True)
         return value if isinstance(value, (bytes, bytearray)) else None
+
+    def get_mmap(self, key: str) -> bytes | mmap.mmap | None:
+        """The value at ``key`` as a read-only memory map of its file, or ``None``.
+
+        Values kept inline in SQLite (under ``disk_min_file_size``, 32 KiB) come back as ``bytes``.
+        The map stays valid if the entry is deleted or replaced meanwhile (POSIX keeps an unlinked
+        file's pages while they are mapped), and published files are never modified in place.
+        """
+        cache = self.cache
+        try:
+            rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
+            if not rows:
+                return None
+            mode, filename, value = rows[0]
+            if mode == _MODE_RAW:
+                return value if isinstance(value, bytes) else None
+            if mode == _MODE_BINARY and filename:
+                try:
+                    with open(os.path.join(cache.directory, filename), "rb") as f:
+                        if os.fstat(f.fileno()).st_size == 0:
+                            return b""
+                        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except FileNotFoundError:
+                    return None  # deleted between the SELECT and the open: a miss
+        except (OSError, sqlite3.Error) as e:
+            self._guard("read", _reraise, e)
+        return self.get(key)
+
+    @staticmethod
+    def _select(cache: Any, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        # WAL readers are rarely refused, but a checkpoint or a recovery can still answer "database
+        # is locked" past SQLite's busy timeout; diskcache retries its writers, so readers do too.
+        deadline = None
+        while True:
+            try:
+                return cache._sql(statement, params).fetchall()  # type: ignore[no-any-return]
+            except sqlite3.OperationalError as e:
+                if str(e) != "database is locked":
+                    raise
+                t = time.monotonic()
+                if deadline is None:
+                    deadline = t + float(cache.timeout)
+                elif t > deadline:
+                    raise
+                time.sleep(0.001)
+
+    @staticmethod
+    def _read_file(path: str) -> bytearray | None:
+        try:
+            f = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            return None  # deleted between the SELECT and the open: a miss, as in diskcache
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            buf = bytearray(size)
+            view = memoryview(buf)
+            pos = 0
+            while pos < size:
+                n = f.readinto(view[pos:])
+                if not n:
+                    return None  # truncated under us: not a whole value
+                pos += n
+            return buf
 
     def contains(self, key: str) -> bool:
         return bool(self._guard("lookup", self.cache.__contains__, key))
 
-    def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
-        tag = meta.get("function") or None
-        added = self._guard(
-            "write", self.cache.add, key, bytes(value), expire=expire, tag=tag, retry=True
-        )
-        if added:
-            meta = dict(meta, size=len(value), created=meta.get("created") or now())
-            self._guard(
-                "write", self.cache.set, _META + key, encode_meta(meta), expire=expire, tag=tag,
-                retry=True,
-            )
-        return bool(added)
-
-    def set(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> None:
-        tag = meta.get("function") or None
-        meta = dict(meta, size=len(value), created=meta.get("created") or now())
-        self._guard(
-            "write", self.cache.set, key, bytes(value), expire=expire, tag=tag, retry=True
-        )
-        self._guard(
-            "write", self.cache.set, _META + key, encode_meta(meta), expire=expire, tag=tag, retry=True
-        )
-
-    def delete(self, key: str) -> bool:
-        found = self._guard("delete", self.cache.delete, key, retry=True)
-        self._guard("delete", self.cache.delete, _META + key, retry=True)
-        return bool(found)
-
     def entries(self) -> Iterator[EntryInfo]:
         cache = self.cache
-        for k in self._guard("list", lambda: list(cache.iterkeys())):
-            if not isinstance(k, str) or not k.startswith(_META):
-                continue
-            raw = self._guard("read", cache.get, k, default=None, retry=True)
-            if raw is None:
-                continue
-            meta = decode_meta(raw)
-            created = float(meta.get("created") or 0.0)
-            accessed = meta.get("accessed")
-            yield EntryInfo(
-                key=k[len(_META) :],
-                size=int(meta.get("size") or 0),
-                created=created,
-                accessed=float(accessed) if accessed else None,
-                meta=meta,
+        last = 0
+        while True:
+            # Batches by rowid: no read transaction stays open while the caller works.
+            rows = self._guard(
+                "list", self._select, cache, _SELECT_ENTRIES, (last, time.time(), _LIST_BATCH)
             )
+            if not rows:
+                return
+            for rowid, key, size, value, store_time, raw in rows:
+                last = rowid
+                meta = decode_meta(raw)
+                created = float(meta.get("created") or store_time or 0.0)
+                accessed = meta.get("accessed")
+                if not size and value is not None:
+                    size = len(value)
+                yield EntryInfo(
+                    key=key,
+                    size=int(meta.get("size") or size or 0),
+                    created=created,
+                    accessed=float(accessed) if accessed else None,
+                    meta=meta,
+                )
 
     def volume(self) -> int:
         return int(self._guard("stat", self.cache.volume))
 
     def __len__(self) -> int:
-        # Values and their metadata are two rows each; locks are short-lived extras.
-        return sum(1 for _ in self.entries())
+        rows = self._guard(
+            "stat", self._select, self.cache,
+            f"SELECT COUNT(*) FROM Cache WHERE {_COLUMN} IS NOT NULL", (),
+        )
+        return int(rows[0][0])
+
+    # -- writing ---------------------------------------------------------------------------------
+    def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
+        """Store unless a live entry is there. Atomic (one transaction): the first writer wins."""
+        return bool(self._guard("write", self._put, key, value, meta, expire, True))
+
+    def set(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> None:
+        """Store, replacing any entry; atomic: readers see the old entry or the new one."""
+        self._guard("write", self._put, key, value, meta, expire, False)
+
+    def _put(self, key: str, value: Any, meta: dict[str, Any], expire: float | None,
+             create_only: bool) -> bool:
+        cache = self.cache
+        tag = meta.get("function") or None
+        size = memoryview(value).nbytes
+        raw_meta = sqlite3.Binary(
+            encode_meta(dict(meta, size=size, created=meta.get("created") or now()))
+        )
+        now_ = time.time()
+        expire_time = None if expire is None else now_ + expire
+        if size < cache.disk_min_file_size:
+            mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(value)
+            size = 0  # as diskcache: its size column counts file-backed bytes only
+        else:
+            mode, filename, db_value = _MODE_BINARY, self._write_file(cache, value), None
+        # diskcache's own transaction (BEGIN IMMEDIATE, retried while the database is busy; files
+        # of replaced rows removed after COMMIT) and its cull of expired rows, as Cache.add does.
+        with cache._transact(True, filename) as (sql, cleanup):
+            rows = sql(_SELECT_ROW, (key,)).fetchall()
+            if rows:
+                rowid, old_filename, old_expire = rows[0]
+                if create_only and (old_expire is None or old_expire > now_):
+                    cleanup(filename)
+                    return False
+                cleanup(old_filename)
+                sql(_UPDATE_ROW, (now_, expire_time, now_, tag, size, mode, filename, db_value,
+                                  raw_meta, rowid))
+            else:
+                sql(_INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
+                                  db_value, raw_meta))
+            cache._cull(now_, sql, cleanup)
+        return True
+
+    @staticmethod
+    def _write_file(cache: Any, value: Any) -> str:
+        """Write a large value to a new file named as diskcache names them; its relative name."""
+        filename, full_path = cache.disk.filename()
+        os.makedirs(os.path.dirname(full_path), exist_ok=True)
+        view = memoryview(value).cast("B")
+        # Whole-buffer writes: diskcache's own writer iterates a BytesIO by *lines*, which for
+        # binary data means one write call every few hundred bytes.
+        with open(full_path, "xb", buffering=0) as f:
+            pos = 0
+            while pos < view.nbytes:
+                pos += f.write(view[pos:])
+        return filename  # type: ignore[no-any-return]
+
+    def delete(self, key: str) -> bool:
+        return bool(self._guard("delete", self.cache.delete, key, retry=True))
 
     def clear(self) -> int:
-        n = len(self)
-        self._guard("clear", self.cache.clear, retry=True)
-        return n
+        """Remove every entry (and lock); returns how many entries there were.
+
+        Rows go in batches of 20,000 per transaction, their files after each commit. Concurrent
+        readers see an entry or a miss, never part of one (a reader that found a row whose file is
+        already gone reads a miss). Writers wait for one batch at most; entries added meanwhile may
+        or may not be removed.
+        """
+        return int(self._guard("clear", self._clear_rows, None))
 
     def clear_function(self, function: str) -> int:
-        """Remove every entry of ``function`` (``module:qualname``) in one indexed delete."""
-        n = sum(1 for e in self.entries() if e.function == function)
-        self._guard("clear", self.cache.evict, function, retry=True)
-        return n
+        """Remove every entry of ``function`` (``module:qualname``) through the tag index."""
+        return int(self._guard("clear", self._clear_rows, function))
+
+    def _clear_rows(self, tag: str | None) -> int:
+        cache = self.cache
+        where = "rowid > ?" + (" AND tag = ?" if tag is not None else "")
+        select = f"SELECT rowid, filename, {_COLUMN} IS NOT NULL FROM Cache WHERE {where}"
+        select += " ORDER BY rowid LIMIT ?"
+        count, last = 0, 0
+        while True:
+            with cache._transact(True) as (sql, cleanup):
+                params = (last, tag, _CLEAR_BATCH) if tag is not None else (last, _CLEAR_BATCH)
+                rows = sql(select, params).fetchall()
+                if not rows:
+                    return count
+                first, last = rows[0][0], rows[-1][0]
+                # A range, not an IN list: one statement per batch, whatever its size.
+                if tag is None:
+                    sql("DELETE FROM Cache WHERE rowid BETWEEN ? AND ?", (first, last))
+                else:
+                    sql("DELETE FROM Cache WHERE rowid BETWEEN ? AND ? AND tag = ?",
+                        (first, last, tag))
+                for _, filename, is_entry in rows:
+                    count += is_entry
+                    if filename is not None:
+                        cleanup(filename)
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
         cache = self.cache
