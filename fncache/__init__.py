@@ -20,6 +20,7 @@ from fncache._errors import (
 from fncache._fingerprint import track, untrack
 from fncache._hasher import hash, ref, register, unregister
 from fncache._memoize import CacheInfo, Memoized, memoize
+from fncache.memory import MemorizedResult, Memory, expires_after
 from fncache.stores import Store, open_store
 
 __version__ = "0.1.0.dev0"
@@ -41,10 +42,13 @@ __all__ = [
     "IntegrityError",
     "LockTimeout",
     "Memoized",
+    "MemorizedResult",
+    "Memory",
     "Store",
     "StoreError",
     "UnhashableArgument",
     "__version__",
+    "expires_after",
     "hash",
     "key_for",
     "memoize",
