@@ -406,9 +406,9 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
             return super()._fingerprint()
         # A bound method, a partial, a builtin or a callable object: keyed by its content (a
         # method's instance, a partial's bound arguments, a function by fingerprint), re-hashed
-        # on each call
-        # because that content may change. Hashing an instance that holds this very wrapper
-        # (self.f = memory.cache(self.f)) comes back here: that inner reference is a fixed token.
+        # on each call because that content may change. Hashing an instance that holds this very
+        # wrapper (self.f = memory.cache(self.f)) comes back here: that inner reference is a fixed
+        # token.
         busy = _busy.__dict__.setdefault("ids", set())
         if id(self) in busy:
             return Fingerprint(digest=_hasher.digest(("self", self.function_id)), components={},
@@ -647,8 +647,7 @@ class Memory:
 
         ``verbose`` and ``mmap_mode`` default to the Memory's.
         ``cache_validation_callback(metadata)`` is asked on each hit; ``False`` discards the entry
-        and recomputes. Invalid options raise
-        :class:`fncache.ConfigError` (a ``ValueError``) here.
+        and recomputes. Invalid options raise :class:`fncache.ConfigError` (a ``ValueError``) here.
         """
         if cache_validation_callback is not None and not callable(cache_validation_callback):
             raise ConfigError(
