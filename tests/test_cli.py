@@ -154,3 +154,51 @@ def test_console_script_is_installed():
         pytest.skip("console script not on PATH")
     proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and "fncache" in proc.stdout
+
+
+DOCTOR_JOB = """
+import fncache
+
+TABLE = {"a", "b", "c"}
+SALT = hash("salt")  # differs with PYTHONHASHSEED: a global like this makes keys unstable
+
+def helper(x):
+    return x in TABLE
+
+@fncache.memoize
+def stable(x):
+    return helper(x)
+
+@fncache.memoize
+def unstable(x):
+    return (x, SALT)
+"""
+
+
+def test_doctor_passes_a_stable_function(tmp_path):
+    """doctor checks environment, store and key stability, and exits 0 when all pass."""
+    job = write(tmp_path / "job.py", DOCTOR_JOB)
+    proc = fncache_cmd("doctor", "--dir", str(tmp_path / "c"), f"{job}:stable", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["key stability"]["ok"]
+    assert checks["store writable"]["ok"]
+    assert checks["permissions"]["ok"]
+
+
+def test_doctor_names_the_component_that_makes_keys_unstable(tmp_path):
+    """A global that depends on the hash seed is reported by name, with exit status 1."""
+    job = write(tmp_path / "job.py", DOCTOR_JOB)
+    proc = fncache_cmd("doctor", "--dir", str(tmp_path / "c"), f"{job}:unstable")
+    assert proc.returncode == 1
+    assert "global SALT" in proc.stdout
+
+
+def test_doctor_flags_a_cache_directory_others_can_write(tmp_path):
+    """A group- or world-writable cache directory fails the permissions check."""
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    proc = fncache_cmd("doctor", "--dir", str(cache))
+    assert proc.returncode == 1
+    assert "chmod 700" in proc.stdout

@@ -1,0 +1,179 @@
+"""``fncache doctor``: is this environment, this store and this function's key in good shape?
+
+Checks, each reported with a verdict and a one-line detail:
+
+* the environment: Python, fncache and its dependencies' versions;
+* the store: reachable, writable (a probe entry is added, read back and deleted), for a disk store its
+  directory's permissions (0700 expected: a cache is a place where pickles can be planted) and free space;
+* a function's key stability: its fingerprint is computed in fresh interpreters under several
+  ``PYTHONHASHSEED`` values; any difference is reported with the components that differ. An unstable
+  fingerprint means a cache that silently never hits across runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from fncache.stores import Store
+
+__all__ = ["Check", "Report", "load_target", "run"]
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Report:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> None:
+        self.checks.append(Check(name, ok, detail))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.__dict__ for c in self.checks]}
+
+    def __str__(self) -> str:
+        lines = [f"{'ok ' if c.ok else 'BAD'}  {c.name:<18} {c.detail}" for c in self.checks]
+        lines.append("all checks passed" if self.ok else "some checks FAILED")
+        return "\n".join(lines)
+
+
+def load_target(target: str) -> Any:
+    """The object named by ``path/to/script.py:func`` or ``package.module:qualname``."""
+    where, sep, qualname = target.rpartition(":")
+    if not sep or not where or not qualname:
+        raise ValueError(f"expected SCRIPT.py:FUNC or MODULE:QUALNAME, got {target!r}")
+    if where.endswith(".py") or os.sep in where:
+        path = os.path.abspath(where)
+        if not os.path.exists(path):
+            raise ValueError(f"no such script: {where!r}")
+        sys.path.insert(0, os.path.dirname(path))
+        name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _probe(target: str) -> None:
+    """Entry point of the subprocesses: print the target's fingerprint as JSON."""
+    from fncache._fingerprint import fingerprint
+
+    obj = load_target(target)
+    obj = getattr(obj, "__wrapped__", obj)
+    fp = fingerprint(obj)
+    print(json.dumps({"digest": fp.digest.hex(), "components": fp.components}))
+
+
+def _fingerprints(target: str, seeds: list[str]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for seed in seeds:
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        code = f"from fncache._doctor import _probe; _probe({target!r})"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              timeout=300)
+        if proc.returncode != 0:
+            tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            raise RuntimeError(f"computing the fingerprint failed (seed {seed}): {tail[0]}")
+        out[seed] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def check_stability(report: Report, target: str, seeds: list[str]) -> None:
+    try:
+        runs = _fingerprints(target, seeds)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        report.add("key stability", False, str(e))
+        return
+    first_seed = seeds[0]
+    first = runs[first_seed]
+    differing: set[str] = set()
+    for seed, run in runs.items():
+        if run["digest"] != first["digest"]:
+            labels = set(first["components"]) | set(run["components"])
+            differing |= {k for k in labels
+                          if first["components"].get(k) != run["components"].get(k)}
+    if differing:
+        report.add("key stability", False,
+                   f"{target} fingerprints differ across PYTHONHASHSEED {','.join(seeds)} in: "
+                   + ", ".join(sorted(differing)))
+    else:
+        n = len(first["components"])
+        report.add("key stability", True,
+                   f"{target}: same fingerprint under PYTHONHASHSEED {','.join(seeds)} ({n} components)")
+
+
+def check_environment(report: Report) -> None:
+    import cloudpickle
+    import diskcache
+    import xxhash
+
+    from fncache import __version__
+
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}"
+    report.add("environment", True,
+               f"Python {py}, fncache {__version__}, cloudpickle {cloudpickle.__version__}, "
+               f"xxhash {xxhash.VERSION}, diskcache {diskcache.__version__}")
+    if os.environ.get("FNCACHE_DISABLE"):
+        report.add("caching enabled", False, "FNCACHE_DISABLE is set: every call runs uncached")
+
+
+def check_store(report: Report, store: Store) -> None:
+    key = uuid.uuid4().hex
+    try:
+        store.add(key, b"fncache-doctor", {"function": "fncache:doctor"})
+        ok = store.get(key) == b"fncache-doctor"
+        store.delete(key)
+        report.add("store writable", ok, f"{store.url} ({store.kind})" if ok
+                   else f"{store.url}: a probe entry did not read back")
+    except Exception as e:  # any failure here is the finding
+        report.add("store writable", False, f"{store.url}: {e}")
+        return
+    directory = getattr(store, "directory", None)
+    if directory and os.path.isdir(directory):
+        mode = stat.S_IMODE(os.stat(directory).st_mode)
+        private = not mode & (stat.S_IRWXG | stat.S_IRWXO)
+        report.add("permissions", private,
+                   f"{directory} is {mode:04o}" + ("" if private else
+                   ": others can plant entries (pickles run code when loaded); chmod 700 it "
+                   "or set a secret (FNCACHE_SECRET)"))
+        usage = shutil.disk_usage(directory)
+        free = usage.free / usage.total if usage.total else 0.0
+        report.add("free space", free > 0.05,
+                   f"{usage.free / 2**30:.1f} GiB free ({free:.0%} of the file system)")
+
+
+def run(store: Store, target: str | None, seeds: str = "1,2,random") -> Report:
+    """All checks; ``target`` (``script.py:func`` or ``module:qualname``) adds the stability check."""
+    report = Report()
+    check_environment(report)
+    check_store(report, store)
+    if target:
+        seed_list = [s.strip() for s in seeds.split(",") if s.strip()]
+        check_stability(report, target, seed_list or ["1", "2"])
+    return report
