@@ -14,8 +14,8 @@ Where this layer deliberately differs from joblib:
 * entries of an edited function are kept (they hit again if the edit is reverted), not wiped;
   ``clear()`` and ``reduce_size()`` remove them;
 * the on-disk layout is fncache's (a diskcache store in ``LOCATION/fncache``), not joblib's;
-* ``mmap_mode="r+"``/``"w+"`` map privately like ``"c"``: an entry is checksummed and immutable, so
-  writes to a mapped array never reach the cache;
+* ``mmap_mode="c"``, ``"r+"`` and ``"w+"`` give writable arrays read into memory: an entry is
+  checksummed and immutable, so writes to an array never reach the cache (``"r"`` maps read-only);
 * messages go to stderr (``verbose >= 1``: computations; ``>= 5``: hits too) and to the
   ``fncache`` logger.
 
@@ -31,9 +31,7 @@ import datetime
 import functools
 import inspect
 import logging
-import mmap
 import os
-import sqlite3
 import sys
 import threading
 import time
@@ -151,29 +149,17 @@ def _revive(store: Store) -> None:
 
 
 def _read(store: Store, key: str, mmap_mode: str | None) -> Any:
-    """The frame at ``key`` (``None`` if absent); with ``mmap_mode``, a memory map where possible.
+    """The frame at ``key`` (``None`` if absent); with ``mmap_mode="r"`` a memory map if possible.
 
-    Only a disk store's values kept in files (over 32 KiB) can be mapped; small values and other
-    stores' values are read into memory, which for a result that small costs nothing.
+    Only stores with ``get_mmap`` (disk: values in files, over 32 KiB) can map; smaller values and
+    other stores' values are read into memory. ``"c"``, ``"r+"`` and ``"w+"`` read a private,
+    writable copy: an entry is checksummed and immutable, so writes must never reach it.
     """
     _revive(store)
-    if mmap_mode is None or store.kind != "disk":
-        return store.get(key)
-    cache = store.cache  # type: ignore[attr-defined]
-    try:
-        handle = cache.get(key, default=None, read=True, retry=True)
-    except (OSError, sqlite3.Error) as e:
-        store.close()
-        raise StoreError(f"read failed on {store.url!r}: {e}") from e
-    if handle is None or isinstance(handle, (bytes, bytearray)):
-        return handle
-    with handle:
-        try:
-            # "c" is private copy-on-write; so are "r+"/"w+" here (see the module docstring).
-            access = mmap.ACCESS_READ if mmap_mode == "r" else mmap.ACCESS_COPY
-            return mmap.mmap(handle.fileno(), 0, access=access)
-        except (OSError, ValueError):  # an empty or unmappable file: read it instead
-            return handle.read()
+    get_mmap = getattr(store, "get_mmap", None)
+    if mmap_mode == "r" and get_mmap is not None:
+        return get_mmap(key)
+    return store.get(key)
 
 
 def _metadata(header: _codec.Header) -> dict[str, Any]:
@@ -427,8 +413,8 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
             busy.discard(id(self))
 
     def _mapping(self) -> str | None:
-        # A compressed entry is decompressed into memory whatever we do: do not map it.
-        return self.mmap_mode if self.compress is None else None
+        # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
+        return "r" if self.mmap_mode == "r" and self.compress is None else None
 
     def _fetch(self, key: str) -> Any:
         return _read(self.store, key, self._mapping())
