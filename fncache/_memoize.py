@@ -94,6 +94,7 @@ def _secret_from(secret: str | bytes | None) -> bytes | None:
 
 _ON_UNHASHABLE = ("raise", "call")
 _ON_STORE_ERROR = ("log", "raise")
+_SCHEMES = ("file://", "memory://", "redis://", "rediss://", "unix://", "s3://")
 
 
 class Memoized(Generic[P, R]):
@@ -147,6 +148,12 @@ class Memoized(Generic[P, R]):
             raise ConfigError(f"store: expected a path, a URL or a Store, got {type(store).__name__}")
         if store_options is not None and not isinstance(store_options, dict):
             raise ConfigError("store_options: expected a dict")
+        limit = (store_options or {}).get("size_limit")
+        if limit is not None and (type(limit) is not int or limit <= 0):
+            raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
+        if isinstance(store, str) and "://" in store and not store.startswith(_SCHEMES):
+            raise ConfigError(f"store: unknown URL scheme in {store!r}; expected a directory path, "
+                              "file://, memory://, redis://, rediss://, unix:// or s3://")
         self.__wrapped__ = func
         functools.update_wrapper(self, func)  # type: ignore[arg-type]
         self._binder = Binder(func, ignore)
@@ -417,7 +424,9 @@ class Memoized(Generic[P, R]):
             if flight.ok:
                 self._say("shared", key)
                 return flight.value  # type: ignore[no-any-return]
-            return self._compute_and_store(key, arg_digests, args, kwargs)
+            # The owner raised (its exception is its caller's alone): the waiters elect a new owner
+            # among themselves rather than all computing at once.
+            return self._compute_once(key, arg_digests, args, kwargs)
         try:
             value = self._compute_and_store(key, arg_digests, args, kwargs)
             flight.value, flight.ok = value, True
