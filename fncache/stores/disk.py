@@ -23,6 +23,7 @@ network file systems (SQLite locking): use a Redis or S3 store to share a cache 
 from __future__ import annotations
 
 import errno
+import logging
 import mmap
 import os
 import sqlite3
@@ -36,6 +37,8 @@ from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["DiskStore"]
+
+log = logging.getLogger("fncache")
 
 _LOCK = "l:"
 # diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
@@ -158,6 +161,8 @@ class DiskStore(Store):
         cache = self.cache
         if not self._fast_read:
             value = self._guard("read", cache.get, key, default=None, retry=True)
+            if value is None:
+                self._guard("read", self._drop_if_file_lost, cache, key, None)
             return value if isinstance(value, (bytes, bytearray)) else None
         try:
             rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
@@ -167,7 +172,10 @@ class DiskStore(Store):
             if mode == _MODE_RAW:
                 return value if isinstance(value, bytes) else None
             if mode == _MODE_BINARY and filename:
-                return self._read_file(os.path.join(cache.directory, filename))
+                found = self._read_file(os.path.join(cache.directory, filename))
+                if found is None:
+                    self._drop_if_file_lost(cache, key, filename)
+                return found
         except (OSError, sqlite3.Error) as e:
             self._guard("read", _reraise, e)
         # Another mode (a value written through diskcache by hand): diskcache knows how to read it.
@@ -218,6 +226,28 @@ class DiskStore(Store):
                 elif t > deadline:
                     raise
                 time.sleep(0.001)
+
+    def _drop_if_file_lost(self, cache: Any, key: str, filename: str | None) -> None:
+        """Remove the entry at ``key`` if its row names a value file that no longer exists.
+
+        Such a row (its file deleted by hand, a cleaner or a crashed disk) would otherwise read as a
+        miss forever while blocking every ``add`` of a fresh value. The row is deleted only if it
+        still names the same missing file, so an entry replaced or removed meanwhile is left alone.
+        """
+        rows = self._select(cache, "SELECT mode, filename FROM Cache WHERE key = ? AND raw = 1",
+                            (key,))
+        if not rows or rows[0][0] != _MODE_BINARY or not rows[0][1]:
+            return
+        lost = rows[0][1]
+        if filename is not None and lost != filename:
+            return  # replaced since we read it
+        if os.path.exists(os.path.join(cache.directory, lost)):
+            return
+        with cache._transact(True) as (sql, _):
+            gone = sql("DELETE FROM Cache WHERE key = ? AND raw = 1 AND filename = ?",
+                       (key, lost)).rowcount
+        if gone:
+            log.warning("entry %s in %s lost its value file %s; removed", key, self.directory, lost)
 
     @staticmethod
     def _read_file(path: str) -> bytearray | None:
