@@ -1,0 +1,608 @@
+"""When things go wrong: crashed writers, damaged entries, limits, bad input, failing stores.
+
+The rule under test everywhere: a call returns the function's exact value or the function's own
+exception, never a wrong value and never an error from inside fncache's machinery; damage is logged
+once (a WARNING on the ``fncache`` logger), removed and recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import random
+import shutil
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fncache
+from fncache import _codec
+from fncache._errors import IntegrityError, StoreError
+from fncache._prune import clear_larger_than, clear_older_than, prune_to_size
+from fncache.stores import open_store
+
+
+def _append(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (text + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _count(path: str | Path) -> int:
+    p = Path(path)
+    return len(p.read_text().splitlines()) if p.exists() else 0
+
+
+def _make(x: int, size: int, log: str) -> dict[str, Any]:
+    """A value of about ``size`` bytes that names its own argument; counts its computations."""
+    _append(log, str(x))
+    return {"x": x, "data": bytes([x % 256]) * size}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "fncache" and r.levelno == logging.WARNING]
+
+
+# -- crash safety ----------------------------------------------------------------------------------
+
+CRASH_TRIALS = 50
+CRASH_KEYS = 6
+
+
+def _payload(x: int) -> tuple[int, Any]:
+    """1 to 4 MB of pseudo-random bytes, as bytes (in the pickle) or a bytearray (out of band)."""
+    data = random.Random(x).randbytes(1_000_000 * (1 + x % 4))
+    return (x, data) if x % 2 == 0 else (x, bytearray(data))
+
+
+def _big(x: int, log: str) -> tuple[int, Any]:
+    _append(log, str(x))
+    return _payload(x)
+
+
+def _crash_writer(store: str, log: str) -> None:
+    """Store and replace large entries in a loop until killed."""
+    f = fncache.memoize(store=store)(_big)
+    for x in range(CRASH_KEYS):
+        f(x, log)
+    i = 0
+    while True:
+        f.call(i % CRASH_KEYS, log)  # replaces the entry: the other write path
+        i += 1
+
+
+def _crash_verify(store: str, log: str, out: Any) -> None:
+    """Read every key raw and through the function; report what was found."""
+    try:
+        f = fncache.memoize(store=store)(_big)
+        missing, bad = [], []
+        for x in range(CRASH_KEYS):
+            key = f.key(x, log)
+            frame = f.store.get(key)
+            if frame is None:
+                missing.append(x)
+                continue
+            try:
+                value, _ = _codec.decode(frame, key)
+            except IntegrityError as e:
+                bad.append(f"{x}: {e}")
+                continue
+            if value != _payload(x):
+                bad.append(f"{x}: wrong value")
+        before = _count(log)
+        wrong = [x for x in range(CRASH_KEYS) if f(x, log) != _payload(x)]
+        out.put({"missing": missing, "bad": bad, "wrong": wrong,
+                 "recomputed": _count(log) - before, "errors": f.cache_info().errors})
+    except BaseException as e:
+        out.put({"exception": repr(e)})
+
+
+def test_writers_killed_at_random_moments_never_leave_a_damaged_entry(tmp_path):
+    """50 writers SIGKILLed mid-store leave every entry missing or exact, and the store usable."""
+    ctx = multiprocessing.get_context("fork")
+    store, log = str(tmp_path / "cache"), str(tmp_path / "computed.log")
+    rng = random.Random(6)
+    for trial in range(CRASH_TRIALS):
+        writer = ctx.Process(target=_crash_writer, args=(store, log))
+        writer.start()
+        time.sleep(rng.uniform(0.0, 0.4))
+        writer.kill()  # SIGKILL
+        writer.join(10)
+        assert writer.exitcode == -9, f"trial {trial}: writer exited {writer.exitcode}"
+        out = ctx.Queue()
+        verifier = ctx.Process(target=_crash_verify, args=(store, log, out))
+        verifier.start()
+        report = out.get(timeout=120)
+        verifier.join(30)
+        assert "exception" not in report, f"trial {trial}: {report}"
+        assert report["bad"] == [] and report["wrong"] == [], f"trial {trial}: {report}"
+        # The next call recomputes exactly the entries the crash left missing, and nothing else.
+        assert report["recomputed"] == len(report["missing"]), f"trial {trial}: {report}"
+        assert report["errors"] == 0
+    # Still a working store: a new entry can be added and read back.
+    s = open_store(store)
+    assert s.add("0" * 32, b"still usable", {"function": "t"})
+    assert bytes(s.get("0" * 32)) == b"still usable"
+    s.close()
+
+
+# -- integrity: every way an entry can be damaged --------------------------------------------------
+
+
+def _db_row(directory: Path, key: str) -> tuple[str | None, bytes | None]:
+    con = sqlite3.connect(directory / "cache.db")
+    try:
+        row = con.execute(
+            "SELECT filename, value FROM Cache WHERE key = ? AND raw = 1", (key,)
+        ).fetchone()
+        con.commit()
+    finally:
+        con.close()
+    assert row is not None, f"no row for {key}"
+    return row[0], row[1]
+
+
+def _db_set_value(directory: Path, key: str, value: bytes) -> None:
+    con = sqlite3.connect(directory / "cache.db")
+    try:
+        con.execute("UPDATE Cache SET value = ? WHERE key = ? AND raw = 1", (value, key))
+        con.commit()
+    finally:
+        con.close()
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1:]
+
+
+def _damage(kind: str, directory: Path, key: str, other_frame: bytes) -> None:
+    filename, inline = _db_row(directory, key)
+    path = directory / filename if filename else None
+    if kind == "flipped byte, inline in SQLite":
+        assert inline is not None
+        _db_set_value(directory, key, _flip(inline, len(inline) - 10))
+    elif kind == "garbage instead of a frame, inline":
+        _db_set_value(directory, key, b"this is not a frame at all" * 3)
+    elif kind == "pickle garbage behind a bad checksum, inline":
+        assert inline is not None
+        _db_set_value(directory, key, inline[:-40] + b"\x80\x05garbage!" * 4)
+    elif kind == "entry copied from another key, inline":
+        _db_set_value(directory, key, other_frame)
+    elif kind == "flipped byte in the value file":
+        assert path is not None
+        data = path.read_bytes()
+        path.write_bytes(_flip(data, len(data) // 2))
+    elif kind == "flipped byte in the header of the value file":
+        assert path is not None
+        path.write_bytes(_flip(path.read_bytes(), 9))
+    elif kind == "truncated value file":
+        assert path is not None
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "empty value file":
+        assert path is not None
+        path.write_bytes(b"")
+    elif kind == "bytes appended to the value file":
+        assert path is not None
+        with open(path, "ab") as fh:
+            fh.write(b"\0" * 64)
+    elif kind == "garbage instead of a frame, file":
+        assert path is not None
+        path.write_bytes(os.urandom(path.stat().st_size))
+    elif kind == "missing value file":
+        assert path is not None
+        path.unlink()
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+
+
+DAMAGE = {
+    # kind: size of the value (inline below diskcache's 32 KiB, in a file above)
+    "flipped byte, inline in SQLite": 1_000,
+    "garbage instead of a frame, inline": 1_000,
+    "pickle garbage behind a bad checksum, inline": 1_000,
+    "entry copied from another key, inline": 1_000,
+    "flipped byte in the value file": 200_000,
+    "flipped byte in the header of the value file": 200_000,
+    "truncated value file": 200_000,
+    "empty value file": 200_000,
+    "bytes appended to the value file": 200_000,
+    "garbage instead of a frame, file": 200_000,
+    "missing value file": 200_000,
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_damaged_entry_is_detected_logged_removed_and_recomputed(tmp_path, caplog, kind):
+    """A damaged entry reads as a miss with one warning, is replaced, and the value stays exact."""
+    directory, log = tmp_path / "cache", str(tmp_path / "computed.log")
+    size = DAMAGE[kind]
+    f = fncache.memoize(store=str(directory))(_make)
+    assert f(1, size, log) == _make(1, size, os.devnull)
+    f(2, size, log)
+    key, other = f.key(1, size, log), f.key(2, size, log)
+    _damage(kind, directory, key, bytes(f.store.get(other)))
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(1, size, log) == _make(1, size, os.devnull)
+        assert _count(log) == 3  # 1, 2, then 1 again
+        assert len(_warnings(caplog)) == 1, _warnings(caplog)
+        # The damaged entry was replaced by a sound one: the next call is a quiet hit.
+        value, _ = _codec.decode(f.store.get(key), key)
+        assert value == _make(1, size, os.devnull)
+        assert f(1, size, log) == _make(1, size, os.devnull)
+        assert _count(log) == 3
+        assert len(_warnings(caplog)) == 1
+
+
+def test_every_single_byte_flip_is_caught_or_harmless(caplog):
+    """Flipping any one byte of a frame never yields a wrong value; outside padding it is caught."""
+    log = os.devnull
+    f = fncache.memoize(store=f"memory://flip-{os.getpid()}")(_make)
+    f(5, 40, log)
+    key = f.key(5, 40, log)
+    frame = bytes(f.store.get(key))
+    header = _codec.read_header(frame)
+    pad_start = header.body_offset - (-(header.body_offset - 0) % 64)
+    trailer_end = _codec._FIXED.size + 8 * len(header.buffer_lens) + _codec._CHECK
+    missed = []
+    for at in range(len(frame)):
+        f.store.set(key, _flip(frame, at), {"function": f.function_id})
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="fncache"):
+            assert f(5, 40, log) == _make(5, 40, log)
+        if not _warnings(caplog):
+            missed.append(at)
+    # Only the zero padding between the checksum and the aligned body is not covered.
+    del pad_start
+    assert all(trailer_end <= at < header.body_offset for at in missed), missed
+
+
+def test_verified_frame_whose_pickle_does_not_load_is_a_logged_miss(tmp_path, caplog):
+    """An entry that passes its checksum but does not unpickle is a logged miss, not an error."""
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_make)
+    log = str(tmp_path / "computed.log")
+    key = f.key(3, 10, log)
+    f.store.set(key, _forge(b"\x80\x05garbage", key), {"function": f.function_id})
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3, 10, log) == _make(3, 10, os.devnull)
+    assert len(_warnings(caplog)) == 1
+    assert _count(log) == 1
+
+
+def _forge(pickle_bytes: bytes, key: str) -> bytes:
+    """A well-formed, correctly checksummed, unsigned frame around arbitrary pickle bytes."""
+    header = _codec._FIXED.pack(_codec.MAGIC, 0, time.time(), 0.0, len(pickle_bytes), 0, 0)
+    body = [pickle_bytes, b"\0" * (-len(pickle_bytes) % 64)]
+    head = header + _codec._checksum(key.encode(), header, body)
+    return head + b"\0" * (-len(head) % 64) + b"".join(body)
+
+
+# -- limits, expiry and pruning --------------------------------------------------------------------
+
+
+def test_size_limit_evicts_least_recently_used_entries(tmp_path):
+    """With size_limit, old unused entries are evicted, recently used ones kept, volume bounded."""
+    limit = 2_000_000
+    f = fncache.memoize(store=str(tmp_path / "cache"), store_options={"size_limit": limit})(_make)
+    log = str(tmp_path / "computed.log")
+    for x in range(40):
+        f(x, 100_000, log)
+        f(0, 100_000, log)  # keep entry 0 in use
+    assert f.store.volume() <= limit + 10 * 100_000
+    assert f.check_call_in_cache(0, 100_000, log)
+    assert f.check_call_in_cache(39, 100_000, log)
+    assert not any(f.check_call_in_cache(x, 100_000, log) for x in range(1, 6))
+    assert _count(log) == 40  # entry 0 was never evicted, so never recomputed
+
+
+def test_expired_entries_are_misses_and_are_removed(tmp_path):
+    """An entry older than expire= is recomputed, and expired entries leave the store."""
+    log = str(tmp_path / "computed.log")
+    f = fncache.memoize(store=str(tmp_path / "cache"), expire=0.5)(_make)
+    for x in range(5):
+        f(x, 10, log)
+    f(0, 10, log)
+    assert _count(log) == 5  # hits while fresh
+    time.sleep(0.7)
+    assert not f.check_call_in_cache(0, 10, log)
+    assert f(0, 10, log) == _make(0, 10, os.devnull)
+    assert _count(log) == 6
+    # Writing the new entry swept the four expired ones out of the store.
+    assert len(f.store) == 1
+
+
+def test_expire_applies_to_entries_stored_without_one(tmp_path, caplog):
+    """expire= on a function also ages out entries that were stored without an expiry."""
+    log = str(tmp_path / "computed.log")
+    plain = fncache.memoize(store=str(tmp_path / "cache"))(_make)
+    plain(1, 10, log)
+    time.sleep(0.4)
+    short = fncache.memoize(store=str(tmp_path / "cache"), expire=0.3)(_make)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert short(1, 10, log) == _make(1, 10, os.devnull)
+    assert _count(log) == 2
+    assert _warnings(caplog) == []  # an expired entry is routine, not damage
+    assert short(1, 10, log) == _make(1, 10, os.devnull)
+    assert _count(log) == 2
+
+
+def _filled_store(tmp_path: Path) -> Any:
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_make)
+    log = str(tmp_path / "computed.log")
+    for x, size in enumerate([100, 50_000, 200_000, 300, 80_000]):
+        f(x, size, log)
+        time.sleep(0.02)  # distinct creation times, in order
+    return f, log
+
+
+def test_clear_older_than_removes_only_old_entries(tmp_path):
+    """clear_older_than removes entries created before the cut-off and keeps newer ones."""
+    f, log = _filled_store(tmp_path)
+    time.sleep(0.3)
+    f(9, 10, log)
+    assert clear_older_than(f.store, 0.25) == 5
+    assert f.check_call_in_cache(9, 10, log)
+    assert len(f.store) == 1
+    assert clear_older_than(f.store, 3600) == 0
+
+
+def test_clear_larger_than_removes_only_large_entries(tmp_path):
+    """clear_larger_than removes the entries whose stored size exceeds the bound."""
+    f, log = _filled_store(tmp_path)
+    assert clear_larger_than(f.store, 60_000) == 2
+    assert {e.meta["args"]["x"] for e in f.store.entries()} == {
+        fncache.hash(x) for x in (0, 1, 3)
+    }
+
+
+def test_prune_to_size_removes_oldest_first_until_under_the_bound(tmp_path):
+    """prune_to_size drops the least recently created entries until the total fits."""
+    f, log = _filled_store(tmp_path)
+    total = sum(e.size for e in f.store.entries())
+    removed = prune_to_size(f.store, total - 100_000)
+    assert removed == 3  # 100 + 50 000 + 200 000 bytes from the oldest three
+    assert sum(e.size for e in f.store.entries()) <= total - 100_000
+    assert f.check_call_in_cache(3, 300, log) and f.check_call_in_cache(4, 80_000, log)
+    assert prune_to_size(f.store, 10**12) == 0
+    assert prune_to_size(f.store, 0) == 2 and len(f.store) == 0
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: clear_older_than(s, -1),
+    lambda s: clear_larger_than(s, -5),
+    lambda s: prune_to_size(s, -1),
+    lambda s: prune_to_size(s, "10MB"),
+])
+def test_pruning_rejects_negative_or_non_numeric_bounds(call):
+    """The pruning helpers refuse a negative or non-numeric bound instead of clearing everything."""
+    with pytest.raises(ValueError):
+        call(open_store("memory://prune-bounds"))
+
+
+# -- bad input -------------------------------------------------------------------------------------
+
+
+class _RefusesPickling:
+    def __reduce__(self) -> Any:
+        raise RuntimeError("not today")
+
+
+def _identity(value: Any, n: int = 0) -> Any:
+    return n
+
+
+def _gen() -> Any:
+    yield 1
+
+
+@pytest.mark.parametrize("make, type_name", [
+    (_gen, "generator"),
+    (threading.Lock, "lock"),
+    (lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM), "socket"),
+    (_RefusesPickling, "_RefusesPickling"),
+])
+def test_unhashable_argument_names_the_parameter_and_type(make, type_name):
+    """An argument that cannot be hashed raises UnhashableArgument (a TypeError) naming it."""
+    f = fncache.memoize(store="memory://bad-input")(_identity)
+    value = make()
+    try:
+        with pytest.raises(fncache.UnhashableArgument) as info:
+            f(value, n=1)
+    finally:
+        if isinstance(value, socket.socket):
+            value.close()
+    assert isinstance(info.value, TypeError)
+    assert info.value.parameter == "value"
+    assert "'value'" in str(info.value) and type_name in str(info.value)
+
+
+def test_unhashable_argument_with_on_unhashable_call_runs_uncached_and_warns_once(caplog):
+    """With on_unhashable="call" the function runs on every call, with a single warning."""
+    ran = []
+    f = fncache.memoize(store="memory://bad-input-call", on_unhashable="call")(
+        lambda value, n: ran.append(n) or n
+    )
+    lock = threading.Lock()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert [f(lock, i) for i in range(3)] == [0, 1, 2]
+    assert ran == [0, 1, 2]
+    assert len(_warnings(caplog)) == 1 and "'value'" in _warnings(caplog)[0]
+
+
+def _make_lock(log: str) -> Any:
+    _append(log, "lock")
+    return threading.Lock()
+
+
+def test_unpicklable_result_is_returned_and_not_stored(tmp_path, caplog):
+    """A result that cannot be pickled is returned every time, never stored, with one warning."""
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_make_lock)
+    log = str(tmp_path / "computed.log")
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        results = [f(log) for _ in range(3)]
+    assert all(type(r) is type(threading.Lock()) for r in results)
+    assert _count(log) == 3
+    assert not f.check_call_in_cache(log)
+    assert len(_warnings(caplog)) == 1
+
+
+class _Boom(Exception):
+    pass
+
+
+def _fails(x: int, log: str) -> int:
+    _append(log, str(x))
+    raise _Boom(x)
+
+
+def test_user_exception_propagates_unchanged_and_is_not_cached(tmp_path):
+    """The function's own exception reaches the caller as is, with its frame, and is not stored."""
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_fails)
+    log = str(tmp_path / "computed.log")
+    for _ in range(2):
+        with pytest.raises(_Boom) as info:
+            f(4, log)
+        assert info.value.args == (4,)
+        assert info.traceback[-1].name == "_fails"
+    assert _count(log) == 2
+    assert not f.check_call_in_cache(4, log)
+    assert f.cache_info().stores == 0
+
+
+@pytest.mark.parametrize("options, option", [
+    ({"expire": -1}, "expire"),
+    ({"expire": "soon"}, "expire"),
+    ({"lock_timeout": 0}, "lock_timeout"),
+    ({"on_unhashable": "ignore"}, "on_unhashable"),
+    ({"on_store_error": "ignore"}, "on_store_error"),
+    ({"store": 42}, "store"),
+    ({"store": "ftp://host/x"}, "store"),
+    ({"store_options": "size_limit=1"}, "store_options"),
+    ({"store_options": {"size_limit": -1}}, "size_limit"),
+    ({"secret": b""}, "secret"),
+    ({"compress": "gzip"}, "compress"),
+    ({"ignore": "n"}, "ignore"),
+    ({"ignore": ["nope"]}, "ignore"),
+    ({"version": 3}, "version"),
+    ({"expires": 10}, "expires"),
+])
+def test_invalid_option_fails_at_decoration_naming_it(options, option):
+    """An invalid option raises ConfigError (a ValueError) when decorating, naming the option."""
+    with pytest.raises(fncache.ConfigError, match=option) as info:
+        fncache.memoize(**options)(_identity)
+    assert isinstance(info.value, ValueError)
+
+
+# -- store failures --------------------------------------------------------------------------------
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A directory on a 1 MiB tmpfs (skips where tmpfs cannot be mounted)."""
+    path = tmp_path / "tiny"
+    if not _mount_tmpfs(path, "1m"):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def test_full_disk_is_a_logged_miss_and_the_value_is_returned(full_disk, tmp_path, caplog):
+    """When the disk is full the value is still returned; the failed write is one warning."""
+    log = str(tmp_path / "computed.log")
+    f = fncache.memoize(store=str(full_disk / "cache"))(_make)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        for _ in range(3):
+            assert f(1, 3_000_000, log) == _make(1, 3_000_000, os.devnull)
+    assert _count(log) == 3
+    assert len(_warnings(caplog)) == 1
+    assert f.cache_info().errors == 3
+    assert f(2, 100, log) == _make(2, 100, os.devnull)  # small entries still fit
+
+
+def test_full_disk_raises_with_on_store_error_raise(full_disk, tmp_path):
+    """With on_store_error="raise" a full disk raises StoreError (an OSError)."""
+    f = fncache.memoize(store=str(full_disk / "cache"), on_store_error="raise")(_make)
+    with pytest.raises(StoreError) as info:
+        f(1, 3_000_000, str(tmp_path / "computed.log"))
+    assert isinstance(info.value, OSError)
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[None]:
+    """Make ``path`` a read-only bind mount of itself (root ignores permissions, not mounts)."""
+    steps = [["mount", "--bind", str(path), str(path)],
+             ["mount", "-o", "remount,ro,bind", str(path)]]
+    for i, step in enumerate(steps):
+        proc = subprocess.run(step, capture_output=True, timeout=30)
+        if proc.returncode != 0:
+            if i:
+                subprocess.run(["umount", str(path)], capture_output=True, timeout=30)
+            pytest.skip(f"cannot make a read-only bind mount here: {proc.stderr!r}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+@pytest.mark.skipif(not shutil.which("mount"), reason="needs mount")
+@pytest.mark.parametrize("layout", ["empty read-only directory", "read-only existing cache"])
+def test_read_only_store_is_a_logged_miss(tmp_path, caplog, layout):
+    """A store that cannot be written gives correct values and a warning, or StoreError if asked."""
+    store, log = tmp_path / "cache", str(tmp_path / "computed.log")
+    store.mkdir()
+    if layout == "read-only existing cache":
+        s = open_store(str(store))
+        s.add("1" * 32, b"x", {"function": "t"})
+        s.close()
+    with _read_only(store):
+        f = fncache.memoize(store=str(store))(_make)
+        with caplog.at_level(logging.WARNING, logger="fncache"):
+            assert [f(x, 10, log)["x"] for x in (1, 1, 2)] == [1, 1, 2]
+        assert _count(log) == 3
+        assert 1 <= len(_warnings(caplog)) <= 2  # the failed write (and a failed read, per kind)
+        strict = fncache.memoize(store=str(store), on_store_error="raise")(_make)
+        with pytest.raises(StoreError):
+            strict(3, 10, log)
+
+
+def test_vanished_store_directory_is_survived(tmp_path, caplog):
+    """Deleting the cache directory under a running program costs misses, not errors."""
+    directory, log = tmp_path / "cache", str(tmp_path / "computed.log")
+    f = fncache.memoize(store=str(directory))(_make)
+    f(1, 100, log)
+    f(2, 100_000, log)
+    shutil.rmtree(directory)
+    for _ in range(3):
+        assert f(1, 100, log) == _make(1, 100, os.devnull)
+        assert f(2, 100_000, log) == _make(2, 100_000, os.devnull)
+        assert f(3, 100_000, log) == _make(3, 100_000, os.devnull)
+    # Back to normal: the directory is recreated and entries are stored and hit again.
+    n = _count(log)
+    assert f(3, 100_000, log) == _make(3, 100_000, os.devnull)
+    assert f(4, 100_000, log) == _make(4, 100_000, os.devnull)
+    assert f(4, 100_000, log) == _make(4, 100_000, os.devnull)
+    assert _count(log) == n + 1 and directory.is_dir()
