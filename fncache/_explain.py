@@ -83,7 +83,7 @@ class Difference:
 
 
 _DESCRIBE = {
-    "function": "function `{name}` (its code or defaults)",
+    "function": "function `{name}` (its code, defaults or decorators)",
     "helper": "helper `{name}`",
     "method": "method `{name}`",
     "class": "class `{name}` (attributes, bases or metaclass)",
@@ -114,8 +114,10 @@ def _component_kind(label: str, root: str | None, classes: set[str]) -> tuple[st
     if not name:
         return "component", label
     if kind == "function":
-        if name == root:
-            return "function", name
+        # functools.wraps gives a decorator's wrapper the name of the function it wraps: the
+        # wrapped function itself is then labelled ``NAME#2``.
+        if name == root or name.rpartition("#")[0] == root:
+            return "function", root
         owner = name.rpartition(".")[0]
         if owner and owner in classes:
             return "method", name
