@@ -124,6 +124,10 @@ class Memoized(Generic[P, R]):
         store_options: dict[str, Any] | None = None,
         verbose: bool | None = None,
     ) -> None:
+        if isinstance(func, (classmethod, staticmethod)):
+            kind = type(func).__name__
+            raise ConfigError(f"Memoized: got a {kind} object; use fncache.memoize, which keeps "
+                              f"it a {kind}, or put @{kind} above @fncache.memoize")
         if not callable(func):
             raise ConfigError(f"memoize: expected a callable, got {type(func).__name__}")
         if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
@@ -173,15 +177,21 @@ class Memoized(Generic[P, R]):
         self._store_options = dict(store_options or {})
         self._store: Store | None = store if isinstance(store, Store) else None
         self.verbose = _env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose)
-        module = getattr(func, "__module__", None) or "?"
-        qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
-        self.function_id = f"{module}:{qualname}"
+        self.function_id = _function_id(func)
         self._fp: Fingerprint | None = None
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
         self._stats = [0, 0, 0, 0]
         self._warned: set[str] = set()
         self._is_async = inspect.iscoroutinefunction(func)
+        if self._is_async:
+            # Frameworks that dispatch on it (web routes, test runners) must see a coroutine
+            # function: asyncio.iscoroutinefunction reads this marker, inspect's (3.12+) the next.
+            import asyncio.coroutines
+
+            self._is_coroutine = getattr(asyncio.coroutines, "_is_coroutine", None)
+            if hasattr(inspect, "markcoroutinefunction"):
+                inspect.markcoroutinefunction(self)
 
     # -- configuration -------------------------------------------------------------------------
     @property
@@ -560,10 +570,30 @@ class Memoized(Generic[P, R]):
         return explain_call(self, args, kwargs)
 
 
+def _function_id(func: Any) -> str:
+    """``module:qualname``, stable across processes: never a repr with a memory address."""
+    if isinstance(func, functools.partial):
+        inner = _function_id(func.func)
+        module, _, name = inner.partition(":")
+        return f"{module}:partial({name})"
+    name: Any = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    if not isinstance(name, str):  # a callable object: named by its class
+        func = type(func)
+        name = func.__qualname__
+    return f"{getattr(func, '__module__', None) or '?'}:{name}"
+
+
 def _rebuild(func_bytes: bytes, options: dict[str, Any]) -> Memoized[Any, Any]:
     import cloudpickle
 
     return Memoized(cloudpickle.loads(func_bytes), **options)
+
+
+def _memoized(f: Any, options: dict[str, Any]) -> Any:
+    # Over @classmethod/@staticmethod: memoize the function inside and keep the method kind.
+    if isinstance(f, (classmethod, staticmethod)):
+        return type(f)(Memoized(f.__func__, **options))
+    return Memoized(f, **options)
 
 
 @overload
@@ -622,10 +652,10 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     if func is not None:
         if options:
             raise ConfigError("memoize: pass options as keywords: @memoize(store=...)")
-        return Memoized(func)
+        return _memoized(func, {})
 
     def decorate(f: Callable[..., Any]) -> Memoized[Any, Any]:
-        return Memoized(f, **options)
+        return _memoized(f, options)  # type: ignore[no-any-return]
 
     # Validate options now, so a typo fails at decoration time even before the function exists.
     unknown = set(options) - set(inspect.signature(Memoized.__init__).parameters) - {"self", "func"}
