@@ -1,0 +1,195 @@
+"""Trust: who can put something in a cache that fncache will unpickle.
+
+Threat model, as these tests pin it down. Unpickling runs code, so an entry is only as trustworthy
+as whoever can write to the store. The cache directory is created 0700, so on one machine only its
+owner (and root) can plant entries. Every entry carries an xxh3 checksum bound to its key: that
+catches corruption and entries moved between keys, but it is no defence against an attacker, who
+can compute it. With a secret (``memoize(secret=...)`` or ``$FNCACHE_SECRET``) every entry is
+signed with HMAC-SHA256 and an entry whose signature is missing or wrong is never unpickled; it is
+a logged miss and gets replaced. Use a secret whenever others can write to the store (a shared
+directory, Redis, a bucket).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import pickle
+import stat
+import time
+from typing import Any
+
+import pytest
+
+import fncache
+from fncache import _codec
+from fncache.stores import open_store
+
+SECRET = b"correct horse battery staple"
+
+
+class _Plant:
+    """Unpickling this creates ``marker``: proof that a planted pickle was loaded."""
+
+    def __init__(self, marker: pathlib.Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def _value(x: int) -> dict[str, int]:
+    return {"x": x, "double": 2 * x}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "fncache" and r.levelno == logging.WARNING]
+
+
+def _frame(value: Any, key: str, secret: bytes | None = None) -> bytes:
+    return _codec.encode(value, key, created=time.time(), duration=0.0, secret=secret)
+
+
+def _flags_off(frame: bytes) -> bytes:
+    """The frame with its "signed" flag cleared (signature bytes left where they were)."""
+    return frame[:4] + bytes([frame[4] & ~1]) + frame[5:]
+
+
+def _mac_zeroed(frame: bytes) -> bytes:
+    end = _codec._FIXED.size + 8 * len(_codec.read_header(frame).buffer_lens) + _codec._CHECK
+    return frame[:end] + b"\0" * _codec._MAC + frame[end + _codec._MAC:]
+
+
+# -- directories -----------------------------------------------------------------------------------
+
+
+def test_cache_directory_is_created_private_whatever_the_umask(tmp_path):
+    """A new cache directory is mode 0700 even under umask 000, so others cannot plant entries."""
+    old = os.umask(0)
+    try:
+        store = open_store(str(tmp_path / "a" / "b" / "cache"))
+        store.add("0" * 32, b"v", {"function": "t"})
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "a" / "b" / "cache").stat().st_mode)
+    assert mode == 0o700, oct(mode)
+    store.close()
+
+
+def test_default_cache_directory_is_private(tmp_path, monkeypatch):
+    """The default store ($FNCACHE_DIR here) is created 0700 on first use."""
+    monkeypatch.delenv("FNCACHE_STORE", raising=False)
+    monkeypatch.setenv("FNCACHE_DIR", str(tmp_path / "default"))
+    f = fncache.memoize(_value)
+    assert f(1) == _value(1)
+    assert stat.S_IMODE((tmp_path / "default").stat().st_mode) == 0o700
+
+
+# -- planted entries with a secret -----------------------------------------------------------------
+
+PLANTS = {
+    "a bare pickle, no frame": lambda plant, key: pickle.dumps(plant, protocol=5),
+    "a well-formed unsigned frame": lambda plant, key: _frame(plant, key),
+    "a frame signed with another secret": lambda plant, key: _frame(plant, key, b"other"),
+    "a signed frame copied from another key": lambda plant, key: _frame(plant, "f" * 32, SECRET),
+    "a signed frame with its signed flag cleared": lambda plant, key: _flags_off(
+        _frame(plant, key, SECRET)
+    ),
+    "a signed frame with a zeroed signature": lambda plant, key: _mac_zeroed(
+        _frame(plant, key, SECRET)
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(PLANTS))
+def test_with_a_secret_a_planted_entry_is_never_unpickled(tmp_path, caplog, how):
+    """With a secret, an entry without a valid signature is a logged miss; its pickle never runs."""
+    marker = tmp_path / "PWNED"
+    f = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
+    key = f.key(3)
+    f.store.set(key, PLANTS[how](_Plant(marker), key), {"function": f.function_id})
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == _value(3)
+    assert not marker.exists()
+    assert len(_warnings(caplog)) == 1
+    # The planted entry was replaced by a signed one, which the next call hits quietly.
+    frame = f.store.get(key)
+    assert _codec.read_header(frame).signed
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == _value(3)
+    assert _warnings(caplog) == []
+
+
+def test_secret_from_environment_protects_like_an_explicit_one(tmp_path, caplog, monkeypatch):
+    """$FNCACHE_SECRET signs and verifies entries just as secret= does."""
+    monkeypatch.setenv("FNCACHE_SECRET", SECRET.decode())
+    marker = tmp_path / "PWNED"
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    key = f.key(4)
+    f.store.set(key, _frame(_Plant(marker), key), {"function": f.function_id})
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == _value(4)
+    assert not marker.exists()
+    assert len(_warnings(caplog)) == 1
+    assert _codec.read_header(f.store.get(key)).signed
+    # What it signed verifies under the same secret given explicitly.
+    explicit = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
+    assert explicit.check_call_in_cache(4)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert explicit(4) == _value(4)
+    assert len(_warnings(caplog)) == 1
+
+
+def test_unsigned_entries_are_recomputed_once_a_secret_is_set(tmp_path, caplog):
+    """Turning a secret on makes earlier unsigned entries misses: they are replaced, not trusted."""
+    plain = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    plain(5)
+    signed = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
+    key = signed.key(5)
+    assert not _codec.read_header(signed.store.get(key)).signed
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert signed(5) == _value(5)
+    assert len(_warnings(caplog)) == 1
+    assert _codec.read_header(signed.store.get(key)).signed
+
+
+def test_secret_is_never_pickled_with_the_function(tmp_path):
+    """Shipping a memoized function to workers does not carry its secret, in any form."""
+
+    def local(x: int) -> int:
+        return x + 1
+
+    f = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(local)
+    data = pickle.dumps(f)
+    assert SECRET not in data
+    assert SECRET.hex().encode() not in data
+
+
+# -- the honest part: without a secret -------------------------------------------------------------
+
+
+def test_without_a_secret_a_planted_well_formed_entry_is_loaded(tmp_path):
+    """Without a secret the checksum stops corruption, not attackers: a forged frame IS loaded."""
+    marker = tmp_path / "PWNED"
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    key = f.key(6)
+    f.store.set(key, _frame(_Plant(marker), key), {"function": f.function_id})
+    f(6)
+    assert marker.exists()  # documented: anyone who can write the store can run code here
+
+
+def test_without_a_secret_a_bare_planted_pickle_is_not_loaded(tmp_path, caplog):
+    """Without a secret, bytes that are not a well-formed frame for this key are never loaded."""
+    marker = tmp_path / "PWNED"
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    key = f.key(7)
+    for planted in (pickle.dumps(_Plant(marker), protocol=5), _frame(_Plant(marker), "e" * 32)):
+        f.store.set(key, planted, {"function": f.function_id})
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="fncache"):
+            assert f(7) == _value(7)
+        assert len(_warnings(caplog)) == 1
+    assert not marker.exists()
