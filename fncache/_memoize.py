@@ -574,8 +574,8 @@ def _function_id(func: Any) -> str:
     """``module:qualname``, stable across processes: never a repr with a memory address."""
     if isinstance(func, functools.partial):
         inner = _function_id(func.func)
-        module, _, name = inner.partition(":")
-        return f"{module}:partial({name})"
+        module, _, inner_name = inner.partition(":")
+        return f"{module}:partial({inner_name})"
     name: Any = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
     if not isinstance(name, str):  # a callable object: named by its class
         func = type(func)
