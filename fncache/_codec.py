@@ -3,12 +3,14 @@
 Frame layout (all integers little-endian)::
 
     0   magic  b"FNC" + format version (1)
-    4   flags  u8  (1: signed, 2: zstd, 4: lz4)          5..7 reserved (0)
+    4   flags  u8  (1: signed, 2: zstd, 4: lz4, 8: head checksum)   5..7 reserved (0)
     8   created   f64 (POSIX time the value was computed)
     16  duration  f64 (seconds the computation took)
     24  pickle length u64, 32 buffer count u32, 36 reserved u32
     40  buffer lengths, u64 each
     ..  checksum: xxh3-128 over key, header and body      (16 bytes)
+    ..  head checksum: the same digest, taken where the pickle and its padding end
+                                         (16 bytes, flag 8: uncompressed frames with buffers)
     ..  MAC: HMAC-SHA256 over key, header and body         (32 bytes, only when signed)
     ..  zero padding to a multiple of 64
     body: the pickle, then each out-of-band buffer, each starting on a 64-byte boundary
@@ -19,6 +21,11 @@ into or out of the pickle, aligned so they can be used in place or memory-mapped
 the key too, so an entry moved to another key (by a bug, a tool or a person) fails like a corrupt one.
 With a secret the MAC is checked *before* anything is unpickled: loading a pickle runs code, and a
 cache directory or a shared bucket is a place where someone could plant one.
+
+The head checksum serves memory-mapped reads (``decode(..., verify_buffers=False)``): checking
+the header and pickle costs microseconds, while checking 256 MB of buffers costs tens of
+milliseconds and reads every page that the map exists to leave on disk. It is one digest of one
+stream (xxh3's state can be read mid-stream), so a full decode checks both at the cost of one.
 """
 
 from __future__ import annotations
@@ -27,8 +34,7 @@ import hmac
 
 import pickle
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -38,7 +44,8 @@ __all__ = ["Header", "UnpicklableResult", "decode", "encode", "read_header"]
 
 MAGIC = b"FNC\x01"
 _FIXED = struct.Struct("<4sB3xddQII")
-_SIGNED, _ZSTD, _LZ4 = 1, 2, 4
+_SIGNED, _ZSTD, _LZ4, _HEADCHECK = 1, 2, 4, 8
+_LEN = struct.Struct("<Q")
 _ALIGN = 64
 _CHECK = 16
 _MAC = 32
@@ -51,9 +58,12 @@ class UnpicklableResult(TypeError):
     """The function's result cannot be pickled; it is returned to the caller but not stored."""
 
 
-@dataclass(frozen=True)
-class Header:
-    """What a frame says about itself, readable without unpickling."""
+class Header(NamedTuple):
+    """What a frame says about itself, readable without unpickling.
+
+    A named tuple rather than a dataclass: it is built on every cache hit, and a frozen dataclass
+    costs a microsecond more to construct.
+    """
 
     created: float
     duration: float
@@ -148,6 +158,17 @@ def _checksum(key: bytes, header: bytes, body: list[Any]) -> bytes:
     return h.digest()  # type: ignore[no-any-return]
 
 
+def _checksums(key: bytes, header: Any, head: Any, rest: list[Any]) -> tuple[bytes, bytes]:
+    """(full checksum, head checksum): one stream, read once where ``head`` ends."""
+    h = xxhash.xxh3_128(key)
+    h.update(header)
+    h.update(head)
+    at_head = h.digest()
+    for part in rest:
+        h.update(part)
+    return h.digest(), at_head
+
+
 def encode(
     value: Any,
     key: str,
@@ -168,35 +189,50 @@ def encode(
     if compress:
         body = [_compress(compress, b"".join(body))]
         flags |= _ZSTD if compress == "zstd" else _LZ4
+    elif views:
+        flags |= _HEADCHECK
     if secret:
         flags |= _SIGNED
     header = _FIXED.pack(MAGIC, flags, created, duration, len(data), len(views), 0)
-    header += b"".join(struct.pack("<Q", v.nbytes) for v in views)
+    header += b"".join(_LEN.pack(v.nbytes) for v in views)
     kb = key.encode()
-    trailer = _checksum(kb, header, body)
+    if flags & _HEADCHECK:
+        full, at_head = _checksums(kb, header, b"".join(body[:2]), body[2:])
+        trailer = full + at_head
+    else:
+        trailer = _checksum(kb, header, body)
     if secret:
         trailer += _mac(secret, kb, header, body)
     head = header + trailer
     return b"".join([head, b"\0" * _pad(len(head)), *body])
 
 
-def read_header(frame: Any) -> Header:
-    """Parse a frame's header; raises :class:`IntegrityError` if it is not a well-formed frame."""
-    view = memoryview(frame)
-    if view.nbytes < _FIXED.size or bytes(view[:4]) != MAGIC:
+def _parse(view: memoryview) -> tuple[Header, int, int]:
+    """(header, flags, end of the buffer-length table) of a frame; IntegrityError if malformed."""
+    if view.nbytes < _FIXED.size:
         raise IntegrityError("not an fncache entry (bad magic or truncated header)")
-    _, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(view)
+    magic, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(view)
+    if magic != MAGIC:
+        raise IntegrityError("not an fncache entry (bad magic or truncated header)")
     lens_end = _FIXED.size + 8 * nbuf
-    trailer = _CHECK + (_MAC if flags & _SIGNED else 0)
+    trailer = _CHECK * (2 if flags & _HEADCHECK else 1) + (_MAC if flags & _SIGNED else 0)
     if view.nbytes < lens_end + trailer:
         raise IntegrityError("truncated entry header")
-    lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
+    lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size) if nbuf else ()
     head = lens_end + trailer
     comp = "zstd" if flags & _ZSTD else "lz4" if flags & _LZ4 else None
-    return Header(created, duration, bool(flags & _SIGNED), comp, plen, lens, head + _pad(head))
+    header = Header(created, duration, bool(flags & _SIGNED), comp, plen, lens, head + _pad(head))
+    return header, flags, lens_end
 
 
-def decode(frame: Any, key: str, *, secret: bytes | None = None) -> tuple[Any, Header]:
+def read_header(frame: Any) -> Header:
+    """Parse a frame's header; raises :class:`IntegrityError` if it is not a well-formed frame."""
+    return _parse(memoryview(frame))[0]
+
+
+def decode(
+    frame: Any, key: str, *, secret: bytes | None = None, verify_buffers: bool = True
+) -> tuple[Any, Header]:
     """``(value, header)`` from a frame stored under ``key``.
 
     The checksum (and, with ``secret``, the MAC) is verified before unpickling; any mismatch, truncation
@@ -204,31 +240,52 @@ def decode(frame: Any, key: str, *, secret: bytes | None = None) -> tuple[Any, H
     raised while unpickling a verified frame (a class that no longer exists) propagate as they are.
     A buffer-carrying frame given as read-only ``bytes`` is copied once so the arrays it yields are
     writable; a writable ``bytearray`` or a memory map is used in place.
+
+    ``verify_buffers=False`` (for memory-mapped frames) checks the header and pickle but not the
+    out-of-band buffers' bytes, which are then never read here: loading is as fast as mapping.
+    Without a secret a corrupted buffer then goes unnoticed (as with ``numpy.load(mmap_mode="r")``);
+    with a secret the MAC, which covers everything, is still checked in full. Frames without a head
+    checksum (compressed, or no buffers) are checked in full either way.
     """
-    h = read_header(frame)
     view = memoryview(frame)
-    header_end = _FIXED.size + 8 * len(h.buffer_lens)
+    h, flags, header_end = _parse(view)
     header = view[:header_end]
-    check = bytes(view[header_end : header_end + _CHECK])
+    check = view[header_end : header_end + _CHECK]
+    mac_at = header_end + (2 * _CHECK if flags & _HEADCHECK else _CHECK)
     body_view = view[h.body_offset :]
     kb = key.encode()
     if secret:
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
-        mac = bytes(view[header_end + _CHECK : header_end + _CHECK + _MAC])
+        mac = bytes(view[mac_at : mac_at + _MAC])
         if not hmac.compare_digest(mac, _mac(secret, kb, header, [body_view])):
             raise IntegrityError("entry signature does not match (tampered, or another secret)")
-    if _checksum(kb, header, [body_view]) != check:
+    if flags & _HEADCHECK:
+        split = h.pickle_len + _pad(h.pickle_len)
+        if not verify_buffers:
+            ok = _checksum(kb, header, [body_view[:split]]) == view[mac_at - _CHECK : mac_at]
+        else:
+            full, at_head = _checksums(kb, header, body_view[:split], [body_view[split:]])
+            ok = full == check and at_head == view[mac_at - _CHECK : mac_at]
+    else:
+        ok = _checksum(kb, header, [body_view]) == check
+    if not ok:
         raise IntegrityError("entry checksum does not match (corrupted or truncated)")
     if h.compression:
         try:
             body: Any = memoryview(bytearray(_decompress(h.compression, body_view)))
         except Exception as e:
             raise IntegrityError(f"entry does not decompress: {e}") from e
+    elif h.buffer_lens:
+        body = body_view
+        if body.readonly and not isinstance(frame, _MAPPED_TYPES):
+            body = memoryview(bytearray(body))
     else:
         body = body_view
-        if h.buffer_lens and body.readonly and not isinstance(frame, _MAPPED_TYPES):
-            body = memoryview(bytearray(body))
+    if not h.buffer_lens:
+        if body.nbytes < h.pickle_len:
+            raise IntegrityError("entry body is shorter than its header says")
+        return pickle.loads(body[: h.pickle_len]), h
     expected = h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
     if body.nbytes < expected:
         raise IntegrityError("entry body is shorter than its header says")
