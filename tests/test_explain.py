@@ -1,0 +1,269 @@
+"""Explaining misses: what differs between a call (or the current code) and stored entries."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import fncache
+from fncache._explain import (
+    Difference,
+    Explanation,
+    FunctionExplanation,
+    explain_call,
+    explain_function,
+    format_explanation,
+)
+from fncache.stores.memory import MemoryStore
+
+
+def _load_harness() -> types.ModuleType:
+    name = "fncache_code_harness"
+    if name not in sys.modules:
+        path = Path(__file__).parent / "fixtures_code" / "harness.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+harness = _load_harness()
+
+#: What explain() says for each scenario of the fixture project once version 2 is in place.
+REASONS = {
+    "main_helper": ["helper `scale_main` changed"],
+    "main_constant": ["global `THRESHOLD` changed"],
+    "default_arg": ["function `default_arg` (its code, defaults or decorators) changed",
+                    "argument `k` changed"],
+    "closure_add": ["closure variable `n` of `make_adder.<locals>.add` changed"],
+    "decorator_code": ["function `decorator_code` (its code, defaults or decorators) changed"],
+    "decorated_body": ["function `decorated_body` (its code, defaults or decorators) changed"],
+    "decorator_arg": ["closure variable `factor` of `decorator_arg` changed"],
+    "main_class_method": ["method `Local.rate` changed"],
+    "class_method": ["method `shapes.Box.area` changed"],
+    "class_attr": ["class `shapes.Crate` (attributes, bases or metaclass) changed"],
+    "arg_method": ["argument `shape` changed"],
+    "local_helper": ["helper `helpers.normalize` changed"],
+    "helper_of_helper": ["helper `helpers._inner` changed"],
+    "module_constant": ["global `helpers.LIMIT` changed"],
+    "attr_read": ["attribute `settings.SCALE` changed"],
+    "package_helper": ["helper `mypkg.core.compute` changed"],
+    "package_attr_chain": ["helper `mypkg.tools.clean` changed"],
+    "data_dep": ["a `depends_on` input changed"],
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return harness.project_runs()
+
+
+def test_first_run_explains_new_functions(runs):
+    """Before anything is stored, every call is a miss of a new function."""
+    assert {e["status"] for e in runs["v1"]["explain"].values()} == {"new function"}
+
+
+@pytest.mark.parametrize("name", sorted(REASONS))
+def test_miss_after_an_edit_names_the_edit(runs, name):
+    """After version 2's edit, the call misses and explain names exactly what was edited."""
+    e = runs["v2"]["explain"][name]
+    assert e["status"] == "miss"
+    assert e["reasons"] == REASONS[name]
+    assert e["nearest"] == runs["v1"]["keys"][name]  # the entry version 1 stored
+    assert all(d["old"] != d["new"] for d in e["differences"])
+
+
+def test_unaffected_calls_are_hits(runs):
+    """Calls whose key version 2 kept are explained as hits; back at version 1, all are."""
+    kept = set(runs["v2"]["keys"]) - set(REASONS)
+    assert {runs["v2"]["explain"][n]["status"] for n in kept} == {"hit"}
+    assert {e["status"] for e in runs["v1_again"]["explain"].values()} == {"hit"}
+
+
+# ---------------------------------------------------------------------------------------------
+# In process
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def store():
+    return MemoryStore("memory://explain-tests")
+
+
+def _module(name: str, source: str, tmp_path: Path) -> types.ModuleType:
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_explain_call_returns_structured_data(store):
+    """status, key, nearest entry and differences with kind, name, old and new digests."""
+    scale = {"k": 2}
+
+    def helper(x):
+        return x * scale["k"]
+
+    def f(x, y=1):
+        return helper(x) + y
+
+    m = fncache.memoize(store=store)(f)
+    first = m.explain(1)
+    assert isinstance(first, Explanation) and first.status == "new function" and not first.hit
+    assert first.key == m.key(1)
+    m(1)
+    assert m.explain(1).hit
+    scale["k"] = 3
+    e = m.explain(1, y=2)
+    assert e.status == "miss" and e.entries == 1 and e.nearest is not None
+    kinds = {(d.kind, d.name, d.change) for d in e.differences}
+    assert kinds == {("closure", f"{helper.__qualname__}.scale", "changed"),
+                     ("argument", "y", "changed")}
+    for d in e.differences:
+        assert len(d.old) == len(d.new) == 32
+    text = str(e)
+    assert text.startswith(f"{m.function_id} [{e.key[:12]}]: miss; nearest of 1 entry")
+    assert "  - argument `y` changed" in text
+    assert e.as_dict()["reasons"] == [str(d) for d in e.differences]
+    assert format_explanation(e) == text
+
+
+def test_nearest_entry_is_the_one_with_fewest_differences(store):
+    """Among several entries, a miss is explained against the closest one."""
+    def f(a, b, c):
+        return a + b + c
+
+    m = fncache.memoize(store=store)(f)
+    m(1, 1, 1)
+    m(1, 2, 2)
+    e = m.explain(1, 2, 3)
+    assert e.entries == 2
+    assert e.nearest == m.key(1, 2, 2)
+    assert [str(d) for d in e.differences] == ["argument `c` changed"]
+
+
+def test_helpers_added_and_removed_are_named(store, tmp_path):
+    """A helper the new code no longer reaches, or reaches for the first time, is named as such."""
+    src = "def a(x):\n    return x\ndef b(x):\n    return -x\ndef f(x):\n    return {h}(x)\n"
+    old = fncache.memoize(store=store)(_module("ex_added", src.format(h="a"), tmp_path).f)
+    old(1)
+    new = fncache.memoize(store=store)(_module("ex_added", src.format(h="b"), tmp_path).f)
+    reasons = [str(d) for d in new.explain(1).differences]
+    assert "helper `a` is no longer used" in reasons
+    assert "helper `b` is new (not in the stored entry)" in reasons
+    assert "function `f` (its code, defaults or decorators) changed" in reasons
+
+
+def test_pinned_version_change_is_named(store):
+    """A changed version= pin is reported with both values."""
+    def f(x):
+        return x
+
+    fncache.memoize(store=store, version="v1")(f)(1)
+    e = fncache.memoize(store=store, version="v2")(f).explain(1)
+    assert [str(d) for d in e.differences] == ["pinned version changed (v1 -> v2)"]
+    assert e.differences[0] == Difference("version", "version", "v1", "v2")
+
+
+def test_library_version_change_is_named(store):
+    """With track_versions, a distribution whose version moved is named."""
+    np = pytest.importorskip("numpy")
+
+    def total(x):
+        return float(np.asarray(x).sum())
+
+    m = fncache.memoize(store=store, track_versions=True)(total)
+    key = m.key([1])
+    comps = dict(m._fingerprint().components, **{"version numpy": "0" * 32})
+    store.add(key[::-1], b"x", {"function": m.function_id, "created": 1.0, "python": "3.11",
+                                "components": comps, "args": {}})
+    e = m.explain([1])
+    assert [str(d) for d in e.differences if d.kind != "argument"] == [
+        "version of `numpy` changed"]
+
+
+def test_explain_function_for_a_memoized_object(store):
+    """Entries are grouped by code version: the current one is marked, others say what differs."""
+    limit = [10]
+
+    def f(x):
+        return min(x, limit[0])
+
+    m = fncache.memoize(store=store)(f)
+    assert explain_function(store, m).status == "new function"
+    m(1)
+    m(2)
+    limit[0] = 11
+    m(3)
+    r = explain_function(store, m)
+    assert isinstance(r, FunctionExplanation)
+    assert (r.status, r.entries, len(r.versions)) == ("current", 3, 2)
+    current = [v for v in r.versions if v.current]
+    stale = [v for v in r.versions if not v.current]
+    assert [v.entries for v in current] == [1] and [v.entries for v in stale] == [2]
+    reason = f"closure variable `limit` of `{f.__qualname__}` changed"
+    assert [str(d) for d in stale[0].differences] == [reason]
+    assert "current code" in str(r) and reason in str(r)
+    assert r.as_dict()["versions"][0]["entries"] in (1, 2)
+
+
+def test_explain_function_by_module_name(store, tmp_path):
+    """MODULE:QUALNAME imports the module; a module that cannot be imported still lists versions."""
+    src = "import fncache\nT = {t}\n@fncache.memoize\ndef g(x):\n    return x > T\n"
+    mod = _module("ex_bymodule", src.format(t=1), tmp_path)
+    fncache.memoize(store=store)(mod.g.__wrapped__)(5)
+    mod = _module("ex_bymodule", src.format(t=2), tmp_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        r = explain_function(store, "ex_bymodule:g")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("ex_bymodule", None)
+    assert r.status == "stale" and r.function == "ex_bymodule:g"
+    assert [str(d) for d in r.versions[0].differences] == ["global `T` changed"]
+    gone = explain_function(store, "ex_bymodule:g")  # no longer importable
+    assert gone.status == "unknown" and "ModuleNotFoundError" in (gone.error or "")
+    assert gone.entries == 1 and gone.versions[0].differences == []
+
+
+def test_explain_function_for_a_script(tmp_path):
+    """SCRIPT.py:QUALNAME runs the script (not as __main__) and compares its __main__ entries."""
+    script = tmp_path / "job.py"
+    src = ("import fncache\nimport sys\ndef helper(x):\n    return x + {n}\n"
+           "@fncache.memoize(store=sys.argv[1])\ndef f(x):\n    return helper(x)\n"
+           "if __name__ == '__main__':\n    f(1)\n    print('ran')\n")
+    cache = tmp_path / "cache"
+    script.write_text(src.format(n=1))
+    env = harness.child_env(cache)
+    subprocess.run([sys.executable, str(script), str(cache)], check=True, env=env, timeout=60,
+                   capture_output=True)
+    disk = fncache.open_store(cache)
+    saved_argv = sys.argv
+    sys.argv = [str(script), str(cache)]
+    try:
+        assert explain_function(disk, f"{script}:f").status == "current"
+        script.write_text(src.format(n=2))
+        r = explain_function(disk, f"{script}:f")
+    finally:
+        sys.argv = saved_argv
+    assert r.function == "__main__:f" and r.status == "stale"
+    assert [str(d) for d in r.versions[0].differences] == ["helper `helper` changed"]
+
+
+def test_explain_call_needs_a_hashable_call(store):
+    """Explaining a call that cannot be keyed raises what the call would raise."""
+    m = fncache.memoize(store=store)(lambda x: x)
+    import threading
+
+    with pytest.raises(fncache.UnhashableArgument):
+        explain_call(m, (threading.Lock(),), {})
