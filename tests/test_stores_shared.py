@@ -6,6 +6,7 @@ interpreters that receive the store pickled, as memoized functions shipped to wo
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
 import pickle
@@ -281,6 +282,7 @@ def test_redis_password_is_never_pickled(redis_factory, monkeypatch):
 
 
 def _add_in_child(store: Any, key: str) -> None:
+    faulthandler.dump_traceback_later(20, exit=True)  # a hung child shows where, then exits 1
     os._exit(0 if store.add(key, b"from-child", META) else 1)
 
 

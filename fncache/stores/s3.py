@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -111,6 +112,27 @@ def _error_code(exc: BaseException) -> str | None:
 def _is_missing_key(exc: FileNotFoundError) -> bool:
     """A 404 for the object, not for the bucket: only the former is a cache miss."""
     return _error_code(exc) != "NoSuchBucket"
+
+
+# Clients inherited over fork: never used or closed in this process, only kept from collection.
+_ABANDONED: list[Any] = []
+
+
+def _abandon(fs: Any) -> None:
+    """Drop a client inherited from the parent process over ``fork`` without closing it.
+
+    s3fs closes a client's HTTP session when it is garbage-collected, on the client's event loop.
+    In a forked child that loop's thread does not exist: the close would stall for a second and
+    log "attached to a different loop" errors, and its sockets belong to the parent anyway. So the
+    close is cancelled (``weakref.finalize`` entries are found in CPython's registry), and the
+    client is kept referenced, since aiohttp warns about sessions collected unclosed.
+    """
+    _ABANDONED.append(fs)
+    registry = getattr(weakref.finalize, "_registry", None)
+    for finalizer in list(registry or ()):
+        info = finalizer.peek()
+        if info is not None and info[0] is fs:
+            finalizer.detach()
 
 
 async def _get_object(fs: Any, bucket: str, key: str) -> tuple[dict[str, str], bytes]:
@@ -178,6 +200,9 @@ class S3Store(Store):
         """The :class:`s3fs.S3FileSystem`, created on first use and again after a fork."""
         if self._fs is None or self._pid != os.getpid():
             import s3fs
+
+            if self._fs is not None:
+                _abandon(self._fs)
 
             opts = dict(self.options)
             part_size = opts.pop("part_size")
