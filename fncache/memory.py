@@ -33,16 +33,14 @@ import inspect
 import logging
 import os
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable
 from pprint import pformat
 from typing import Any
 
-from fncache import _codec, _hasher
+from fncache import _codec
 from fncache._errors import ConfigError, IntegrityError, StoreError
-from fncache._fingerprint import Fingerprint
 from fncache._memoize import Memoized, _secret_from
 from fncache.stores import Store, open_store
 
@@ -307,22 +305,6 @@ def _portable(obj: Any) -> Any:
     return obj
 
 
-def _func_id(func: Any) -> str:
-    """``module:qualname`` of what a callable runs, stable across processes (never an address)."""
-    target = func
-    while isinstance(target, functools.partial):
-        target = target.func
-    target = getattr(target, "__func__", target)  # a bound method: its function
-    module = getattr(target, "__module__", None) or "?"
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
-    if not isinstance(name, str):
-        name = type(target).__qualname__
-    return f"{module}:{name}"
-
-
-_busy = threading.local()
-
-
 class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     """joblib's ``MemorizedFunc``: a cached function bound to a cache ``location``.
 
@@ -362,7 +344,6 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
             store_options=_store_options(backend_options),
             verbose=False,  # joblib's levels are applied by _say
         )
-        self.function_id = _func_id(func)
         self.location = location
         self.backend = backend
         self.mmap_mode = _check_mmap_mode(mmap_mode)
@@ -386,32 +367,6 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         return self.function_id
 
     # -- hooks into Memoized -------------------------------------------------------------------
-    def _fingerprint(self) -> Fingerprint:
-        func = self.__wrapped__
-        if isinstance(func, (types.FunctionType, type)):
-            return super()._fingerprint()
-        # A bound method, a partial, a builtin or a callable object: keyed by its content (a
-        # method's instance, a partial's bound arguments, a function by fingerprint), re-hashed
-        # on each call because that content may change. Hashing an instance that holds this very
-        # wrapper (self.f = memory.cache(self.f)) comes back here: that inner reference is a fixed
-        # token.
-        busy = _busy.__dict__.setdefault("ids", set())
-        if id(self) in busy:
-            return Fingerprint(digest=_hasher.digest(("self", self.function_id)), components={},
-                               cacheable=False)
-        busy.add(id(self))
-        try:
-            fp = self._fp
-            if fp is None or not fp.valid():
-                d = _hasher.digest(("callable", func))
-                fp = self._fp = Fingerprint(
-                    digest=d, components={f"callable {self.function_id}": d.hex()},
-                    _mutable=((func, d),),
-                )
-            return fp
-        finally:
-            busy.discard(id(self))
-
     def _mapping(self) -> str | None:
         # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
         return "r" if self.mmap_mode == "r" and self.compress is None else None
