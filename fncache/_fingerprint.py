@@ -159,6 +159,13 @@ except TypeError:  # pragma: no cover
     _code_cache = {}
 
 
+# ``from __future__`` imports set compiler flags on every code object of a module; they change how the
+# source is compiled (already visible in the bytecode), not what the code does at run time.
+_FUTURE_FLAGS = 0
+for _name in __import__("__future__").all_feature_names:
+    _FUTURE_FLAGS |= getattr(__import__("__future__"), _name).compiler_flag
+
+
 def _used_const_indices(code: types.CodeType) -> set[int]:
     used = set()
     for ins in dis.get_instructions(code):
@@ -198,7 +205,7 @@ def code_digest(code: types.CodeType) -> bytes:
         code.co_argcount,
         code.co_posonlyargcount,
         code.co_kwonlyargcount,
-        code.co_flags,
+        code.co_flags & ~_FUTURE_FLAGS,
         code.co_code,
         getattr(code, "co_exceptiontable", b""),
         tuple(_canonical_const(c) for c in consts),
@@ -254,6 +261,17 @@ class Fingerprint:
     def hexdigest(self) -> str:
         return self.digest.hex()
 
+    def changed_state(self) -> list[Any]:
+        """The mutable values read whose content differs from when this fingerprint was made."""
+        out = []
+        for value, d in self._mutable:
+            try:
+                if _hasher.digest(value) != d:
+                    out.append(value)
+            except Exception:
+                out.append(value)
+        return out
+
     def valid(self) -> bool:
         """Cheap check that no global, code, default, closure or class it read has changed."""
         for mapping, name, obj in self._dict_watches:
@@ -278,6 +296,24 @@ _fp_cache: weakref.WeakKeyDictionary[Any, Fingerprint] = weakref.WeakKeyDictiona
 _fp_cache_versions: weakref.WeakKeyDictionary[Any, Fingerprint] = weakref.WeakKeyDictionary()
 _fp_lock = threading.Lock()
 _in_progress = threading.local()
+
+
+# Objects that a memoized function was seen to modify while it ran (a log list, a counter, a memo
+# dict): state it writes, not an input. id -> object (kept alive so the id cannot be reused).
+_state: dict[int, Any] = {}
+
+
+def mark_state(objs: Iterable[Any]) -> None:
+    """Key these objects by the name they are read under, not by content, from now on.
+
+    Called by memoize when a function's own run changed a mutable global, closure value or default:
+    otherwise every call would see a new value and miss (``log.append(x)`` in a cached function).
+    """
+    with _fp_lock:
+        for obj in objs:
+            _state[id(obj)] = obj
+        _fp_cache.clear()
+        _fp_cache_versions.clear()
 
 
 def _is_immutable(v: Any) -> bool:
@@ -352,6 +388,8 @@ class _Walk:
     # -- values --------------------------------------------------------------------------------
     def reference(self, value: Any, code_names: set[str] | None = None) -> Any:
         """The token that stands for ``value`` where it is read; visits user code it reaches."""
+        if id(value) in _state:
+            return ("state",)  # written by a memoized function: keyed by where it is read, not content
         value = _unwrap_memoized(value)
         if isinstance(value, types.FunctionType):
             if is_user_code(value):
@@ -409,8 +447,10 @@ class _Walk:
         self.attr_watches.append((fn, "__code__", code))
         self.attr_watches.append((fn, "__defaults__", fn.__defaults__))
         self.attr_watches.append((fn, "__kwdefaults__", fn.__kwdefaults__))
-        defaults = self.reference(fn.__defaults__) if fn.__defaults__ else None
-        kwdefaults = self.reference(fn.__kwdefaults__) if fn.__kwdefaults__ else None
+        # Element by element, so a mutable default the function writes to (a memo dict) can be told
+        # apart from the others.
+        defaults = tuple(self.reference(v) for v in fn.__defaults__ or ())
+        kwdefaults = tuple((k, self.reference(v)) for k, v in (fn.__kwdefaults__ or {}).items())
         self.components[label] = _hasher.digest(
             (code_digest(code), fn.__qualname__, defaults, kwdefaults)
         ).hex()
