@@ -289,7 +289,7 @@ class _Packed:
         self.data = data
 
     def __reduce__(self) -> Any:
-        import cloudpickle
+        import cloudpickle  # type: ignore[import-untyped]
 
         return (cloudpickle.loads, (self.data,))
 
@@ -299,7 +299,7 @@ def _portable(obj: Any) -> Any:
     # that an instance holding its own cached method (self.f = memory.cache(self.f)) pickles as the
     # cycle it is instead of recursing.
     if isinstance(obj, types.FunctionType) and not _importable(obj):
-        import cloudpickle
+        import cloudpickle  # type: ignore[import-untyped]
 
         return _Packed(cloudpickle.dumps(obj))
     return obj
@@ -447,7 +447,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
 
     def __reduce__(self) -> Any:
         if _importable(self):
-            return self.__qualname__
+            return self.__qualname__  # type: ignore[attr-defined]  # set by update_wrapper
         options = dict(
             backend=self.backend, ignore=self.ignore, mmap_mode=self.mmap_mode,
             compress=self.compress or False, verbose=self._verbose,
@@ -609,7 +609,7 @@ class Memory:
             self.location,
             backend=self.backend,
             ignore=ignore,
-            mmap_mode=self.mmap_mode if mmap_mode is False else mmap_mode,
+            mmap_mode=self.mmap_mode if mmap_mode is False else mmap_mode,  # type: ignore[arg-type]
             compress=self.compress,
             verbose=self._verbose if verbose is None else verbose,
             timestamp=self.timestamp,
