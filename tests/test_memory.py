@@ -623,6 +623,8 @@ def test_source_edits_need_a_reload_and_helper_edits_invalidate(tmp_path, monkey
 
 def test_a_joblib_script_runs_unchanged_but_for_the_import(tmp_path):
     """A joblib.Memory script, with only its import changed, computes nothing when rerun."""
+    pytest.importorskip("joblib")
+    pytest.importorskip("numpy")
     original = (DATA / "joblib_script.py").read_text()
     assert "from joblib import Memory, Parallel, delayed" in original
     ported = tmp_path / "ported.py"
