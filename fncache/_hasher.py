@@ -211,11 +211,10 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
     np = sys.modules.get("numpy")
     if np is not None and t in (np.ndarray, np.memmap):
         return _handle_ndarray
-    torch = sys.modules.get("torch")
-    if torch is not None and issubclass(t, torch.Tensor):
-        from fncache._buffers import handle_torch
+    if "torch" in sys.modules or "polars" in sys.modules or "pyarrow" in sys.modules:
+        from fncache._buffers import resolve
 
-        return handle_torch
+        return resolve(t)
     return None
 
 
