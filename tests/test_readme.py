@@ -1,0 +1,106 @@
+"""The README's code and the examples run as documented.
+
+README blocks: every block fenced as ```` ```python ```` runs, each in a fresh interpreter whose
+working directory is empty and whose ``FNCACHE_DIR`` is a temporary store shared by the blocks of
+one test run, in the order they appear; a block must exit 0. A block is not run when it contains
+``...`` (code left out for the reader to fill in) or when the line before its fence is
+``<!-- not run -->``.
+
+Examples: each ``examples/*.py`` runs twice as a script on a fresh store. Examples report their
+cached steps with one line each, starting ``hit NAME``, ``miss NAME`` or ``skip NAME`` (not called);
+the first run must compute (a ``miss`` line) and the second must not (``hit`` lines, no ``miss``).
+``examples/demo.py`` prints its own story and is checked on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, run_py
+
+README = REPO / "README.md"
+EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.py") if p.name != "demo.py")
+NOT_RUN = "<!-- not run -->"
+_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+
+
+def readme_blocks(readme: Path = README) -> list[tuple[int, str]]:
+    """(line number, source) of each README block that is meant to run."""
+    text = readme.read_text()
+    out = []
+    for m in _FENCE.finditer(text):
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        code = m.group(1)
+        if "..." in code or before.strip() == NOT_RUN:
+            continue
+        out.append((text.count("\n", 0, m.start()) + 1, code))
+    return out
+
+
+def test_readme_block_selection_follows_the_rule(tmp_path: Path) -> None:
+    """Blocks with ``...`` or a ``not run`` marker are left out; other python blocks are kept."""
+    fake = tmp_path / "README.md"
+    fake.write_text(
+        "# t\n\n```python\nprint(1)\n```\n\n```python\nf(...)\n```\n\n"
+        f"{NOT_RUN}\n```python\nraise SystemExit(1)\n```\n\n```bash\nexit 1\n```\n"
+        "\n```python\nprint(2)\n```\n"
+    )
+    assert readme_blocks(fake) == [(3, "print(1)\n"), (20, "print(2)\n")]
+
+
+def test_readme_python_blocks_run(tmp_path: Path) -> None:
+    """Every runnable python block of the README exits 0, in order, on one temporary store."""
+    blocks = readme_blocks()
+    if not blocks:
+        pytest.skip("the README has no python block meant to run (see this module's docstring)")
+    env = {"FNCACHE_DIR": str(tmp_path / "store")}
+    for i, (line, code) in enumerate(blocks):
+        script = tmp_path / f"block_{i}_line_{line}.py"
+        script.write_text(code)
+        workdir = tmp_path / f"cwd_{i}"
+        workdir.mkdir()
+        run_py(script, cwd=workdir, env=env, timeout=60)
+
+
+def statuses(stdout: str) -> dict[str, list[str]]:
+    """The example's ``hit``/``miss``/``skip`` lines, grouped by status."""
+    out: dict[str, list[str]] = {"hit": [], "miss": [], "skip": []}
+    for line in stdout.splitlines():
+        m = re.match(r"(hit|miss|skip) (\S+)", line)
+        if m:
+            out[m.group(1)].append(m.group(2))
+    return out
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_and_hits_on_the_second_run(example: Path, tmp_path: Path) -> None:
+    """An example computes on a fresh store and, run again, reads every step back."""
+    env = {"FNCACHE_DIR": str(tmp_path / "store")}
+    first = statuses(run_py(example, cwd=tmp_path, env=env, timeout=60).stdout)
+    assert first["miss"], f"{example.name} printed no 'miss NAME' line on a fresh store"
+    second = statuses(run_py(example, cwd=tmp_path, env=env, timeout=60).stdout)
+    assert second["hit"] and not second["miss"], second
+
+
+def test_pipeline_parameter_change_recomputes_only_the_steps_it_reaches(tmp_path: Path) -> None:
+    """``--alpha`` changes the fit: the steps using it compute, the features come from the cache."""
+    env = {"FNCACHE_DIR": str(tmp_path / "store")}
+    script = REPO / "examples" / "pipeline.py"
+    run_py(script, cwd=tmp_path, env=env, timeout=60)
+    changed = statuses(run_py(script, "--alpha", "0.1", cwd=tmp_path, env=env, timeout=60).stdout)
+    assert sorted(changed["miss"]) == ["evaluate", "fit"]
+    assert changed["hit"] == ["features"]
+    assert changed["skip"] == ["load"]
+
+
+def test_demo_tells_its_story(tmp_path: Path) -> None:
+    """The demo misses, hits in a new process, hits after a comment edit, misses after a helper
+    edit, and hits again after the revert."""
+    proc = run_py(REPO / "examples" / "demo.py", cwd=tmp_path,
+                  env={"FNCACHE_DIR": str(tmp_path / "store")}, timeout=120)
+    steps = [line for line in proc.stdout.splitlines() if re.match(r"\d\. ", line)]
+    outcomes = [re.search(r":\s+(hit|miss)\b", line).group(1) for line in steps]  # type: ignore[union-attr]
+    assert outcomes == ["miss", "hit", "hit", "miss", "hit"], proc.stdout
