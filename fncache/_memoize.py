@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import mmap
 import os
 import sys
 import threading
@@ -123,6 +124,7 @@ class Memoized(Generic[P, R]):
         track_versions: bool = False,
         store_options: dict[str, Any] | None = None,
         verbose: bool | None = None,
+        mmap_mode: str | None = None,
     ) -> None:
         if isinstance(func, (classmethod, staticmethod)):
             kind = type(func).__name__
@@ -177,6 +179,9 @@ class Memoized(Generic[P, R]):
         self._store_options = dict(store_options or {})
         self._store: Store | None = store if isinstance(store, Store) else None
         self.verbose = _env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose)
+        if mmap_mode not in (None, "r"):
+            raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
+        self.mmap_mode = mmap_mode
         self.function_id = _function_id(func)
         self._fp: Fingerprint | None = None
         self._flights: dict[str, _Flight] = {}
@@ -218,6 +223,7 @@ class Memoized(Generic[P, R]):
             "track_versions": self.track_versions,
             "store_options": self._store_options,
             "verbose": self.verbose,
+            "mmap_mode": self.mmap_mode,
         }
 
     def __reduce__(self) -> Any:
@@ -305,6 +311,10 @@ class Memoized(Generic[P, R]):
 
     def _fetch(self, key: str) -> Any:
         """The stored frame at ``key`` or ``None``; a subclass may read it another way (mapped)."""
+        if self.mmap_mode is not None:
+            get_mmap = getattr(self.store, "get_mmap", None)
+            if get_mmap is not None:
+                return get_mmap(key)
         return self.store.get(key)
 
     def _accept(self, key: str, header: _codec.Header) -> bool:
@@ -323,7 +333,10 @@ class Memoized(Generic[P, R]):
         if frame is None:
             return False, None
         try:
-            value, header = _codec.decode(frame, key, secret=self._secret)
+            # A mapped frame's buffers are left unread (header and pickle are still verified):
+            # reading them to check them would cost what mapping saves.
+            value, header = _codec.decode(frame, key, secret=self._secret,
+                                          verify_buffers=type(frame) is not mmap.mmap)
         except IntegrityError as e:
             log.warning("%s: entry %s rejected and removed: %s", self.function_id, key, e)
             self._stats[3] += 1
@@ -619,6 +632,7 @@ def memoize(
     track_versions: bool = ...,
     store_options: dict[str, Any] | None = ...,
     verbose: bool | None = ...,
+    mmap_mode: str | None = ...,
 ) -> Callable[[Callable[P, R]], Memoized[P, R]]: ...
 
 
@@ -648,6 +662,11 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         track_versions: add the versions of the distributions the code reaches to the key.
         store_options: keyword options for opening ``store`` (e.g. ``size_limit``).
         verbose: one line per call on stderr; default ``$FNCACHE_VERBOSE``.
+        mmap_mode: ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
+            read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:
+            loading takes about a millisecond whatever the size, and pages are read when used.
+            The header and pickle are verified; the array bytes are not (without a secret), since
+            checking them would read them all. Stores without files (memory, Redis, S3) ignore it.
     """
     if func is not None:
         if options:
