@@ -27,6 +27,7 @@ import logging
 import mmap
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -73,6 +74,21 @@ _LIST_BATCH = 1_000
 
 def _reraise(e: BaseException) -> None:
     raise e
+
+
+def _uninitialized(size: int) -> Any:
+    """A writable buffer of ``size`` bytes that is about to be overwritten whole.
+
+    ``bytearray(size)`` zero-fills first: a third of the time of reading 256 MB from the page cache.
+    numpy's allocator (when numpy is in use anyway) reuses freed pages; an anonymous map is the
+    fallback (zeroed lazily by the kernel, page by page, as the read fills it).
+    """
+    np = sys.modules.get("numpy")
+    if np is not None:
+        return np.empty(size, dtype=np.uint8)
+    if size == 0:
+        return bytearray()
+    return mmap.mmap(-1, size)
 
 
 class DiskStore(Store):
@@ -151,8 +167,8 @@ class DiskStore(Store):
             raise StoreError(f"{what} failed on {self.directory!r}: {e}") from e
 
     # -- reading ---------------------------------------------------------------------------------
-    def get(self, key: str) -> bytes | bytearray | None:
-        """The value at ``key`` or ``None``; a file-backed value comes as a ``bytearray``.
+    def get(self, key: str) -> Any:
+        """The value at ``key`` or ``None``; a file-backed value comes as a writable buffer.
 
         A file-backed value is read straight into a writable buffer (one copy, from the page
         cache), so the codec can hand out the arrays in it without copying them again. A file
@@ -250,15 +266,15 @@ class DiskStore(Store):
             log.warning("entry %s in %s lost its value file %s; removed", key, self.directory, lost)
 
     @staticmethod
-    def _read_file(path: str) -> bytearray | None:
+    def _read_file(path: str) -> Any:
         try:
             f = open(path, "rb", buffering=0)
         except FileNotFoundError:
             return None  # deleted between the SELECT and the open: a miss, as in diskcache
         with f:
             size = os.fstat(f.fileno()).st_size
-            buf = bytearray(size)
-            view = memoryview(buf)
+            buf = _uninitialized(size)
+            view = memoryview(buf).cast("B")
             pos = 0
             while pos < size:
                 n = f.readinto(view[pos:])
