@@ -1,4 +1,4 @@
-"""Shared pytest configuration: the real-server fixtures of ``tests/servers.py``."""
+"""Shared pytest configuration: real-server fixtures (``tests/servers.py``), opt-in stress runs."""
 
 import importlib.util
 
@@ -16,3 +16,23 @@ def _servers_module() -> str:
 
 
 pytest_plugins = [_servers_module()]
+
+
+def pytest_addoption(parser):  # type: ignore[no-untyped-def]
+    parser.addoption(
+        "--run-stress", action="store_true", default=False,
+        help="also run the long @pytest.mark.stress tests (or set FNCACHE_STRESS=1)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    import os
+
+    import pytest
+
+    if config.getoption("--run-stress") or os.environ.get("FNCACHE_STRESS", "") not in ("", "0"):
+        return
+    skip = pytest.mark.skip(reason="stress test: run with --run-stress or FNCACHE_STRESS=1")
+    for item in items:
+        if "stress" in item.keywords:
+            item.add_marker(skip)
