@@ -1,0 +1,1 @@
+"""Long-running stress tests, outside the default run (``--run-stress`` or ``FNCACHE_STRESS=1``)."""
