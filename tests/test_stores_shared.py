@@ -97,6 +97,48 @@ def test_race_s3(s3_env):
     _assert_one_winner(open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url))
 
 
+# -- a lock holder killed with SIGKILL -----------------------------------------------------------
+
+
+def _hold_lock(store: Any, key: str, held: Any) -> None:
+    store.lock(key, timeout=1.0).__enter__()
+    held.set()
+    time.sleep(60)  # killed long before this ends
+
+
+def _assert_dead_holder_expires(store: Any) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    key, held = new_key(), ctx.Event()
+    proc = ctx.Process(target=_hold_lock, args=(store, key, held))
+    proc.start()
+    try:
+        assert held.wait(60), "the holder never got the lock"
+    finally:
+        proc.kill()
+        proc.join(10)
+    started = time.monotonic()
+    with store.lock(key, timeout=10):
+        waited = time.monotonic() - started
+    assert waited < 5
+
+
+def test_killed_lock_holder_disk(tmp_path):
+    """A disk lock whose holder was SIGKILLed is free again once its lease ran out."""
+    _assert_dead_holder_expires(open_store(str(tmp_path / "cache")))
+
+
+@pytest.mark.redis
+def test_killed_lock_holder_redis(redis_server):
+    """A Redis lock whose holder was SIGKILLed is free again once its lease ran out."""
+    _assert_dead_holder_expires(open_store(redis_server.url, prefix=f"{new_key()}:"))
+
+
+@pytest.mark.s3
+def test_killed_lock_holder_s3(s3_env):
+    """An S3 lease whose holder was SIGKILLed is taken over once its expiry time passed."""
+    _assert_dead_holder_expires(open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url))
+
+
 # -- Redis: dead, hung and full servers ----------------------------------------------------------
 
 
