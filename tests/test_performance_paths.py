@@ -1,0 +1,248 @@
+"""The fast paths give the same answers as the slow ones: keys, stored values, reads, clears."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fncache
+from fncache import _codec, _hasher
+from fncache._errors import IntegrityError
+from fncache.stores.disk import DiskStore
+
+KEY = "0123456789abcdef" * 2
+
+
+# -- import ------------------------------------------------------------------------------------
+
+def test_import_is_light():
+    """``import fncache`` imports none of numpy, pandas, polars, torch, pyarrow, redis or s3fs."""
+    code = ("import sys, fncache; print(__import__('json').dumps(sorted(m for m in "
+            "('numpy', 'pandas', 'polars', 'torch', 'pyarrow', 'redis', 's3fs', 'fsspec') "
+            "if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+# -- scalar digests ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [0, 1, -1, 2**63, 2**200, "", "x", "é" * 300, "a" * 257])
+def test_scalar_table_matches_the_pickler(value):
+    """A small int or str digests the same from the table as from a pickler run, every time."""
+    assert _hasher.digest(value) == _hasher._digest(value) == _hasher.digest(value)
+
+
+def test_scalar_table_keeps_types_apart():
+    """1, True, 1.0 and "1" still have four different digests."""
+    assert len({_hasher.digest(v) for v in (1, True, 1.0, "1", b"1")}) == 5
+
+
+# -- numpy ---------------------------------------------------------------------------------------
+
+def test_equal_arrays_in_any_layout_hash_alike():
+    """C order, Fortran order and a strided view of equal content give one digest."""
+    a = np.arange(60, dtype=np.float32).reshape(6, 10)
+    f = np.asfortranarray(a)
+    strided = np.arange(120, dtype=np.float32).reshape(6, 20)[:, ::2] * 0 + a
+    assert fncache.hash(a) == fncache.hash(f) == fncache.hash(strided)
+
+
+def test_dtype_and_shape_still_count():
+    """Same bytes with another dtype or shape give another digest."""
+    a = np.arange(12, dtype=np.int32)
+    assert len({fncache.hash(a), fncache.hash(a.view(np.float32)), fncache.hash(a.reshape(3, 4)),
+                fncache.hash(a.reshape(4, 3))}) == 4
+
+
+def test_object_arrays_hash_by_element():
+    """Object arrays hash their elements: equal strings in distinct objects agree, others differ."""
+    a = np.array(["ab", "c", None], dtype=object)
+    b = np.array(["".join(["a", "b"]), "c", None], dtype=object)
+    assert fncache.hash(a) == fncache.hash(b)
+    assert fncache.hash(a) != fncache.hash(np.array(["ab", "d", None], dtype=object))
+
+
+# -- pandas ----------------------------------------------------------------------------------------
+
+def test_pandas_object_and_string_columns_are_hashed_by_content():
+    """A frame's string and object columns change its digest when a value changes, not otherwise."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"s": ["a", "bb", "c"], "o": pd.Series([1, "x", None], dtype=object),
+                       "f": [0.5, 1.5, 2.5]})
+    same = pd.DataFrame({"s": ["a", "b" + "b", "c"], "o": pd.Series([1, "x", None], dtype=object),
+                         "f": [0.5, 1.5, 2.5]})
+    assert fncache.hash(df) == fncache.hash(same)
+    changed = df.copy()
+    changed.loc[1, "o"] = "y"
+    assert fncache.hash(changed) != fncache.hash(df)
+    changed = df.copy()
+    changed.loc[2, "s"] = "d"
+    assert fncache.hash(changed) != fncache.hash(df)
+
+
+# -- torch ---------------------------------------------------------------------------------------
+
+def test_torch_tensors_hash_by_content_dtype_and_shape():
+    """Equal tensors agree in any layout; dtype, shape and requires_grad tell them apart."""
+    torch = pytest.importorskip("torch")
+    a = torch.arange(12.0).reshape(3, 4)
+    assert fncache.hash(a.t()) == fncache.hash(a.t().contiguous())
+    assert fncache.hash(a) == fncache.hash(a.clone())
+    assert len({fncache.hash(a), fncache.hash(a.double()), fncache.hash(a.reshape(4, 3)),
+                fncache.hash(a.clone().requires_grad_()), fncache.hash(a + 1)}) == 5
+    assert fncache.hash(torch.empty(0)) != fncache.hash(torch.empty(0, 3))
+
+
+def test_torch_tensor_matches_its_numpy_content_not_its_storage():
+    """A view hashes as its own elements, not as the whole storage it lives in."""
+    torch = pytest.importorskip("torch")
+    big = torch.arange(100.0)
+    assert fncache.hash(big[10:20]) == fncache.hash(torch.arange(10.0, 20.0))
+
+
+# -- polars and pyarrow ----------------------------------------------------------------------------
+
+def test_polars_frames_hash_alike_whatever_their_chunking():
+    """A frame built by concatenation (several chunks) hashes like the same frame in one chunk."""
+    pl = pytest.importorskip("polars")
+    df = pl.DataFrame({"a": [1, 2, 3], "s": ["x", "y" * 30, None]})
+    chunked = pl.concat([df[:1], df[1:]], rechunk=False)
+    assert chunked.n_chunks() > 1
+    assert fncache.hash(df) == fncache.hash(chunked)
+    assert fncache.hash(df["s"]) == fncache.hash(chunked["s"])
+    assert fncache.hash(df) != fncache.hash(df.with_columns(pl.col("s").fill_null("")))
+    assert fncache.hash(df) != fncache.hash(df.with_columns(pl.col("a").cast(pl.Int32)))
+
+
+def test_arrow_tables_hash_alike_whatever_their_chunking():
+    """Equal tables with nulls agree across chunkings; a changed value or type does not."""
+    pa = pytest.importorskip("pyarrow")
+    t = pa.table({"a": [1, None, 3], "s": ["x", None, "z"]})
+    chunked = pa.concat_tables([t.slice(0, 1), t.slice(1)])
+    assert fncache.hash(t) == fncache.hash(chunked)
+    other = pa.table({"a": [1, None, 4], "s": ["x", None, "z"]})
+    narrower = t.cast(pa.schema([("a", pa.int32()), ("s", pa.string())]))
+    assert fncache.hash(t) != fncache.hash(other)
+    assert fncache.hash(t) != fncache.hash(narrower)
+
+
+    """A frame built by concatenation (several chunks) hashes like the same frame in one."""
+
+def _frame(value, secret=None):
+    return _codec.encode(value, KEY, created=1.0, duration=0.0, secret=secret)
+
+
+def test_unverified_buffers_still_verify_header_and_pickle():
+    """With verify_buffers=False a flipped pickle byte is still rejected, and values round-trip."""
+    value = {"a": np.arange(100_000.0), "b": "x"}
+    frame = bytearray(_frame(value))
+    out, _ = _codec.decode(bytes(frame), KEY, verify_buffers=False)
+    assert np.array_equal(out["a"], value["a"])
+    header = _codec.read_header(frame)
+    frame[header.body_offset + 3] ^= 1
+    with pytest.raises(IntegrityError):
+        _codec.decode(bytes(frame), KEY, verify_buffers=False)
+
+
+def test_full_decode_still_catches_a_flipped_buffer_byte():
+    """The default decode checks the buffers: one flipped array byte rejects the entry."""
+    frame = bytearray(_frame(np.arange(100_000.0)))
+    frame[-100] ^= 1
+    with pytest.raises(IntegrityError):
+        _codec.decode(bytes(frame), KEY)
+
+
+def test_secret_still_checks_everything_when_mapped():
+    """Under a secret, a flipped buffer byte is rejected even with verify_buffers=False."""
+    frame = bytearray(_frame(np.arange(100_000.0), secret=b"k"))
+    frame[-100] ^= 1
+    with pytest.raises(IntegrityError):
+        _codec.decode(bytes(frame), KEY, secret=b"k", verify_buffers=False)
+
+
+def test_mmap_mode_returns_read_only_mapped_arrays(tmp_path):
+    """mmap_mode='r' returns equal, read-only arrays backed by the entry's file."""
+    def make(n):
+        return np.full(100_000, float(n))
+
+    plain = fncache.memoize(store=str(tmp_path / "c"))(make)
+    mapped = fncache.memoize(store=str(tmp_path / "c"), mmap_mode="r")(make)
+    first = plain(3)
+    assert first.flags.writeable
+    again = mapped(3)
+    assert np.array_equal(again, first) and not again.flags.writeable
+    assert plain(3).flags.writeable  # a plain read still gives a private, writable copy
+    assert mapped.cache_info().hits == 1
+
+
+def test_mmap_mode_rejects_other_values():
+    """mmap_mode accepts only None and 'r'."""
+    with pytest.raises(fncache.ConfigError):
+        fncache.memoize(mmap_mode="w+")(lambda x: x)
+
+
+# -- disk store fast paths ---------------------------------------------------------------------
+
+def test_disk_entries_stay_readable_by_plain_diskcache(tmp_path):
+    """Values written by the fast path read back through diskcache's own Cache.get."""
+    import diskcache
+
+    store = DiskStore(str(tmp_path / "s"))
+    big = os.urandom(100_000)
+    store.add("a" * 32, b"small", {"function": "m:f"})
+    store.add("b" * 32, big, {"function": "m:f"})
+    store.close()
+    with diskcache.Cache(str(tmp_path / "s")) as cache:
+        assert cache.get("a" * 32) == b"small"
+        assert cache.get("b" * 32) == big
+
+
+def test_disk_get_of_a_file_value_is_writable_and_equal(tmp_path):
+    """A value over 32 KiB comes back whole, in a writable buffer."""
+    store = DiskStore(str(tmp_path / "s"))
+    big = os.urandom(300_000)
+    store.add("c" * 32, big, {"function": "m:f"})
+    got = store.get("c" * 32)
+    assert bytes(got) == big and not memoryview(got).readonly
+
+
+def test_disk_expired_entries_read_as_missing_and_add_replaces_them(tmp_path):
+    """An expired entry is a miss, and add() may then store a new value at its key."""
+    store = DiskStore(str(tmp_path / "s"))
+    key = "d" * 32
+    assert store.add(key, b"old", {"function": "m:f"}, expire=0.05)
+    assert not store.add(key, b"other", {"function": "m:f"})
+    import time
+
+    time.sleep(0.1)
+    assert store.get(key) is None
+    assert store.add(key, b"new", {"function": "m:f"})
+    assert store.get(key) == b"new"
+
+
+def test_disk_clear_removes_rows_files_and_counts_entries(tmp_path):
+    """clear() empties rows and value files and returns the number of entries, not rows."""
+    store = DiskStore(str(tmp_path / "s"))
+    for i in range(30):
+        store.add(f"{i:032x}", os.urandom(40_000 if i % 3 == 0 else 100), {"function": "m:f"})
+    with store.lock("e" * 32, 5):
+        pass
+    assert len(store) == 30
+    assert store.clear() == 30
+    assert len(store) == 0 and store.cache.volume() < 40_000  # the empty database file only
+    files = [f for _, _, fs in os.walk(tmp_path / "s") for f in fs if f.endswith(".val")]
+    assert files == []
+
+
+def test_disk_clear_function_leaves_other_functions(tmp_path):
+    """clear_function() removes one function's entries and keeps the others'."""
+    store = DiskStore(str(tmp_path / "s"))
+    for i in range(10):
+        store.add(f"{i:032x}", b"v", {"function": "m:f" if i % 2 else "m:g"})
+    assert store.clear_function("m:f") == 5
+    assert sorted(e.function for e in store.entries()) == ["m:g"] * 5
