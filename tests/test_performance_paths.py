@@ -131,7 +131,7 @@ def test_arrow_tables_hash_alike_whatever_their_chunking():
     assert fncache.hash(t) != fncache.hash(narrower)
 
 
-    """A frame built by concatenation (several chunks) hashes like the same frame in one."""
+# -- codec: memory-mapped reads -------------------------------------------------------------------
 
 def _frame(value, secret=None):
     return _codec.encode(value, KEY, created=1.0, duration=0.0, secret=secret)
