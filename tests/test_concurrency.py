@@ -210,7 +210,7 @@ def test_waiters_recover_from_a_lock_holder_killed_with_sigkill(tmp_path):
     # The killed holder's computation plus exactly one more: the others waited and then hit.
     assert _computations(log)[7] == 2
     assert elapsed < lease + 15  # recovered after the lease, not after some longer default
-    assert max(r["seconds"] for r in reports) >= lease - 1.5  # and they did wait for it
+    assert elapsed >= lease - 0.5  # and they did wait for the lease to run out
 
 
 def test_waiter_stops_waiting_for_a_live_but_slow_holder_after_the_timeout(tmp_path):
