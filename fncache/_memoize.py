@@ -610,7 +610,7 @@ def _memoized(f: Any, options: dict[str, Any]) -> Any:
 
 
 @overload
-def memoize(func: Callable[P, R], /) -> Memoized[P, R]: ...
+def memoize(func: Callable[P, R], /, **options: Any) -> Memoized[P, R]: ...
 
 
 @overload
@@ -668,16 +668,14 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             The header and pickle are verified; the array bytes are not (without a secret), since
             checking them would read them all. Stores without files (memory, Redis, S3) ignore it.
     """
+    # Validate option names now, so a typo fails at decoration time even before the function exists.
+    unknown = set(options) - set(inspect.signature(Memoized.__init__).parameters) - {"self", "func"}
+    if unknown:
+        raise ConfigError(f"memoize: unknown option(s): {', '.join(sorted(unknown))}")
     if func is not None:
-        if options:
-            raise ConfigError("memoize: pass options as keywords: @memoize(store=...)")
-        return _memoized(func, {})
+        return _memoized(func, options)  # memoize(f) and memoize(f, store=...) alike
 
     def decorate(f: Callable[..., Any]) -> Memoized[Any, Any]:
         return _memoized(f, options)  # type: ignore[no-any-return]
 
-    # Validate options now, so a typo fails at decoration time even before the function exists.
-    unknown = set(options) - set(inspect.signature(Memoized.__init__).parameters) - {"self", "func"}
-    if unknown:
-        raise ConfigError(f"memoize: unknown option(s): {', '.join(sorted(unknown))}")
     return decorate

@@ -515,3 +515,16 @@ def test_multiprocessing_start_method_is_available():
     """The spawn start method used above exists on this platform."""
     assert "spawn" in multiprocessing.get_all_start_methods()
     assert sys.version_info >= (3, 10)
+
+
+def test_function_and_options_in_one_call(store):
+    """memoize(f, store=...) is the same as memoize(store=...)(f); unknown options still fail."""
+
+    def f(x):
+        return x
+
+    m = fncache.memoize(f, store=store, ignore=["x"])
+    assert m.key(1) == m.key(2)
+    assert m.key(1) == fncache.memoize(store=store, ignore=["x"])(f).key(1)
+    with pytest.raises(fncache.ConfigError, match="colour"):
+        fncache.memoize(f, colour="red")
