@@ -448,7 +448,11 @@ class Memoized(Generic[P, R]):
                 self._say("shared", key)
                 return flight.value  # type: ignore[no-any-return]
             # The owner raised (its exception is its caller's alone): the waiters elect a new owner
-            # among themselves rather than all computing at once.
+            # among themselves rather than all computing at once. A waiter that wakes after the new
+            # owner already finished finds its result in the store.
+            found, value = self._lookup(key)
+            if found:
+                return value  # type: ignore[no-any-return]
             return self._compute_once(key, arg_digests, args, kwargs)
         try:
             value = self._compute_and_store(key, arg_digests, args, kwargs)
