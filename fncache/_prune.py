@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["clear_larger_than", "clear_older_than", "prune_to_size"]
+__all__ = ["clear_larger_than", "clear_older_than", "matches", "plan_prune", "prune_to_size", "select"]
 
 
 def _bound(name: str, value: float) -> float:
@@ -30,27 +30,63 @@ def _delete(store: Store, entries: Iterable[EntryInfo]) -> int:
     return sum(1 for e in entries if store.delete(e.key))
 
 
-def _matches(info: EntryInfo, function: str | None) -> bool:
-    return function is None or info.function == function
+def matches(info: EntryInfo, function: str | None) -> bool:
+    """Whether an entry belongs to ``function``: ``module:qualname``, ``module.qualname`` or ``qualname``."""
+    if function is None:
+        return True
+    fid = info.function
+    if fid == function:
+        return True
+    module, _, qualname = fid.partition(":")
+    return function in (qualname, f"{module}.{qualname}")
+
+
+def select(
+    store: Store,
+    *,
+    function: str | None = None,
+    older_than: float | None = None,
+    larger_than: float | None = None,
+) -> list[EntryInfo]:
+    """The entries matching every filter given: one function, created more than ``older_than``
+    seconds ago, larger than ``larger_than`` bytes. Entries whose creation time is unknown (metadata
+    lost) count as oldest."""
+    cutoff = None if older_than is None else time.time() - _bound("older_than", older_than)
+    limit = None if larger_than is None else _bound("larger_than", larger_than)
+    return [
+        e for e in list(store.entries())
+        if matches(e, function)
+        and (cutoff is None or e.created < cutoff)
+        and (limit is None or e.size > limit)
+    ]
 
 
 def clear_older_than(store: Store, seconds: float, *, function: str | None = None) -> int:
     """Remove the entries created more than ``seconds`` ago; returns how many were removed.
 
-    ``function`` (``module:qualname``) limits it to one function's entries. Entries whose creation
-    time is unknown (metadata lost) count as oldest. Raises :class:`~fncache.ConfigError` for a
+    ``function`` limits it to one function's entries. Raises :class:`~fncache.ConfigError` for a
     negative or non-numeric age, and :class:`~fncache.StoreError` if the store fails.
     """
-    cutoff = time.time() - _bound("older_than", seconds)
-    return _delete(store, [e for e in list(store.entries())
-                           if _matches(e, function) and e.created < cutoff])
+    return _delete(store, select(store, function=function, older_than=seconds))
 
 
 def clear_larger_than(store: Store, nbytes: int, *, function: str | None = None) -> int:
     """Remove the entries whose stored value is larger than ``nbytes``; returns how many."""
-    limit = _bound("larger_than", nbytes)
-    return _delete(store, [e for e in list(store.entries())
-                           if _matches(e, function) and e.size > limit])
+    return _delete(store, select(store, function=function, larger_than=nbytes))
+
+
+def plan_prune(store: Store, max_bytes: int) -> list[EntryInfo]:
+    """The entries :func:`prune_to_size` would remove, least recently used first."""
+    limit = _bound("max_size", max_bytes)
+    entries = sorted(store.entries(), key=lambda e: (e.accessed or e.created, e.created, e.key))
+    total = sum(e.size for e in entries)
+    out = []
+    for e in entries:
+        if total <= limit:
+            break
+        out.append(e)
+        total -= e.size
+    return out
 
 
 def prune_to_size(store: Store, max_bytes: int) -> int:
@@ -60,14 +96,4 @@ def prune_to_size(store: Store, max_bytes: int) -> int:
     creation time: stores that do not track reads lose their oldest entries first. Returns how many
     entries were removed. One pass over one listing: entries written meanwhile are not counted.
     """
-    limit = _bound("max_size", max_bytes)
-    entries = sorted(store.entries(), key=lambda e: (e.accessed or e.created, e.created, e.key))
-    total = sum(e.size for e in entries)
-    removed = 0
-    for e in entries:
-        if total <= limit:
-            break
-        if store.delete(e.key):
-            removed += 1
-        total -= e.size
-    return removed
+    return _delete(store, plan_prune(store, max_bytes))

@@ -76,16 +76,6 @@ class _Usage(Exception):
     """Bad usage: exit status 2."""
 
 
-def _matches(info: EntryInfo, function: str | None) -> bool:
-    if not function:
-        return True
-    fid = info.function
-    if fid == function:
-        return True
-    module, _, qualname = fid.partition(":")
-    return function in (qualname, f"{module}.{qualname}")
-
-
 def _progress(items: Iterable[Any], label: str, total: int | None = None) -> Iterable[Any]:
     """Yield items; on a terminal, show a counter on stderr every few hundred (quiet when piped)."""
     if not sys.stderr.isatty():
@@ -105,19 +95,25 @@ def _progress(items: Iterable[Any], label: str, total: int | None = None) -> Ite
 
 
 def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
-    now = time.time()
-    older = getattr(args, "older_than", None)
-    larger = getattr(args, "larger_than", None)
-    out = []
-    for info in _progress(store.entries(), "scanning"):
-        if not _matches(info, getattr(args, "function", None)):
-            continue
-        if older is not None and now - info.created < older:
-            continue
-        if larger is not None and info.size <= larger:
-            continue
-        out.append(info)
-    return out
+    from fncache._prune import select
+
+    return select(
+        store,
+        function=getattr(args, "function", None),
+        older_than=getattr(args, "older_than", None),
+        larger_than=getattr(args, "larger_than", None),
+    )
+
+
+def _remove(store: Store, targets: list[EntryInfo]) -> int:
+    return sum(bool(store.delete(t.key)) for t in _progress(targets, "removing", len(targets)))
+
+
+def _confirm(args: argparse.Namespace, what: str) -> bool:
+    if args.yes or not sys.stdin.isatty():
+        return True
+    answer = input(f"remove {what}? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -186,18 +182,30 @@ def cmd_clear(args: argparse.Namespace) -> int:
         data = {"would_remove": count, "keys": [t.key for t in targets or []]}
         _emit(args, data, f"would remove {what}")
         return 0
-    if count and not args.yes and sys.stdin.isatty():
-        answer = input(f"remove {what}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing removed")
-            return 1
-    if targets is None:
-        removed = store.clear()
-    else:
-        removed = 0
-        for t in _progress(targets, "removing", len(targets)):
-            removed += bool(store.delete(t.key))
+    if count and not _confirm(args, what):
+        print("nothing removed")
+        return 1
+    removed = store.clear() if targets is None else _remove(store, targets)
     _emit(args, {"removed": removed}, f"removed {removed} entr{'y' if removed == 1 else 'ies'}")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from fncache._prune import plan_prune
+
+    store = _store_from(args)
+    targets = plan_prune(store, args.max_size)
+    freed = sum(t.size for t in targets)
+    what = f"{len(targets)} entries ({_human_size(freed)}) from {store.url}"
+    if args.dry_run:
+        _emit(args, {"would_remove": len(targets), "bytes": freed}, f"would remove {what}")
+        return 0
+    if targets and not _confirm(args, what):
+        print("nothing removed")
+        return 1
+    removed = _remove(store, targets)
+    _emit(args, {"removed": removed, "bytes": freed},
+          f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_human_size(freed)})")
     return 0
 
 
@@ -270,6 +278,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     s.set_defaults(run=cmd_clear)
+
+    s = sub.add_parser("prune", parents=[common, reading],
+                       help="remove least recently used entries until the store fits a size")
+    s.add_argument("--max-size", type=_size, metavar="SIZE", required=True,
+                   help="keep at most SIZE bytes of entries (512, 10MB, 2GB)")
+    s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    s.set_defaults(run=cmd_prune)
 
     s = sub.add_parser("explain", parents=[common, reading],
                        help="what differs between a function's current code and its stored entries")

@@ -202,3 +202,18 @@ def test_doctor_flags_a_cache_directory_others_can_write(tmp_path):
     proc = fncache_cmd("doctor", "--dir", str(cache))
     assert proc.returncode == 1
     assert "chmod 700" in proc.stdout
+
+
+def test_prune_to_a_size_removes_oldest_first(filled):
+    """prune --max-size removes entries until the store fits, oldest (least recently used) first."""
+    tmp_path, script, cache = filled
+    dry = fncache_cmd("prune", "--dir", cache, "--max-size", "250KB", "--dry-run")
+    assert "would remove" in dry.stdout and info(cache)["entries"] == 5
+    proc = fncache_cmd("prune", "--dir", cache, "--max-size", "250KB", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    data = info(cache)
+    assert data["bytes"] <= 250 * 1024
+    # Oldest first: the three small entries (written first) and the first large one go.
+    rows = {r["function"]: r["entries"]
+            for r in json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)}
+    assert rows == {"__main__:large": 1}, rows
