@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime
 import functools
 import inspect
+import mmap
 import logging
 import os
 import sys
@@ -220,7 +221,9 @@ class MemorizedResult:
         if frame is None:
             raise KeyError(f"{self.func_id}: result {self.args_id} is not in the cache")
         try:
-            return _codec.decode(frame, self.args_id, secret=_secret_from(None))[0]
+            # As in Memoized._lookup: a mapped frame's array bytes are left unread.
+            return _codec.decode(frame, self.args_id, secret=_secret_from(None),
+                                 verify_buffers=type(frame) is not mmap.mmap)[0]
         except IntegrityError as e:
             raise KeyError(f"{self.func_id}: result {self.args_id} is damaged: {e}") from e
 
