@@ -40,7 +40,7 @@ import xxhash
 
 from fncache._errors import ConfigError, IntegrityError
 
-__all__ = ["Header", "UnpicklableResult", "decode", "encode", "read_header"]
+__all__ = ["Header", "UnpicklableResult", "decode", "encode", "encode_parts", "read_header"]
 
 MAGIC = b"FNC\x01"
 _FIXED = struct.Struct("<4sB3xddQII")
@@ -179,6 +179,24 @@ def encode(
     compress: str | None = None,
 ) -> bytes:
     """The stored form of ``value`` under ``key``. Raises :class:`UnpicklableResult`."""
+    return b"".join(encode_parts(value, key, created=created, duration=duration, secret=secret,
+                                 compress=compress))
+
+
+def encode_parts(
+    value: Any,
+    key: str,
+    *,
+    created: float,
+    duration: float,
+    secret: bytes | None = None,
+    compress: str | None = None,
+) -> list[Any]:
+    """:func:`encode` as a list of parts to be stored one after another.
+
+    Large buffers stay where the result holds them (no copy into one big ``bytes``): a store that
+    writes files writes them in place. The parts must not be modified until they are stored.
+    """
     data, buffers = _pickle(value)
     views = [b.raw() for b in buffers]
     body: list[Any] = [data, b"\0" * _pad(len(data))]
@@ -204,7 +222,7 @@ def encode(
     if secret:
         trailer += _mac(secret, kb, header, body)
     head = header + trailer
-    return b"".join([head, b"\0" * _pad(len(head)), *body])
+    return [head + b"\0" * _pad(len(head)), *body]
 
 
 def _parse(view: memoryview) -> tuple[Header, int, int]:

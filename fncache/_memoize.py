@@ -35,6 +35,7 @@ from fncache._errors import (
 )
 from fncache._fingerprint import Fingerprint, fingerprint, mark_state
 from fncache.stores import Store, open_store
+from fncache.stores._base import value_size
 
 __all__ = ["CacheInfo", "Memoized", "memoize"]
 
@@ -362,8 +363,10 @@ class Memoized(Generic[P, R]):
               overwrite: bool = False) -> None:
         created = time.time()
         try:
-            frame = _codec.encode(value, key, created=created, duration=duration,
-                                  secret=self._secret, compress=self.compress)
+            frame: Any = _codec.encode_parts(value, key, created=created, duration=duration,
+                                             secret=self._secret, compress=self.compress)
+            if not self.store.accepts_parts:
+                frame = b"".join(frame)
         except _codec.UnpicklableResult as e:
             kind = "unpicklable"
             if kind not in self._warned:
@@ -377,7 +380,7 @@ class Memoized(Generic[P, R]):
             else:
                 self.store.add(key, frame, meta, expire=self.expire)
             self._stats[2] += 1
-            log.debug("%s: stored %s (%d bytes)", self.function_id, key, len(frame))
+            log.debug("%s: stored %s (%d bytes)", self.function_id, key, value_size(frame))
         except (StoreError, OSError) as e:
             self._store_failed("write", e)
 

@@ -25,7 +25,25 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-__all__ = ["EntryInfo", "Store", "encode_meta", "decode_meta"]
+__all__ = ["EntryInfo", "Store", "decode_meta", "encode_meta", "join_parts", "value_size"]
+
+
+def join_parts(value: Any) -> bytes | bytearray | memoryview:
+    """A value given to :meth:`Store.add`/:meth:`Store.set` as one contiguous buffer.
+
+    Values may come as a list of bytes-like parts (a frame with large buffers left where the result
+    holds them); stores that cannot write parts one after another join them here.
+    """
+    if isinstance(value, (list, tuple)):
+        return b"".join(value)
+    return value  # type: ignore[no-any-return]
+
+
+def value_size(value: Any) -> int:
+    """Size in bytes of a value or of a list of parts."""
+    if isinstance(value, (list, tuple)):
+        return sum(memoryview(p).nbytes for p in value)
+    return memoryview(value).nbytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +93,8 @@ class Store:
 
     #: short name of the kind of store, shown by ``fncache info``
     kind: str = "abstract"
+    #: whether add/set take a list of parts and write them without joining them first
+    accepts_parts: bool = False
 
     def __init__(self, url: str, **options: Any) -> None:
         self.url = url
@@ -106,6 +126,9 @@ class Store:
     # -- writing ---------------------------------------------------------------------------------
     def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
         """Store ``value`` at ``key`` unless an entry is there already.
+
+        ``value`` is bytes-like, or a list of bytes-like parts stored one after another (see
+        :func:`join_parts`).
 
         Operation is atomic: of concurrent ``add`` calls for one key exactly one succeeds and returns
         ``True``; the others return ``False`` and leave the first value in place. ``expire`` is a

@@ -34,7 +34,15 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from fncache._errors import StoreError
-from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
+from fncache.stores._base import (
+    EntryInfo,
+    Store,
+    decode_meta,
+    encode_meta,
+    join_parts,
+    now,
+    value_size,
+)
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["DiskStore"]
@@ -99,6 +107,7 @@ class DiskStore(Store):
     """
 
     kind = "disk"
+    accepts_parts = True  # large frames are written part by part, straight from the result's buffers
 
     def __init__(self, url: str, size_limit: int | None = None, **options: Any) -> None:
         if size_limit is not None and (not isinstance(size_limit, int) or size_limit <= 0):
@@ -334,14 +343,14 @@ class DiskStore(Store):
              create_only: bool) -> bool:
         cache = self.cache
         tag = meta.get("function") or None
-        size = memoryview(value).nbytes
+        size = value_size(value)
         raw_meta = sqlite3.Binary(
             encode_meta(dict(meta, size=size, created=meta.get("created") or now()))
         )
         now_ = time.time()
         expire_time = None if expire is None else now_ + expire
         if size < cache.disk_min_file_size:
-            mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(value)
+            mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(join_parts(value))
             size = 0  # as diskcache: its size column counts file-backed bytes only
         else:
             mode, filename, db_value = _MODE_BINARY, self._write_file(cache, value), None
@@ -368,13 +377,16 @@ class DiskStore(Store):
         """Write a large value to a new file named as diskcache names them; its relative name."""
         filename, full_path = cache.disk.filename()
         os.makedirs(os.path.dirname(full_path), exist_ok=True)
-        view = memoryview(value).cast("B")
-        # Whole-buffer writes: diskcache's own writer iterates a BytesIO by *lines*, which for
+        parts = value if isinstance(value, (list, tuple)) else [value]
+        # Whole-buffer writes, part by part (a frame's large buffers are written from where the
+        # result holds them): diskcache's own writer iterates a BytesIO by *lines*, which for
         # binary data means one write call every few hundred bytes.
         with open(full_path, "xb", buffering=0) as f:
-            pos = 0
-            while pos < view.nbytes:
-                pos += f.write(view[pos:])
+            for part in parts:
+                view = memoryview(part).cast("B")
+                pos = 0
+                while pos < view.nbytes:
+                    pos += f.write(view[pos:])
         return filename  # type: ignore[no-any-return]
 
     def delete(self, key: str) -> bool:

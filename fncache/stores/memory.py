@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from fncache.stores._base import EntryInfo, Store, now
+from fncache.stores._base import EntryInfo, Store, join_parts, now
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["MemoryStore"]
@@ -58,6 +58,7 @@ class MemoryStore(Store):
 
     def _put(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None) -> None:
         t = now()
+        value = bytes(join_parts(value))
         meta = dict(meta, size=len(value), created=meta.get("created") or t)
         self._data[key] = (bytes(value), meta, t, None if expire is None else t + expire)
 

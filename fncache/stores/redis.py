@@ -58,7 +58,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
+from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, join_parts, now
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["RedisStore"]
@@ -349,13 +349,13 @@ class RedisStore(Store):
         Raises :class:`StoreError` if the server is unreachable or full (``maxmemory``); nothing is
         published then (chunks already written expire within an hour).
         """
-        return self._write(key, value, meta, expire, create_only=True)
+        return self._write(key, join_parts(value), meta, expire, create_only=True)
 
     def set(
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
     ) -> None:
         """Store ``value`` at ``key``, replacing any entry; readers see the old or the new value."""
-        self._write(key, value, meta, expire, create_only=False)
+        self._write(key, join_parts(value), meta, expire, create_only=False)
 
     def _write(
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None, create_only: bool

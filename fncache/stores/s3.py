@@ -55,7 +55,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, now
+from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, join_parts, now
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["S3Store"]
@@ -372,6 +372,7 @@ class S3Store(Store):
         documentation for those that do not). An expired entry in the way is deleted first.
         """
         path = self._value_path(key)
+        value = join_parts(value)
         with self._guard("write"):
             for _ in range(2):
                 if self._put(path, value, expire, create_only=True):
@@ -389,6 +390,7 @@ class S3Store(Store):
     ) -> None:
         """Store ``value`` at ``key``, replacing any entry; one PUT, so readers see old or new."""
         path = self._value_path(key)
+        value = join_parts(value)
         with self._guard("write"):
             self._put(path, value, expire, create_only=False)
             self._put_meta(path, value, meta, expire)
