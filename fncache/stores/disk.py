@@ -122,6 +122,8 @@ class DiskStore(Store):
         self.directory = url
         self._cache: Any = None
         self._fast_read = False
+        self._size_limited = size_limit is not None
+        self._writes = 0
 
     @property
     def cache(self) -> Any:
@@ -357,19 +359,24 @@ class DiskStore(Store):
         # diskcache's own transaction (BEGIN IMMEDIATE, retried while the database is busy; files
         # of replaced rows removed after COMMIT) and its cull of expired rows, as Cache.add does.
         with cache._transact(True, filename) as (sql, cleanup):
-            rows = sql(_SELECT_ROW, (key,)).fetchall()
-            if rows:
-                rowid, old_filename, old_expire = rows[0]
+            # Insert first: a new key (the common case, a miss being stored) costs one statement;
+            # the unique index on (key, raw) tells us when the key is taken.
+            try:
+                sql(_INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
+                                  db_value, raw_meta))
+            except sqlite3.IntegrityError:
+                rowid, old_filename, old_expire = sql(_SELECT_ROW, (key,)).fetchall()[0]
                 if create_only and (old_expire is None or old_expire > now_):
                     cleanup(filename)
                     return False
                 cleanup(old_filename)
                 sql(_UPDATE_ROW, (now_, expire_time, now_, tag, size, mode, filename, db_value,
                                   raw_meta, rowid))
-            else:
-                sql(_INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
-                                  db_value, raw_meta))
-            cache._cull(now_, sql, cleanup)
+            # Removing expired rows is housekeeping (readers never see them): writes that use expiry
+            # or a size limit do it every time, others every fourth time.
+            self._writes += 1
+            if self._size_limited or expire is not None or self._writes % 4 == 0:
+                cache._cull(now_, sql, cleanup)
         return True
 
     @staticmethod
