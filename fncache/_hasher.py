@@ -114,6 +114,10 @@ def ref(obj: Any, token: Any) -> Any:
     objects that cannot be weakly referenced, until the process ends). The token must change whenever
     the object's meaning does: fncache cannot check it.
     """
+    if isinstance(obj, (str, bytes, int, float, complex, tuple, frozenset)) or obj is None:
+        # Small ints, strings and the like are shared by identity across the whole process: keying
+        # one object by a token would key every equal value by it.
+        raise TypeError(f"ref: a {type(obj).__name__} is hashed by value; pass it as it is")
     key = id(obj)
     try:
         weakref.finalize(obj, _refs.pop, key, None)

@@ -226,3 +226,13 @@ if __name__ == "__main__":
     table["keys"][f"{sys.version_info[0]}.{sys.version_info[1]}"] = keys
     KNOWN.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
     print(f"wrote {KNOWN}")
+
+
+def test_ref_refuses_values_shared_by_identity():
+    """ref() on an int or a string would key every equal value by the token, so it is refused."""
+    for value in (1, "a", (1, 2), None):
+        with pytest.raises(TypeError, match="by value"):
+            fncache.ref(value, "token")
+    big = fncache.ref([1, 2, 3], "the-list")
+    assert fncache.hash(big) != fncache.hash([1, 2, 3])
+    assert fncache.hash(fncache.ref([4], "the-list")) == fncache.hash(big)
