@@ -23,6 +23,7 @@ class Binder:
     """Binds calls of one function; built once per memoized function."""
 
     def __init__(self, func: Callable[..., Any], ignore: Iterable[str] = ()) -> None:
+        self.signature: inspect.Signature | None
         try:
             self.signature = inspect.signature(func)
         except (TypeError, ValueError):

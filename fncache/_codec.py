@@ -82,7 +82,7 @@ def _compress(kind: str, data: bytes) -> bytes:
     if kind == "zstd":
         import zstandard
 
-        return zstandard.ZstdCompressor(level=3).compress(data)  # type: ignore[no-any-return]
+        return zstandard.ZstdCompressor(level=3).compress(data)
     import lz4.frame
 
     return lz4.frame.compress(data)  # type: ignore[no-any-return]
@@ -92,7 +92,7 @@ def _decompress(kind: str, data: memoryview) -> bytes:
     if kind == "zstd":
         import zstandard
 
-        return zstandard.ZstdDecompressor().decompress(data)  # type: ignore[no-any-return]
+        return zstandard.ZstdDecompressor().decompress(data)
     import lz4.frame
 
     return lz4.frame.decompress(data)  # type: ignore[no-any-return]
@@ -142,7 +142,7 @@ def _pickle(value: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
     return data, buffers
 
 
-def _mac(secret: bytes, key: bytes, header: bytes, body: list[Any]) -> bytes:
+def _mac(secret: bytes, key: bytes, header: Any, body: list[Any]) -> bytes:
     m = hmac.new(secret, key, "sha256")
     m.update(header)
     for part in body:
@@ -150,12 +150,12 @@ def _mac(secret: bytes, key: bytes, header: bytes, body: list[Any]) -> bytes:
     return m.digest()
 
 
-def _checksum(key: bytes, header: bytes, body: list[Any]) -> bytes:
+def _checksum(key: bytes, header: Any, body: list[Any]) -> bytes:
     h = xxhash.xxh3_128(key)
     h.update(header)
     for part in body:
         h.update(part)
-    return h.digest()  # type: ignore[no-any-return]
+    return h.digest()
 
 
 def _checksums(key: bytes, header: Any, head: Any, rest: list[Any]) -> tuple[bytes, bytes]:

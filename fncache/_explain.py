@@ -424,12 +424,12 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
         return FunctionExplanation(function_id, NEW, 0, error=error)
     groups: dict[str, list[Any]] = {}
     sides: dict[str, _Side] = {}
-    for e in entries:
-        side = _Side.of_entry(e.meta)
+    for entry in entries:
+        side = _Side.of_entry(entry.meta)
         side.args = None
         ident = digest((sorted(side.components.items()), side.version, side.depends_on,
                         side.python)).hex()
-        groups.setdefault(ident, []).append(e)
+        groups.setdefault(ident, []).append(entry)
         sides[ident] = side
     newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
     order = sorted(groups, key=lambda i: -newest[i])

@@ -472,7 +472,7 @@ class _Walk:
             if value is _MISSING:
                 if name in b:
                     continue  # a builtin; the Python version is part of every key
-                token: Any = ("missing",)
+                token = ("missing",)
             else:
                 token = self.reference(value, all_names)
             glabel = f"global {self._name(g.get('__name__'), name)}"
@@ -490,12 +490,13 @@ class _Walk:
         if is_enum:
             # An enum's members cannot change after creation; its bookkeeping maps (_member_map_ and
             # friends) are derived from them, so the members stand for all of it, hashed once.
-            members = tuple((n, m._value_) for n, m in cls.__members__.items())
+            members = tuple((n, m._value_) for n, m in cls.__members__.items())  # type: ignore[attr-defined]
             items.append(("__members__", ("value", _hasher.digest(members))))
         for name in sorted(d):
             if name in _CLASS_SKIP:
                 continue
-            if is_enum and (name in cls.__members__ or (name[:1] == "_" == name[-1:])):
+            if is_enum and (name in cls.__members__  # type: ignore[attr-defined]
+                            or (name[:1] == "_" == name[-1:])):
                 continue
             value = d[name]
             self.dict_watches.append((d, name, value))

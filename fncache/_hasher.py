@@ -218,7 +218,8 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
     if "torch" in sys.modules or "polars" in sys.modules or "pyarrow" in sys.modules:
         from fncache._buffers import resolve
 
-        return resolve(t)
+        handler: Callable[[_Hasher, Any], Any] | None = resolve(t)
+        return handler
     return None
 
 
@@ -310,7 +311,7 @@ class _Hasher(cloudpickle.Pickler):
             self.clear_memo()
         if self._buffers:
             sink.h.update(b"".join(self._buffers))
-        return sink.h.digest()  # type: ignore[no-any-return]
+        return sink.h.digest()
 
 
 _local = threading.local()

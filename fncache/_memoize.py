@@ -162,7 +162,7 @@ class Memoized(Generic[P, R]):
             raise ConfigError(f"store: unknown URL scheme in {store!r}; expected a directory path, "
                               "file://, memory://, redis://, rediss://, unix:// or s3://")
         self.__wrapped__ = func
-        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+        functools.update_wrapper(self, func)
         self._binder = Binder(func, ignore)
         self.ignore = sorted(self._binder.ignore)
         self.version = version
@@ -231,7 +231,7 @@ class Memoized(Generic[P, R]):
         module = sys.modules.get(self.__module__)
         if module is not None and self.__module__ != "__main__":
             obj: Any = module
-            for part in self.__qualname__.split("."):
+            for part in str(getattr(self, "__qualname__", "")).split("."):
                 obj = getattr(obj, part, None)
             if obj is self:
                 return self.__qualname__  # importable where it lands: plain pickle by name
@@ -256,7 +256,7 @@ class Memoized(Generic[P, R]):
     def _fingerprint(self) -> Fingerprint:
         fp = self._fp
         if fp is None or not fp.valid():
-            fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)  # type: ignore[arg-type]
+            fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)
         return fp
 
     def _code_digest(self) -> bytes:
@@ -294,7 +294,7 @@ class Memoized(Generic[P, R]):
         parts = [_KEY_PREFIX, self._code_digest(), *arg_digests]
         if self.ignore:
             parts.append(_hasher.digest(("ignore", tuple(self.ignore))))
-        return _hasher._digest_of(b"".join(parts)).hex()  # type: ignore[no-any-return]
+        return _hasher._digest_of(b"".join(parts)).hex()
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """The key (32 hex characters) of this call, exactly as a call would compute it."""

@@ -139,7 +139,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
         f"entries:   {data['entries']}",
-        f"size:      {_human_size(data['bytes'])} ({data['bytes']} bytes)",
+        f"size:      {_human_size(float(str(data['bytes'])))} ({data['bytes']} bytes)",
         f"functions: {data['functions']}",
     ])
     _emit(args, data, text)

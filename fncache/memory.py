@@ -292,7 +292,7 @@ class _Packed:
         self.data = data
 
     def __reduce__(self) -> Any:
-        import cloudpickle  # type: ignore[import-untyped]
+        import cloudpickle
 
         return (cloudpickle.loads, (self.data,))
 
@@ -302,7 +302,7 @@ def _portable(obj: Any) -> Any:
     # that an instance holding its own cached method (self.f = memory.cache(self.f)) pickles as the
     # cycle it is instead of recursing.
     if isinstance(obj, types.FunctionType) and not _importable(obj):
-        import cloudpickle  # type: ignore[import-untyped]
+        import cloudpickle
 
         return _Packed(cloudpickle.dumps(obj))
     return obj
@@ -400,7 +400,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         log.debug("%s %s %s", what, self.function_id, key)
 
     # -- joblib's surface ----------------------------------------------------------------------
-    def call(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:  # type: ignore[override]
+    def call(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Run the function whatever the cache holds, store the result; ``(result, metadata)``."""
         key, arg_digests = self._key(args, kwargs)
         self._stats[1] += 1
@@ -440,7 +440,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
             self(*args, **kwargs)
         return self._shelve(self.key(*args, **kwargs))
 
-    def clear(self, warn: bool = True) -> int:  # type: ignore[override]
+    def clear(self, warn: bool = True) -> int:
         """Remove every cached result of this function (all versions of its code)."""
         if warn and self._verbose > 0:
             print(f"[Memory] clearing {self.function_id}", file=sys.stderr)
@@ -692,6 +692,6 @@ def expires_after(
                                weeks=weeks).total_seconds()
 
     def cache_validation_callback(metadata: dict[str, Any]) -> bool:
-        return time.time() - metadata["time"] < limit
+        return bool(time.time() - metadata["time"] < limit)
 
     return cache_validation_callback

@@ -234,7 +234,8 @@ class DiskStore(Store):
                     return None  # deleted between the SELECT and the open: a miss
         except (OSError, sqlite3.Error) as e:
             self._guard("read", _reraise, e)
-        return self.get(key)
+        found: bytes | mmap.mmap | None = self.get(key)
+        return found
 
     @staticmethod
     def _select(cache: Any, statement: str, params: tuple[Any, ...]) -> list[Any]:

@@ -267,7 +267,7 @@ class RedisStore(Store):
                 return None
             tag = raw[:1]
             if tag == _INLINE:
-                return raw[1:]
+                return bytes(raw[1:])
             chunks = self._manifest_chunks(key, raw)
             parts = self.client.mget(chunks) if chunks else []
             if chunks and all(p is not None for p in parts):
@@ -349,13 +349,13 @@ class RedisStore(Store):
         Raises :class:`StoreError` if the server is unreachable or full (``maxmemory``); nothing is
         published then (chunks already written expire within an hour).
         """
-        return self._write(key, join_parts(value), meta, expire, create_only=True)
+        return self._write(key, bytes(join_parts(value)), meta, expire, create_only=True)
 
     def set(
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
     ) -> None:
         """Store ``value`` at ``key``, replacing any entry; readers see the old or the new value."""
-        self._write(key, join_parts(value), meta, expire, create_only=False)
+        self._write(key, bytes(join_parts(value)), meta, expire, create_only=False)
 
     def _write(
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None, create_only: bool

@@ -322,7 +322,7 @@ class S3Store(Store):
             if self._expired(metadata):
                 self._remove([path, path + ".json"])
                 return None
-            return data
+            return bytes(data)
 
     def contains(self, key: str) -> bool:
         with self._guard("lookup"):
@@ -372,7 +372,7 @@ class S3Store(Store):
         documentation for those that do not). An expired entry in the way is deleted first.
         """
         path = self._value_path(key)
-        value = join_parts(value)
+        value = join_parts(value)  # type: ignore[assignment]
         with self._guard("write"):
             for _ in range(2):
                 if self._put(path, value, expire, create_only=True):
@@ -390,7 +390,7 @@ class S3Store(Store):
     ) -> None:
         """Store ``value`` at ``key``, replacing any entry; one PUT, so readers see old or new."""
         path = self._value_path(key)
-        value = join_parts(value)
+        value = join_parts(value)  # type: ignore[assignment]
         with self._guard("write"):
             self._put(path, value, expire, create_only=False)
             self._put_meta(path, value, meta, expire)
