@@ -76,7 +76,7 @@ class Binder:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         out = []
-        for (name, value), kind in zip(bound.arguments.items(), self._kinds):
+        for (name, value), kind in zip(bound.arguments.items(), self._kinds, strict=True):
             if name in self.ignore:
                 continue
             if kind is _P.VAR_KEYWORD:

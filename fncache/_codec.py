@@ -31,7 +31,6 @@ stream (xxh3's state can be read mid-stream), so a full decode checks both at th
 from __future__ import annotations
 
 import hmac
-
 import pickle
 import struct
 from typing import Any, NamedTuple

@@ -113,7 +113,7 @@ def check_stability(report: Report, target: str, seeds: list[str]) -> None:
     first_seed = seeds[0]
     first = runs[first_seed]
     differing: set[str] = set()
-    for seed, run in runs.items():
+    for run in runs.values():
         if run["digest"] != first["digest"]:
             labels = set(first["components"]) | set(run["components"])
             differing |= {k for k in labels

@@ -36,7 +36,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fncache import _hasher
@@ -456,7 +456,7 @@ class _Walk:
         ).hex()
         qual = label.split(" ", 1)[1]
         names_read, all_names = _code_names(code)
-        for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell: a name assigned later in the enclosing scope

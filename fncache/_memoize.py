@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-
 from fncache import _codec, _hasher
 from fncache._binding import Binder
 from fncache._errors import (
@@ -390,7 +389,7 @@ class Memoized(Generic[P, R]):
             "created": created,
             "duration": round(duration, 6),
             "python": _PY,
-            "args": {n: d.hex() for n, d in zip(self._binder.names, arg_digests)},
+            "args": {n: d.hex() for n, d in zip(self._binder.names, arg_digests, strict=False)},
         }
         if self.version is not None:
             meta["version"] = self.version

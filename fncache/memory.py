@@ -30,8 +30,8 @@ from __future__ import annotations
 import datetime
 import functools
 import inspect
-import mmap
 import logging
+import mmap
 import os
 import sys
 import time
