@@ -67,14 +67,23 @@ class CacheInfo(tuple):  # type: ignore[type-arg]
 
 
 class _Flight:
-    """One in-process computation of a key that other threads may wait on."""
+    """One in-process computation of a key that other threads may wait on.
 
-    __slots__ = ("done", "value", "ok")
+    The owner holds ``running`` (acquired at creation) until it is done; waiters acquire and release
+    it. A bare lock, not an Event: one is made per miss, and an Event costs a Condition and two locks.
+    """
+
+    __slots__ = ("running", "value", "ok")
 
     def __init__(self) -> None:
-        self.done = threading.Event()
+        self.running = threading.Lock()
+        self.running.acquire()
         self.value: Any = None
         self.ok = False
+
+    def wait(self) -> None:
+        with self.running:
+            pass
 
 
 def _env_flag(name: str) -> bool:
@@ -379,7 +388,8 @@ class Memoized(Generic[P, R]):
             else:
                 self.store.add(key, frame, meta, expire=self.expire)
             self._stats[2] += 1
-            log.debug("%s: stored %s (%d bytes)", self.function_id, key, value_size(frame))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: stored %s (%d bytes)", self.function_id, key, value_size(frame))
         except (StoreError, OSError) as e:
             self._store_failed("write", e)
 
@@ -445,7 +455,7 @@ class Memoized(Generic[P, R]):
                 flight = self._flights[key] = _Flight()
         assert flight is not None
         if not owner:
-            flight.done.wait()
+            flight.wait()
             if flight.ok:
                 self._say("shared", key)
                 return flight.value  # type: ignore[no-any-return]
@@ -463,7 +473,7 @@ class Memoized(Generic[P, R]):
         finally:
             with self._flights_lock:
                 self._flights.pop(key, None)
-            flight.done.set()
+            flight.running.release()
 
     def _compute_and_store(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
                            kwargs: dict[str, Any]) -> R:
