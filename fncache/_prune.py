@@ -47,14 +47,16 @@ def select(
     function: str | None = None,
     older_than: float | None = None,
     larger_than: float | None = None,
+    entries: Iterable[EntryInfo] | None = None,
 ) -> list[EntryInfo]:
     """The entries matching every filter given: one function, created more than ``older_than``
     seconds ago, larger than ``larger_than`` bytes. Entries whose creation time is unknown (metadata
-    lost) count as oldest."""
+    lost) count as oldest. ``entries`` replaces the store's listing (e.g. wrapped in a progress
+    display)."""
     cutoff = None if older_than is None else time.time() - _bound("older_than", older_than)
     limit = None if larger_than is None else _bound("larger_than", larger_than)
     return [
-        e for e in list(store.entries())
+        e for e in list(store.entries() if entries is None else entries)
         if matches(e, function)
         and (cutoff is None or e.created < cutoff)
         and (limit is None or e.size > limit)

@@ -102,6 +102,7 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
         function=getattr(args, "function", None),
         older_than=getattr(args, "older_than", None),
         larger_than=getattr(args, "larger_than", None),
+        entries=_progress(store.entries(), "scanning"),
     )
 
 

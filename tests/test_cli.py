@@ -217,3 +217,31 @@ def test_prune_to_a_size_removes_oldest_first(filled):
     rows = {r["function"]: r["entries"]
             for r in json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)}
     assert rows == {"__main__:large": 1}, rows
+
+
+def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
+    """Scanning a store shows a counter when stderr is a terminal and nothing when it is piped."""
+    import os
+    import pty
+
+    _, _, cache = filled
+    piped = fncache_cmd("clear", "--dir", cache, "--dry-run")
+    assert piped.stderr == ""
+    master, slave = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "fncache", "clear", "--dir", cache, "--dry-run"],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, text=True, timeout=120,
+    )
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert proc.returncode == 0
+    assert b"scanning: 5 done" in shown

@@ -528,3 +528,26 @@ def test_function_and_options_in_one_call(store):
     assert m.key(1) == fncache.memoize(store=store, ignore=["x"])(f).key(1)
     with pytest.raises(fncache.ConfigError, match="colour"):
         fncache.memoize(f, colour="red")
+
+
+def test_debug_log_and_verbose_lines(store, caplog, capsys, monkeypatch):
+    """DEBUG logging reports miss, store and hit; verbose (or FNCACHE_VERBOSE) prints one line a call."""
+
+    @fncache.memoize(store=store, verbose=True)
+    def f(x):
+        return x
+
+    with caplog.at_level(logging.DEBUG, logger="fncache"):
+        f(1)
+        f(1)
+    events = [r.getMessage().split()[0] for r in caplog.records if r.name == "fncache"]
+    assert "miss" in events and "hit" in events
+    assert any("stored" in r.getMessage() for r in caplog.records)
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split()[1] for line in err] == ["miss", "hit"]
+    assert all("test_debug_log_and_verbose_lines" in line for line in err)
+
+    monkeypatch.setenv("FNCACHE_VERBOSE", "1")
+    g = fncache.memoize(store=store)(lambda y: y)
+    g(2)
+    assert "[fncache] miss" in capsys.readouterr().err
