@@ -90,3 +90,65 @@ def test_dask_local_cluster_second_pass_computes_nothing(tmp_path, redis_server)
     out = run_py(script, "dask", env=_env(tmp_path, redis_server.url, {}), timeout=300).stdout
     lines = [line for line in out.splitlines() if line.startswith("pass")]
     assert lines == ["pass 8", "pass 8"], out
+
+
+def _memoized_counter(url, **store_options):
+    import fncache
+
+    calls = []
+
+    def compute(x):
+        calls.append(x)
+        return x * 3
+
+    return fncache.memoize(store=url, store_options=store_options)(compute), calls
+
+
+def test_stopped_redis_is_a_logged_miss_not_an_exception(redis_factory, caplog):
+    """When the Redis server goes away, memoized calls still return right values, with a warning."""
+    import logging
+
+    server = redis_factory()
+    f, calls = _memoized_counter(server.url, socket_connect_timeout=1, prefix="gone:")
+    assert f(1) == 3 and f(1) == 3
+    assert calls == [1]
+    server.stop()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(1) == 3
+        assert f(2) == 6
+    assert calls == [1, 1, 2]
+    assert "treated as a miss" in caplog.text
+    assert f.cache_info().errors >= 2
+
+
+def test_full_redis_skips_the_store_and_returns_the_value(redis_factory, caplog):
+    """A Redis at maxmemory makes stores fail: the result is still returned, and reads keep working."""
+    import logging
+
+    server = redis_factory()
+    client = server.client()
+    f, calls = _memoized_counter(server.url, prefix="full:")
+    assert f(0) == 0
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1")  # below what is in use: every write is refused
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(5) == 15
+    assert "write failed" in caplog.text or "treated as a miss" in caplog.text
+    assert f(0) == 0 and calls == [0, 5], "the entry stored before the server filled up still hits"
+
+
+def test_stopped_s3_server_is_a_logged_miss(s3_factory, monkeypatch, caplog):
+    """When the S3 server goes away, memoized calls still return right values, with a warning."""
+    import logging
+
+    server = s3_factory()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    f, calls = _memoized_counter(server.url())
+    assert f(4) == 12 and f(4) == 12
+    assert calls == [4]
+    server.stop()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == 12
+    assert calls == [4, 4]
+    assert "treated as a miss" in caplog.text
