@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +54,32 @@ def write(path: Path, source: str) -> Path:
 def last_json(proc: subprocess.CompletedProcess[str]) -> Any:
     """The JSON document on the last line of a subprocess's stdout."""
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def load_harness() -> types.ModuleType:
+    """The fixture-project harness (tests/fixtures_code/harness.py), loaded once per process."""
+    name = "fncache_code_harness"
+    if name not in sys.modules:
+        path = Path(__file__).parent / "fixtures_code" / "harness.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def import_source(name: str, source: str, directory: Path, *, keep: bool = True) -> types.ModuleType:
+    """Write ``source`` to ``directory/name.py`` and import it as a real module.
+
+    With ``keep=False`` the module leaves ``sys.modules`` again once imported (the object stays usable).
+    """
+    (directory / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(directory))
+    try:
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(directory))
+        if not keep:
+            sys.modules.pop(name, None)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-import types
-from pathlib import Path
 
 import pytest
 
@@ -21,20 +18,9 @@ from fncache._explain import (
 )
 from fncache.stores.memory import MemoryStore
 
+from .helpers import import_source, load_harness
 
-def _load_harness() -> types.ModuleType:
-    name = "fncache_code_harness"
-    if name not in sys.modules:
-        path = Path(__file__).parent / "fixtures_code" / "harness.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-harness = _load_harness()
+harness = load_harness()
 
 #: What explain() says for each scenario of the fixture project once version 2 is in place.
 REASONS = {
@@ -96,15 +82,6 @@ def store():
     return MemoryStore("memory://explain-tests")
 
 
-def _module(name: str, source: str, tmp_path: Path) -> types.ModuleType:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(tmp_path))
 
 
 def test_explain_call_returns_structured_data(store):
@@ -155,9 +132,9 @@ def test_nearest_entry_is_the_one_with_fewest_differences(store):
 def test_helpers_added_and_removed_are_named(store, tmp_path):
     """A helper the new code no longer reaches, or reaches for the first time, is named as such."""
     src = "def a(x):\n    return x\ndef b(x):\n    return -x\ndef f(x):\n    return {h}(x)\n"
-    old = fncache.memoize(store=store)(_module("ex_added", src.format(h="a"), tmp_path).f)
+    old = fncache.memoize(store=store)(import_source("ex_added", src.format(h="a"), tmp_path).f)
     old(1)
-    new = fncache.memoize(store=store)(_module("ex_added", src.format(h="b"), tmp_path).f)
+    new = fncache.memoize(store=store)(import_source("ex_added", src.format(h="b"), tmp_path).f)
     reasons = [str(d) for d in new.explain(1).differences]
     assert "helper `a` is no longer used" in reasons
     assert "helper `b` is new (not in the stored entry)" in reasons
@@ -220,9 +197,9 @@ def test_explain_function_for_a_memoized_object(store):
 def test_explain_function_by_module_name(store, tmp_path):
     """MODULE:QUALNAME imports the module; a module that cannot be imported still lists versions."""
     src = "import fncache\nT = {t}\n@fncache.memoize\ndef g(x):\n    return x > T\n"
-    mod = _module("ex_bymodule", src.format(t=1), tmp_path)
+    mod = import_source("ex_bymodule", src.format(t=1), tmp_path)
     fncache.memoize(store=store)(mod.g.__wrapped__)(5)
-    mod = _module("ex_bymodule", src.format(t=2), tmp_path)
+    mod = import_source("ex_bymodule", src.format(t=2), tmp_path)
     sys.path.insert(0, str(tmp_path))
     try:
         r = explain_function(store, "ex_bymodule:g")

@@ -7,13 +7,14 @@ import importlib
 import multiprocessing
 import sys
 import threading
-import types
 from pathlib import Path
 
 import pytest
 
 import fncache
 from fncache._fingerprint import fingerprint
+
+from .helpers import import_source
 
 FIXTURES = Path(__file__).parent / "fixtures_code"
 
@@ -26,18 +27,6 @@ def ext():
         yield importlib.import_module("fncache_ext_fixture")
     finally:
         sys.path.remove(str(FIXTURES))
-
-
-def _module(name: str, source: str, tmp_path: Path) -> types.ModuleType:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop(name, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,8 +112,8 @@ def test_ref_keys_an_unpicklable_argument_by_its_token():
 
 def test_ref_keys_a_global_by_its_token(tmp_path):
     """A global that cannot be hashed becomes usable through ref; a new token gives a new key."""
-    m = _module("ext_refglobal", "import threading\nCONN = threading.Lock()\n"
-                "def f(x):\n    return CONN is not None and x\n", tmp_path)
+    m = import_source("ext_refglobal", "import threading\nCONN = threading.Lock()\n"
+                "def f(x):\n    return CONN is not None and x\n", tmp_path, keep=False)
     with pytest.raises(fncache.UnhashableArgument):
         fncache.key_for(m.f, 1)
     fncache.ref(m.CONN, "conn-v1")
@@ -140,8 +129,8 @@ def test_ref_keys_a_global_by_its_token(tmp_path):
 
 def test_only_globals_the_code_reads_enter_the_fingerprint(tmp_path):
     """A big unrelated global (or one that cannot even be hashed) changes no key."""
-    m = _module("ext_globals", "import threading\nBIG = list(range(200_000))\n"
-                "LOCK = threading.Lock()\nK = 3\ndef f(x):\n    return x * K\n", tmp_path)
+    m = import_source("ext_globals", "import threading\nBIG = list(range(200_000))\n"
+                "LOCK = threading.Lock()\nK = 3\ndef f(x):\n    return x * K\n", tmp_path, keep=False)
     assert set(fingerprint(m.f).components) == {"function f", "global K"}
     k1 = fncache.key_for(m.f, 1)
     m.BIG.append(-1)
@@ -153,9 +142,9 @@ def test_only_globals_the_code_reads_enter_the_fingerprint(tmp_path):
 
 def test_a_global_the_function_writes_is_state_not_input(tmp_path):
     """A list the function appends to does not make each call miss; ref() pins it from the start."""
-    m = _module("ext_state", "import fncache\nLOG = []\nSEEN = fncache.ref([], 'seen')\n"
+    m = import_source("ext_state", "import fncache\nLOG = []\nSEEN = fncache.ref([], 'seen')\n"
                 "def f(x):\n    LOG.append(x)\n    return x * 2\n"
-                "def g(x):\n    SEEN.append(x)\n    return x * 3\n", tmp_path)
+                "def g(x):\n    SEEN.append(x)\n    return x * 3\n", tmp_path, keep=False)
     store = fncache.open_store("memory://ext-state")
     f = fncache.memoize(store=store)(m.f)
     assert [f(1), f(1), f(1)] == [2, 2, 2]

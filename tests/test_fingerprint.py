@@ -21,20 +21,9 @@ import fncache
 from fncache import _hasher
 from fncache._fingerprint import fingerprint
 
+from .helpers import load_harness
 
-def _load_harness() -> types.ModuleType:
-    name = "fncache_code_harness"
-    if name not in sys.modules:
-        path = Path(__file__).parent / "fixtures_code" / "harness.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-harness = _load_harness()
+harness = load_harness()
 
 #: scenario -> what version 2 edits; each must change the scenario's key.
 CHANGED = {

@@ -192,10 +192,10 @@ class DiskStore(Store):
                 self._guard("read", self._drop_if_file_lost, cache, key, None)
             return value if isinstance(value, (bytes, bytearray)) else None
         try:
-            rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
-            if not rows:
+            row = self._live_row(cache, key)
+            if row is None:
                 return None
-            mode, filename, value = rows[0]
+            mode, filename, value = row
             if mode == _MODE_RAW:
                 return value if isinstance(value, bytes) else None
             if mode == _MODE_BINARY and filename:
@@ -209,6 +209,11 @@ class DiskStore(Store):
         value = self._guard("read", cache.get, key, default=None, retry=True)
         return value if isinstance(value, (bytes, bytearray)) else None
 
+    def _live_row(self, cache: Any, key: str) -> tuple[int, str | None, Any] | None:
+        """(mode, filename, inline value) of the unexpired entry at ``key``, or None."""
+        rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
+        return tuple(rows[0]) if rows else None
+
     def get_mmap(self, key: str) -> bytes | mmap.mmap | None:
         """The value at ``key`` as a read-only memory map of its file, or ``None``.
 
@@ -218,10 +223,10 @@ class DiskStore(Store):
         """
         cache = self.cache
         try:
-            rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
-            if not rows:
+            row = self._live_row(cache, key)
+            if row is None:
                 return None
-            mode, filename, value = rows[0]
+            mode, filename, value = row
             if mode == _MODE_RAW:
                 return value if isinstance(value, bytes) else None
             if mode == _MODE_BINARY and filename:
