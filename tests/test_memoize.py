@@ -551,3 +551,23 @@ def test_debug_log_and_verbose_lines(store, caplog, capsys, monkeypatch):
     g = fncache.memoize(store=store)(lambda y: y)
     g(2)
     assert "[fncache] miss" in capsys.readouterr().err
+
+
+def test_deleted_cache_directory_is_recreated_on_the_next_store(tmp_path, caplog):
+    """rm -rf of the cache under a live process: the next miss recreates it, so results persist."""
+    import shutil
+
+    cache = tmp_path / "cache"
+
+    @fncache.memoize(store=str(cache))
+    def f(x):
+        return x + 1
+
+    f(1)
+    shutil.rmtree(cache)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(2) == 3
+    assert "removed or replaced" in caplog.text
+    assert cache.is_dir() and (cache.stat().st_mode & 0o777) == 0o700
+    fresh = fncache.open_store(str(cache))
+    assert f.key(2) in {e.key for e in fresh.entries()}

@@ -28,6 +28,7 @@ import mmap
 import os
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -84,6 +85,15 @@ def _reraise(e: BaseException) -> None:
     raise e
 
 
+def _identity(directory: str) -> tuple[int, int] | None:
+    """(device, inode) of a directory, or None if it is gone."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def _uninitialized(size: int) -> Any:
     """A writable buffer of ``size`` bytes that is about to be overwritten whole.
 
@@ -122,19 +132,30 @@ class DiskStore(Store):
         self.directory = url
         self._cache: Any = None
         self._fast_read = False
+        self._dir_id: tuple[int, int] | None = None
+        self._open_lock = threading.Lock()
         self._size_limited = size_limit is not None
         self._writes = 0
 
     @property
     def cache(self) -> Any:
-        """The underlying :class:`diskcache.Cache`, opened on first use."""
-        if self._cache is None:
-            import diskcache
-            from diskcache.core import EVICTION_POLICY
+        """The underlying :class:`diskcache.Cache`, opened on first use (once, whatever the threads)."""
+        cache = self._cache
+        if cache is None:
+            with self._open_lock:
+                if self._cache is None:
+                    self._cache = self._open()
+                cache = self._cache
+        return cache
 
-            opts = dict(self.options)
-            limit = opts.pop("size_limit", None)
-            opts.setdefault("eviction_policy", "least-recently-used" if limit else "none")
+    def _open(self) -> Any:
+        import diskcache
+        from diskcache.core import EVICTION_POLICY
+
+        opts = dict(self.options)
+        limit = opts.pop("size_limit", None)
+        opts.setdefault("eviction_policy", "least-recently-used" if limit else "none")
+        for attempt in range(50):
             try:
                 if not os.path.isdir(self.directory):
                     # 0700: loading a pickle runs code, so nobody else may plant entries here.
@@ -143,15 +164,22 @@ class DiskStore(Store):
                     self.directory, size_limit=limit or _UNLIMITED, tag_index=True, **opts
                 )
                 self._add_meta_column(cache)
+                self._dir_id = _identity(self.directory)
+                break
+            except sqlite3.OperationalError as e:
+                # Processes opening a new cache at once race on its schema; diskcache does not
+                # retry that part, so we do.
+                if "locked" not in str(e) or attempt == 49:
+                    raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
+                time.sleep(0.01 * (attempt + 1))
             except (OSError, sqlite3.Error) as e:
                 raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
-            # The read fast path reproduces Cache.get for these settings only: an LRU policy or
-            # statistics write on every read, which needs diskcache's transaction.
-            self._fast_read = (
-                not cache.statistics and EVICTION_POLICY[cache.eviction_policy]["get"] is None
-            )
-            self._cache = cache
-        return self._cache
+        # The read fast path reproduces Cache.get for these settings only: an LRU policy or
+        # statistics write on every read, which needs diskcache's transaction.
+        self._fast_read = (
+            not cache.statistics and EVICTION_POLICY[cache.eviction_policy]["get"] is None
+        )
+        return cache
 
     @staticmethod
     def _add_meta_column(cache: Any) -> None:
@@ -349,6 +377,13 @@ class DiskStore(Store):
 
     def _put(self, key: str, value: Any, meta: dict[str, Any], expire: float | None,
              create_only: bool) -> bool:
+        if self._cache is not None and _identity(self.directory) != self._dir_id:
+            # The directory was deleted (or replaced) under us. SQLite would keep writing to the
+            # unlinked database without an error and every result would silently be lost: start
+            # a fresh store at the path instead. (Reads are not checked: a stat per hit would cost
+            # more than serving a still-valid entry from the old file for a while.)
+            log.warning("cache directory %s was removed or replaced; reopening it", self.directory)
+            self.close()
         cache = self.cache
         tag = meta.get("function") or None
         size = value_size(value)
