@@ -177,7 +177,6 @@ class Memoized(Generic[P, R]):
         self.expire = expire
         self.lock = bool(lock)
         self.lock_timeout = float(lock_timeout)
-        self._secret_arg = secret
         self._secret = _secret_from(secret)
         self.compress = _codec.check_compress(compress)
         self.on_unhashable = on_unhashable
