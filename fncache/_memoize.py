@@ -194,6 +194,7 @@ class Memoized(Generic[P, R]):
         self._fp: Fingerprint | None = None
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
+        self._finished = 0  # computations ended in this process (see _compute_once)
         self._stats = [0, 0, 0, 0]
         self._warned: set[str] = set()
         self._is_async = inspect.iscoroutinefunction(func)
@@ -436,16 +437,17 @@ class Memoized(Generic[P, R]):
         if prepared is None:
             return self.__wrapped__(*args, **kwargs)
         key, arg_digests = prepared
+        finished = self._finished
         found, value = self._lookup(key)
         if found:
             self._stats[0] += 1
             self._say("hit", key)
             return value  # type: ignore[no-any-return]
         self._stats[1] += 1
-        return self._compute_once(key, arg_digests, args, kwargs)
+        return self._compute_once(key, arg_digests, args, kwargs, finished)
 
     def _compute_once(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> R:
+                      kwargs: dict[str, Any], finished: int | None = None) -> R:
         # Threads of this process that miss on one key wait for the first one's result.
         with self._flights_lock:
             flight = self._flights.get(key)
@@ -453,6 +455,17 @@ class Memoized(Generic[P, R]):
             if owner:
                 flight = self._flights[key] = _Flight()
         assert flight is not None
+        if owner and finished is not None and finished != self._finished:
+            # A computation of this function ended between our lookup and now, perhaps of this
+            # very key (its flight already gone): look again before computing a second time. With
+            # no computation in between, as in any single-threaded use, this costs nothing.
+            found, value = self._lookup(key)
+            if found:
+                with self._flights_lock:
+                    self._flights.pop(key, None)
+                flight.value, flight.ok = value, True
+                flight.running.release()
+                return value  # type: ignore[no-any-return]
         if not owner:
             flight.wait()
             if flight.ok:
@@ -472,6 +485,7 @@ class Memoized(Generic[P, R]):
         finally:
             with self._flights_lock:
                 self._flights.pop(key, None)
+                self._finished += 1
             flight.running.release()
 
     def _compute_and_store(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],

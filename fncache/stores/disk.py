@@ -424,12 +424,21 @@ class DiskStore(Store):
     def _write_file(cache: Any, value: Any) -> str:
         """Write a large value to a new file named as diskcache names them; its relative name."""
         filename, full_path = cache.disk.filename()
-        os.makedirs(os.path.dirname(full_path), exist_ok=True)
         parts = value if isinstance(value, (list, tuple)) else [value]
         # Whole-buffer writes, part by part (a frame's large buffers are written from where the
         # result holds them): diskcache's own writer iterates a BytesIO by *lines*, which for
         # binary data means one write call every few hundred bytes.
-        with open(full_path, "xb", buffering=0) as f:
+        for attempt in range(10):
+            os.makedirs(os.path.dirname(full_path), exist_ok=True)
+            try:
+                f = open(full_path, "xb", buffering=0)
+                break
+            except FileNotFoundError:
+                # Another process removed the (then empty) directory between the two calls:
+                # diskcache prunes empty directories when it deletes files. Try again, as it does.
+                if attempt == 9:
+                    raise
+        with f:
             for part in parts:
                 view = memoryview(part).cast("B")
                 pos = 0
