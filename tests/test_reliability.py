@@ -613,3 +613,17 @@ def test_vanished_store_directory_is_survived(tmp_path, caplog):
     assert f(4, 100_000, log) == _make(4, 100_000, os.devnull)
     assert f(4, 100_000, log) == _make(4, 100_000, os.devnull)
     assert _count(log) == n + 1 and directory.is_dir()
+
+
+def test_prune_on_a_size_limited_disk_store_keeps_recently_read_entries(tmp_path):
+    """With size_limit (diskcache's LRU policy) reads are recorded, so pruning drops unread entries first."""
+    store = fncache.open_store(str(tmp_path / "cache"), size_limit=10**9)
+    keys = [f"{i:032x}" for i in range(3)]
+    for key in keys:
+        store.add(key, b"x" * 100, {"function": "m:f"})
+        time.sleep(0.02)
+    time.sleep(0.02)
+    assert store.get(keys[0]) is not None  # the oldest entry is now the most recently used
+    assert all(e.accessed is not None for e in store.entries())
+    assert prune_to_size(store, 150) == 2
+    assert [e.key for e in store.entries()] == [keys[0]]

@@ -70,7 +70,7 @@ _UPDATE_ROW = (
     f" size = ?, mode = ?, filename = ?, value = ?, {_COLUMN} = ? WHERE rowid = ?"
 )
 _SELECT_ENTRIES = (
-    f"SELECT rowid, key, size, value, store_time, {_COLUMN} FROM Cache"
+    f"SELECT rowid, key, size, value, store_time, access_time, {_COLUMN} FROM Cache"
     f" WHERE rowid > ? AND {_COLUMN} IS NOT NULL AND (expire_time IS NULL OR expire_time > ?)"
     " ORDER BY rowid LIMIT ?"
 )
@@ -341,11 +341,13 @@ class DiskStore(Store):
             )
             if not rows:
                 return
-            for rowid, key, size, value, store_time, raw in rows:
+            # diskcache records reads only under its LRU policy (used when size_limit is set).
+            tracks_reads = cache.eviction_policy == "least-recently-used"
+            for rowid, key, size, value, store_time, access_time, raw in rows:
                 last = rowid
                 meta = decode_meta(raw)
                 created = float(meta.get("created") or store_time or 0.0)
-                accessed = meta.get("accessed")
+                accessed = access_time if tracks_reads else None
                 if not size and value is not None:
                     size = len(value)
                 yield EntryInfo(
