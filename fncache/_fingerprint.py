@@ -85,6 +85,8 @@ def _library_roots() -> tuple[str, ...]:
 
 _LIB_ROOTS = _library_roots()
 _overrides: dict[str, bool] = {}
+# Bumped by track()/untrack(): fingerprints made before then no longer apply, wherever they are kept.
+_generation = [0]
 _user_module_cache: dict[str, bool] = {}
 
 
@@ -99,6 +101,7 @@ def track(*modules: str) -> None:
         _overrides[m] = True
     _user_module_cache.clear()
     _fp_cache.clear()
+    _generation[0] += 1
 
 
 def untrack(*modules: str) -> None:
@@ -109,6 +112,7 @@ def untrack(*modules: str) -> None:
         _overrides[m] = False
     _user_module_cache.clear()
     _fp_cache.clear()
+    _generation[0] += 1
 
 
 def is_user_module(name: str | None) -> bool:
@@ -256,6 +260,7 @@ class Fingerprint:
     _len_watches: tuple[tuple[Any, int], ...] = ()
     _mutable: tuple[tuple[Any, bytes], ...] = ()
     cacheable: bool = True
+    generation: int = 0
 
     @property
     def hexdigest(self) -> str:
@@ -274,6 +279,8 @@ class Fingerprint:
 
     def valid(self) -> bool:
         """Cheap check that no global, code, default, closure or class it read has changed."""
+        if self.generation != _generation[0]:
+            return False  # track()/untrack() changed what counts as user code since
         for mapping, name, obj in self._dict_watches:
             if mapping.get(name, _MISSING) is not obj:
                 return False
@@ -531,6 +538,7 @@ class _Walk:
             _len_watches=tuple(self.len_watches),
             _mutable=tuple(self.mutable),
             cacheable=self.cacheable,
+            generation=_generation[0],
         )
 
 
@@ -575,7 +583,7 @@ def is_user_code(obj: Any) -> bool:
 
 def _library_fingerprint(obj: Any) -> Fingerprint:
     token = ("ref", getattr(obj, "__module__", None), getattr(obj, "__qualname__", None))
-    return Fingerprint(digest=_hasher.digest(token), components={})
+    return Fingerprint(digest=_hasher.digest(token), components={}, generation=_generation[0])
 
 
 def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False) -> Fingerprint:
@@ -641,6 +649,7 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
                                        getattr(obj, "__qualname__", None))),
                 components={},
                 cacheable=False,
+                generation=_generation[0],
             )
     depth = len(stack)
     stack.append(obj)

@@ -571,3 +571,24 @@ def test_deleted_cache_directory_is_recreated_on_the_next_store(tmp_path, caplog
     assert cache.is_dir() and (cache.stat().st_mode & 0o777) == 0o700
     fresh = fncache.open_store(str(cache))
     assert f.key(2) in {e.key for e in fresh.entries()}
+
+
+def test_track_after_first_call_applies_to_the_next_call(store, tmp_path):
+    """fncache.track() on a module changes how a running memoized function reads it, at once."""
+    from .helpers import import_source
+
+    import_source("trackme_lib", "def helper(x):\n    return x + 1\n", tmp_path)
+    fncache.untrack("trackme_lib")
+    try:
+        user = import_source(
+            "trackme_user", "import trackme_lib\ndef f(x):\n    return trackme_lib.helper(x)\n",
+            tmp_path,
+        )
+        f = fncache.memoize(store=store)(user.f)
+        by_name = f.key(1)
+        fncache.track("trackme_lib")
+        by_value = f.key(1)
+        assert by_value != by_name
+    finally:
+        fncache._fingerprint._overrides.pop("trackme_lib", None)
+        fncache._fingerprint._user_module_cache.clear()
