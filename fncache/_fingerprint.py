@@ -90,29 +90,28 @@ _generation = [0]
 _user_module_cache: dict[str, bool] = {}
 
 
+def _override(what: str, modules: tuple[str, ...], user: bool) -> None:
+    for m in modules:
+        if not isinstance(m, str) or not m:
+            raise TypeError(f"{what}: expected module names, got {m!r}")
+    for m in modules:
+        _overrides[m] = user
+    _user_module_cache.clear()
+    # Every fingerprint made before now is stale, wherever it is held (caches, memoized functions).
+    _generation[0] += 1
+
+
 def track(*modules: str) -> None:
     """Treat these modules (and their submodules) as user code: fingerprinted by value.
 
     For your own package installed into site-packages, e.g. ``fncache.track("mypkg")``.
     """
-    for m in modules:
-        if not isinstance(m, str) or not m:
-            raise TypeError(f"track: expected module names, got {m!r}")
-        _overrides[m] = True
-    _user_module_cache.clear()
-    _fp_cache.clear()
-    _generation[0] += 1
+    _override("track", modules, True)
 
 
 def untrack(*modules: str) -> None:
     """Treat these modules (and their submodules) as library code: taken by reference only."""
-    for m in modules:
-        if not isinstance(m, str) or not m:
-            raise TypeError(f"untrack: expected module names, got {m!r}")
-        _overrides[m] = False
-    _user_module_cache.clear()
-    _fp_cache.clear()
-    _generation[0] += 1
+    _override("untrack", modules, False)
 
 
 def is_user_module(name: str | None) -> bool:

@@ -6,9 +6,7 @@ import asyncio
 import collections
 import inspect
 import logging
-import multiprocessing
 import pickle
-import sys
 import time
 
 import pytest
@@ -510,11 +508,6 @@ def test_main_function_wrapper_pickles_into_a_subprocess(tmp_path):
     assert run_py(script, env=env).stdout.strip() == "ok"
     assert _count(tmp_path / "count") == 1, "the child recomputed a call the parent had stored"
 
-
-def test_multiprocessing_start_method_is_available():
-    """The spawn start method used above exists on this platform."""
-    assert "spawn" in multiprocessing.get_all_start_methods()
-    assert sys.version_info >= (3, 10)
 
 
 def test_function_and_options_in_one_call(store):

@@ -94,6 +94,17 @@ def _identity(directory: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+def _map_file(path: str) -> bytes | mmap.mmap | None:
+    """A read-only map of a value file; ``None`` if it was deleted since its row was read."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        return None
+
+
 def _uninitialized(size: int) -> Any:
     """A writable buffer of ``size`` bytes that is about to be overwritten whole.
 
@@ -219,6 +230,12 @@ class DiskStore(Store):
             if value is None:
                 self._guard("read", self._drop_if_file_lost, cache, key, None)
             return value if isinstance(value, (bytes, bytearray)) else None
+        return self._read(cache, key, self._read_file)
+
+    def _read(self, cache: Any, key: str, read_file: Any) -> Any:
+        """The unexpired value at ``key``: inline bytes, ``read_file(path)`` for a file-backed one
+        (``None`` if the file is gone: the row is dropped, a miss), or diskcache's own reading for
+        a value it wrote itself in another mode."""
         try:
             row = self._live_row(cache, key)
             if row is None:
@@ -227,13 +244,12 @@ class DiskStore(Store):
             if mode == _MODE_RAW:
                 return value if isinstance(value, bytes) else None
             if mode == _MODE_BINARY and filename:
-                found = self._read_file(os.path.join(cache.directory, filename))
+                found = read_file(os.path.join(cache.directory, filename))
                 if found is None:
                     self._drop_if_file_lost(cache, key, filename)
                 return found
         except (OSError, sqlite3.Error) as e:
             self._guard("read", _reraise, e)
-        # Another mode (a value written through diskcache by hand): diskcache knows how to read it.
         value = self._guard("read", cache.get, key, default=None, retry=True)
         return value if isinstance(value, (bytes, bytearray)) else None
 
@@ -249,25 +265,7 @@ class DiskStore(Store):
         The map stays valid if the entry is deleted or replaced meanwhile (POSIX keeps an unlinked
         file's pages while they are mapped), and published files are never modified in place.
         """
-        cache = self.cache
-        try:
-            row = self._live_row(cache, key)
-            if row is None:
-                return None
-            mode, filename, value = row
-            if mode == _MODE_RAW:
-                return value if isinstance(value, bytes) else None
-            if mode == _MODE_BINARY and filename:
-                try:
-                    with open(os.path.join(cache.directory, filename), "rb") as f:
-                        if os.fstat(f.fileno()).st_size == 0:
-                            return b""
-                        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except FileNotFoundError:
-                    return None  # deleted between the SELECT and the open: a miss
-        except (OSError, sqlite3.Error) as e:
-            self._guard("read", _reraise, e)
-        found: bytes | mmap.mmap | None = self.get(key)
+        found: bytes | mmap.mmap | None = self._read(self.cache, key, _map_file)
         return found
 
     @staticmethod
