@@ -41,7 +41,7 @@ __all__ = ["CacheInfo", "Memoized", "memoize"]
 log = logging.getLogger("fncache")
 
 #: Part of every key. Bump it whenever the bytes that enter a key change: it invalidates every cache.
-KEY_SCHEMA = "fncache-key-1"
+KEY_SCHEMA = "fncache-key-2"
 _PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 _KEY_PREFIX = _hasher.digest((KEY_SCHEMA, _PY))
 
