@@ -17,6 +17,7 @@ from fncache._errors import (
     StoreError,
     UnhashableArgument,
 )
+from fncache._files import file
 from fncache._fingerprint import track, untrack
 from fncache._hasher import hash, ref, register, unregister
 from fncache._memoize import CacheInfo, Memoized, memoize
@@ -49,6 +50,7 @@ __all__ = [
     "UnhashableArgument",
     "__version__",
     "expires_after",
+    "file",
     "hash",
     "key_for",
     "memoize",

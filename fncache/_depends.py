@@ -2,13 +2,15 @@
 
 A ``pathlib.Path`` (or a string naming an existing file or directory) contributes the digest of its
 content (a directory: of every file below it, by relative path); anything else contributes its value.
-File digests are reused while a file's size and modification time stay the same.
+File digests are reused while a file's size, modification and change times and inode stay the same,
+and only once the file is more than two seconds old (a younger one could be rewritten unseen).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,14 +20,17 @@ from fncache import _hasher
 
 __all__ = ["depends_digest", "path_digest"]
 
-_cache: dict[tuple[str, int, int], bytes] = {}
+_cache: dict[tuple[str, int, int, int, int], bytes] = {}
 _lock = threading.Lock()
 _CHUNK = 1 << 20
+_RACY_NS = 2_000_000_000
 
 
 def _file_digest(path: str) -> bytes:
     st = os.stat(path)
-    ident = (path, st.st_size, st.st_mtime_ns)
+    # ctime and inode are in the identity because mtime can be set back by hand (``touch -d``,
+    # ``os.utime``, an archive extractor) while ctime cannot.
+    ident = (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     found = _cache.get(ident)
     if found is not None:
         return found
@@ -34,8 +39,11 @@ def _file_digest(path: str) -> bytes:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     d: bytes = h.digest()
-    with _lock:
-        _cache[ident] = d
+    # A file modified within the file system's timestamp granularity of now could be rewritten again
+    # with the same size and timestamps ("racy git"): such a digest is not reused.
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+        with _lock:
+            _cache[ident] = d
     return d
 
 
