@@ -30,6 +30,8 @@ import json
 import os
 
 import fncache
+
+pytestmark = pytest.mark.slow  # real kernels / worker pools: minutes, not seconds
 """
 
 HELPER = """\

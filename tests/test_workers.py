@@ -10,6 +10,8 @@ JOB = """
 import os, sys
 import fncache
 
+pytestmark = pytest.mark.slow  # real kernels / worker pools: minutes, not seconds
+
 @fncache.memoize(store=os.environ["STORE_URL"])
 def work(x):
     with open(os.environ["COUNT_FILE"], "a") as f:
