@@ -23,6 +23,8 @@ pytest.importorskip("ipykernel", reason="needs the test extra (ipykernel)")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 from jupyter_client.manager import KernelManager  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real kernels / worker pools: minutes, not seconds
+
 KERNEL = "fncache-test-python"
 
 SETUP = """\
@@ -30,8 +32,6 @@ import json
 import os
 
 import fncache
-
-pytestmark = pytest.mark.slow  # real kernels / worker pools: minutes, not seconds
 """
 
 HELPER = """\

@@ -6,11 +6,11 @@ import pytest
 
 from .helpers import run_py, write
 
+pytestmark = pytest.mark.slow  # real kernels / worker pools: minutes, not seconds
+
 JOB = """
 import os, sys
 import fncache
-
-pytestmark = pytest.mark.slow  # real kernels / worker pools: minutes, not seconds
 
 @fncache.memoize(store=os.environ["STORE_URL"])
 def work(x):
