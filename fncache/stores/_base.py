@@ -159,6 +159,15 @@ class Store:
         """
         raise NotImplementedError
 
+    def orphans(self, grace: float = 3600.0) -> tuple[int, int]:
+        """(count, bytes) of stored data that belongs to no entry and is older than ``grace``
+        seconds (left by writers killed mid-write); ``(0, 0)`` where a store cannot leave any."""
+        return (0, 0)
+
+    def sweep_orphans(self, grace: float = 3600.0) -> tuple[int, int]:
+        """Remove what :meth:`orphans` counts; returns (count, bytes) removed."""
+        return (0, 0)
+
     def close(self) -> None:
         """Drop connections and handles; the store reconnects on next use."""
 
