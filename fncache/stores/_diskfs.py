@@ -8,7 +8,8 @@ Nothing here ever touches a file outside the store because of that:
   ``xx/yy/<28 hex>.val``; anything else is refused before any system call;
 * its directory must resolve (``realpath``) to ``<store>/xx/yy`` itself: no symlinked sub-directory;
 * it is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink fails, a FIFO does not block) and must
-  be a regular file (``fstat``); removal checks the same with ``lstat`` and unlinks only that name.
+  be a regular file (``fstat``); removal unlinks only that name (never a directory, never what a
+  symlink points to).
 
 Not for: protecting against someone who can replace the store directory itself (its parents must
 not be writable by others; :func:`unsafe_ancestors` reports those) or who races a check between
@@ -118,26 +119,35 @@ class ValueFiles:
         Names are random (16 bytes, as diskcache's). A sub-directory someone replaced by a symlink
         is never written through: another name is drawn.
         """
+        refused = None
         for attempt in range(20):
             hex_name = os.urandom(16).hex()
             name = f"{hex_name[:2]}/{hex_name[2:4]}/{hex_name[4:]}.val"
-            for d in (hex_name[:2], f"{hex_name[:2]}/{hex_name[2:4]}"):
+            top = os.path.join(self.directory, hex_name[:2])
+            sub = os.path.join(top, hex_name[2:4])
+            # Each level is created, then checked to be a real directory before anything is made
+            # in it: mkdir through a planted symlink would create directories elsewhere.
+            for d in (top, sub):
                 try:
-                    os.mkdir(os.path.join(self.directory, d), 0o700)
+                    os.mkdir(d, 0o700)
                 except (FileExistsError, FileNotFoundError):
-                    pass  # exists (a symlink is caught below), or a cleanup raced us: retried
-            try:
-                return name, os.open(self.path(name), _CREATE_FLAGS, 0o600)
-            except UnsafeFile as e:
-                log.warning("%s: %s; writing elsewhere", self.directory, e)
-                if attempt == 19:
-                    raise OSError(errno.EPERM, str(e)) from None
-            except FileNotFoundError:
-                # Another process removed the (then empty) directory between the two calls:
-                # empty directories are pruned when their last file goes. Try again.
-                if attempt == 19:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+                    pass  # exists (checked next), or a cleanup raced us (retried below)
+                if os.path.lexists(d) and not _plain_dir(d):
+                    refused = f"{d} is not a directory"
+                    break
+            else:
+                try:
+                    return name, os.open(self.path(name), _CREATE_FLAGS, 0o600)
+                except UnsafeFile as e:
+                    refused = str(e)
+                except FileNotFoundError:
+                    # Another process removed the (then empty) directory between the calls:
+                    # empty directories are pruned when their last file goes. Try again.
+                    if attempt == 19:
+                        raise
+        msg = f"no safe place for a value file in {self.directory}: {refused}"
+        log.warning("%s", msg)
+        raise OSError(errno.EPERM, msg)
 
     # -- reading ---------------------------------------------------------------------------------
     def open(self, name: object) -> int:
@@ -172,16 +182,16 @@ class ValueFiles:
     def remove(self, name: object) -> bool:
         """Remove the value file ``name`` and its directories once empty; ``True`` if removed.
 
-        Only a regular file under a name of the right shape inside the store is removed: anything
-        else is logged and left alone. Never fails (a concurrent removal is fine).
+        Only a name of the right shape inside the store is removed, and only if it is not a
+        directory: a planted symlink or FIFO goes as a name (``unlink`` never follows a link), and
+        anything else is logged and left alone. Never fails (a concurrent removal is fine).
         """
         if name is None:
             return False
         try:
             path = self.path(name)
-            st = os.lstat(path)
-            if not stat.S_ISREG(st.st_mode):
-                raise UnsafeFile(f"value file {name!r} is not a regular file")
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                raise UnsafeFile(f"value file {name!r} is a directory")
             os.unlink(path)
         except UnsafeFile as e:
             log.warning("not removing %s: %s", self.directory, e)
@@ -219,6 +229,14 @@ class ValueFiles:
                         continue
                     if stat.S_ISREG(st.st_mode):
                         yield f"{a}/{b}/{leaf}", st
+
+
+def _plain_dir(path: str) -> bool:
+    """Whether ``path`` is a directory itself, not a symlink to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _listdir_plain(path: str) -> list[str]:
