@@ -322,13 +322,15 @@ def _escape(kind: str, cache: pathlib.Path, victims: list[pathlib.Path]) -> str:
     inside.parent.mkdir(parents=True, exist_ok=True)
     if kind == "symlinked value file":
         inside.symlink_to(plain)
+    elif kind == "hard link":
+        os.link(plain, inside)
     elif kind == "FIFO":
         os.mkfifo(inside)
     return f"ab/cd/{HEX28}.val"
 
 
 ESCAPES = ["absolute path", "../ path", "../ inside a value-file name", "symlinked sub-directory",
-           "symlinked value file", "FIFO"]
+           "symlinked value file", "hard link", "FIFO"]
 
 
 def _store_with_escape(tmp_path: pathlib.Path, kind: str, secret: bytes | None = None,

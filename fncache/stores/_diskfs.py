@@ -8,8 +8,8 @@ Nothing here ever touches a file outside the store because of that:
   ``xx/yy/<28 hex>.val``; anything else is refused before any system call;
 * its directory must resolve (``realpath``) to ``<store>/xx/yy`` itself: no symlinked sub-directory;
 * it is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink fails, a FIFO does not block) and must
-  be a regular file (``fstat``); removal unlinks only that name (never a directory, never what a
-  symlink points to).
+  be a regular file with one link (``fstat``: no hard link to a file elsewhere);
+* removal unlinks only that name: never a directory, never what a symlink points to.
 
 Not for: protecting against someone who can replace the store directory itself (its parents must
 not be writable by others; :func:`unsafe_ancestors` reports those) or who races a check between
@@ -164,8 +164,11 @@ class ValueFiles:
                 raise UnsafeFile(f"value file {name!r} is a symlink") from None
             raise
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise UnsafeFile(f"value file {name!r} is not a regular file")
+            if st.st_nlink != 1:  # a hard link to a file elsewhere; fncache never makes those
+                raise UnsafeFile(f"value file {name!r} has {st.st_nlink} links")
         except BaseException:
             os.close(fd)
             raise
