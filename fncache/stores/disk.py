@@ -480,7 +480,7 @@ class DiskStore(Store):
                 self._drop_if_file_lost(db, key, filename)
                 return None
             except UnsafeFile as e:
-                self._reject(db, key, rowid, None, str(e))
+                self._reject(db, key, rowid, filename, str(e))
                 return None
             found = read_file(fd)
         else:
@@ -491,8 +491,8 @@ class DiskStore(Store):
         return found
 
     def _reject(self, db: _Diskcache, key: str, rowid: int, filename: object, reason: str) -> None:
-        """Remove a row fncache did not write, without reading it (its file only if it is one of
-        ours: ``filename`` is None for a name that was refused)."""
+        """Remove a row fncache did not write, without reading it; its file goes only if its name
+        is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
         log.warning("entry %s in %s is not one fncache wrote (%s); removed without reading it",
                     key, self.directory, reason)
         with db.transact() as (sql, doom):
