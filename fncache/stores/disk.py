@@ -43,6 +43,7 @@ from typing import Any
 
 from fncache._errors import StoreError
 from fncache.stores._base import (
+    ORPHAN_GRACE,
     EntryInfo,
     Store,
     encode_meta,
@@ -57,9 +58,6 @@ __all__ = ["ORPHAN_GRACE", "DiskStore"]
 
 log = logging.getLogger("fncache")
 
-#: Seconds a value file no row references is left alone before ``clear``/``prune`` remove it: a
-#: writer writes its file before it publishes the row, and may be doing so right now.
-ORPHAN_GRACE = 3600.0
 DB_NAME = "cache.db"
 _LOCK = "l:"
 # diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
@@ -480,23 +478,26 @@ class DiskStore(Store):
                 self._drop_if_file_lost(db, key, filename)
                 return None
             except UnsafeFile as e:
-                self._reject(db, key, rowid, filename, str(e))
+                self._reject(db, key, rowid, mode, filename, str(e))
                 return None
             found = read_file(fd)
         else:
             # diskcache's pickle or text modes, or anything else: never loaded, never trusted.
-            self._reject(db, key, rowid, filename, f"storage mode {mode!r}, not raw bytes")
+            self._reject(db, key, rowid, mode, filename, f"storage mode {mode!r}, not raw bytes")
             return None
         db.record_read(rowid, now_)
         return found
 
-    def _reject(self, db: _Diskcache, key: str, rowid: int, filename: object, reason: str) -> None:
+    def _reject(self, db: _Diskcache, key: str, rowid: int, mode: object, filename: object,
+                reason: str) -> None:
         """Remove a row fncache did not write, without reading it; its file goes only if its name
         is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
         log.warning("entry %s in %s is not one fncache wrote (%s); removed without reading it",
                     key, self.directory, reason)
         with db.transact() as (sql, doom):
-            if sql("DELETE FROM Cache WHERE rowid = ? AND key = ?", (rowid, key)).rowcount:
+            # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
+            if sql("DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?",
+                   (rowid, key, mode, filename)).rowcount:
                 doom(filename)
 
     def _drop_if_file_lost(self, db: _Diskcache, key: str, filename: str) -> None:
