@@ -4,7 +4,9 @@ Checks, each reported with a verdict and a one-line detail:
 
 * the environment: Python, fncache and its dependencies' versions;
 * the store: reachable, writable (a probe entry is added, read back and deleted), for a disk store its
-  directory's permissions (0700 expected: a cache is a place where pickles can be planted) and free space;
+  directory's permissions (0700 expected: a cache is a place where pickles can be planted), its
+  parents (none writable by others, unless a secret is set), its database (SQLite's quick check; a
+  damaged one moved aside), orphaned value files, and free space;
 * a function's key stability: its fingerprint is computed in fresh interpreters under several
   ``PYTHONHASHSEED`` values; any difference is reported with the components that differ. An unstable
   fingerprint means a cache that silently never hits across runs.
@@ -162,10 +164,42 @@ def check_store(report: Report, store: Store) -> None:
                    f"{directory} is {mode:04o}" + ("" if private else
                    ": others can plant entries (pickles run code when loaded); chmod 700 it "
                    "or set a secret (FNCACHE_SECRET)"))
+        check_disk_store(report, store)
         usage = shutil.disk_usage(directory)
         free = usage.free / usage.total if usage.total else 0.0
         report.add("free space", free > 0.05,
                    f"{usage.free / 2**30:.1f} GiB free ({free:.0%} of the file system)")
+
+
+def check_disk_store(report: Report, store: Store) -> None:
+    """A disk store's parents, database and orphaned value files."""
+    from fncache.stores._diskfs import unsafe_ancestors
+    from fncache.stores.disk import DB_NAME, DiskStore
+
+    if not isinstance(store, DiskStore):
+        return
+    exposed = unsafe_ancestors(store.directory)
+    secret = bool(os.environ.get("FNCACHE_SECRET"))
+    report.add("parent directories", not exposed or secret,
+               "private" if not exposed else
+               f"{exposed[0]} is writable by others or not yours: they can swap the cache directory"
+               + (" (entries are signed: FNCACHE_SECRET is set)" if secret else
+                  "; fix its permissions or set a secret (FNCACHE_SECRET)"))
+    quarantined = sorted(n for n in os.listdir(store.directory)
+                         if n.startswith(DB_NAME + ".corrupt-") and not n.endswith(("-wal", "-shm")))
+    try:
+        verdict = store.integrity()
+    except Exception as e:  # the failure is the finding
+        verdict = str(e)
+    detail = "cache.db passes SQLite's quick_check" if verdict == "ok" else f"cache.db: {verdict}"
+    if quarantined:
+        detail += (f"; a damaged database was moved aside to {', '.join(quarantined)} "
+                   "(inspect or delete it)")
+    report.add("database", verdict == "ok" and not quarantined, detail)
+    count, nbytes = store.orphans()
+    report.add("orphaned files", True,
+               f"{count} value files ({nbytes} bytes) belong to no entry"
+               + ("; `fncache clear` or `prune` removes them" if count else ""))
 
 
 def run(store: Store, target: str | None, seeds: str = "1,2,random") -> Report:

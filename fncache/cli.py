@@ -137,11 +137,16 @@ def cmd_info(args: argparse.Namespace) -> int:
         "bytes": sum(e.size for e in entries),
         "functions": len(functions),
     }
+    # Disk stores: rows whose metadata is damaged, and value files no entry owns (killed writers).
+    data["damaged"] = sum(1 for e in entries if "damaged" in e.meta)
+    data["orphans"], data["orphan_bytes"] = store.orphans()
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
-        f"entries:   {data['entries']}",
+        f"entries:   {data['entries']}" + (f" ({data['damaged']} damaged)" if data["damaged"] else ""),
         f"size:      {_human_size(float(str(data['bytes'])))} ({data['bytes']} bytes)",
         f"functions: {data['functions']}",
+        f"orphans:   {data['orphans']} files, {_human_size(float(str(data['orphan_bytes'])))}"
+        " (no entry owns them; removed by clear and prune)",
     ])
     _emit(args, data, text)
     return 0
@@ -151,7 +156,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     store = _store_from(args)
     groups: dict[str, dict[str, Any]] = {}
     for info in _select(store, args):
-        g = groups.setdefault(info.function or "?", {"function": info.function or "?", "entries": 0,
+        label = info.function or ("(damaged)" if "damaged" in info.meta else "?")
+        g = groups.setdefault(label, {"function": label, "entries": 0,
                                                      "bytes": 0, "newest": 0.0, "oldest": None})
         g["entries"] += 1
         g["bytes"] += info.size
@@ -187,7 +193,10 @@ def cmd_clear(args: argparse.Namespace) -> int:
         print("nothing removed")
         return 1
     removed = store.clear() if targets is None else _remove(store, targets)
-    _emit(args, {"removed": removed}, f"removed {removed} entr{'y' if removed == 1 else 'ies'}")
+    swept, swept_bytes = store.sweep_orphans()
+    _emit(args, {"removed": removed, "orphans_removed": swept},
+          f"removed {removed} entr{'y' if removed == 1 else 'ies'}"
+          + (f" and {swept} orphaned files ({_human_size(swept_bytes)})" if swept else ""))
     return 0
 
 
@@ -205,8 +214,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print("nothing removed")
         return 1
     removed = _remove(store, targets)
-    _emit(args, {"removed": removed, "bytes": freed},
-          f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_human_size(freed)})")
+    swept, swept_bytes = store.sweep_orphans()
+    _emit(args, {"removed": removed, "bytes": freed, "orphans_removed": swept},
+          f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_human_size(freed)})"
+          + (f" and {swept} orphaned files ({_human_size(swept_bytes)})" if swept else ""))
     return 0
 
 

@@ -25,7 +25,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-__all__ = ["EntryInfo", "Store", "decode_meta", "encode_meta", "join_parts", "value_size"]
+#: Seconds that data no entry references is left alone before it counts as orphaned: a writer
+#: writes its data before it publishes the entry, and may be doing so right now.
+ORPHAN_GRACE = 3600.0
+
+__all__ = ["ORPHAN_GRACE", "EntryInfo", "Store", "decode_meta", "encode_meta", "join_parts", "value_size"]
 
 
 def join_parts(value: Any) -> bytes | bytearray | memoryview:
@@ -158,6 +162,15 @@ class Store:
         for longer than that. Entering waits until the lock is free.
         """
         raise NotImplementedError
+
+    def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
+        """(count, bytes) of stored data that belongs to no entry and is older than ``grace``
+        seconds (left by writers killed mid-write); ``(0, 0)`` where a store cannot leave any."""
+        return (0, 0)
+
+    def sweep_orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
+        """Remove what :meth:`orphans` counts; returns (count, bytes) removed."""
+        return (0, 0)
 
     def close(self) -> None:
         """Drop connections and handles; the store reconnects on next use."""

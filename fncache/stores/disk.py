@@ -1,20 +1,23 @@
-"""The default store: a diskcache ``Cache`` in a local directory.
+"""The default store: a diskcache ``Cache`` in a local directory, read and written with fncache's SQL.
 
-Layout: the value of key ``K`` is the diskcache entry ``K``, tagged with the function id so that
+Layout: the value of key ``K`` is the diskcache row ``K``, tagged with the function id so that
 clearing one function is one indexed delete; its metadata (JSON) sits in an extra column of the
 same row, ``fncache_meta``, which diskcache's own statements (all with explicit column lists)
 ignore. One row per entry means one index entry and one write per store, and value and metadata
-appear and vanish together. Small values live in SQLite, values over 32 KiB in files beside it;
-the file is written first and the row published in one transaction, so a crash leaves at most an
-orphan file, never a half-visible entry.
+appear and vanish together. Small values live in SQLite, values over 32 KiB in files beside it
+(``xx/yy/<hex>.val``); the file is written first and the row published in one transaction, so a
+crash leaves at most an orphan file, never a half-visible entry. Orphans older than
+:data:`ORPHAN_GRACE` are reported by ``fncache info`` and swept by ``fncache clear`` and ``prune``.
 
-Fast paths: with the settings this store uses by default (no statistics, an eviction policy that
-does not write on reads), a read is one SELECT on diskcache's own connection instead of
-``Cache.get`` (the same statement with more Python around it), and a write is diskcache's own
-transaction and cull around one INSERT or UPDATE. The SQL mirrors diskcache's (expire-time check,
-mode and file columns; its triggers keep count and size), so a plain ``diskcache.Cache`` on the
-directory still reads the values. An LRU size limit or statistics make reads write, so those reads
-go through ``Cache.get``.
+Nothing in a row is trusted. diskcache's own reading (``Cache.get``) unpickles rows of its pickle
+mode before fncache could check anything, so it is never used: rows are read with the statements
+below, and only raw bytes (inline) or a regular value file inside the directory are accepted.
+Any other row is damage: logged, removed without being read. Value file names are checked and
+opened by :class:`~fncache.stores._diskfs.ValueFiles` (no file outside the store is ever read or
+removed). The bytes returned go to the codec, which checks their checksum (and signature, with
+a secret) before anything is unpickled. A plain ``diskcache.Cache`` on the directory still reads
+the values. A damaged ``cache.db`` (garbage, truncated) is moved aside to
+``cache.db.corrupt-<time>`` with a WARNING and a fresh one started.
 
 diskcache is safe for many threads and processes on one machine. It is *not* safe on NFS or other
 network file systems (SQLite locking): use a Redis or S3 store to share a cache between machines.
@@ -23,42 +26,54 @@ network file systems (SQLite locking): use a Redis or S3 store to share a cache 
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import math
 import mmap
 import os
+import re
 import sqlite3
+import stat
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import StoreError
 from fncache.stores._base import (
+    ORPHAN_GRACE,
     EntryInfo,
     Store,
-    decode_meta,
     encode_meta,
     join_parts,
     now,
     value_size,
 )
+from fncache.stores._diskfs import UnsafeFile, ValueFiles, make_private_dirs, unsafe_ancestors
 from fncache.stores._lock import LeaseLock
 
-__all__ = ["DiskStore"]
+__all__ = ["ORPHAN_GRACE", "DiskStore"]
 
 log = logging.getLogger("fncache")
 
+DB_NAME = "cache.db"
 _LOCK = "l:"
 # diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
 _UNLIMITED = 2**62
 # diskcache's storage modes (diskcache.core.MODE_RAW / MODE_BINARY): inline blob, or a file.
 _MODE_RAW, _MODE_BINARY = 1, 2
 _COLUMN = "fncache_meta"
+# Columns of diskcache's Cache table that the statements below use (checked by the tests).
+COLUMNS = ("rowid", "key", "raw", "store_time", "expire_time", "access_time", "access_count", "tag",
+           "size", "mode", "filename", "value")
 _SELECT_VALUE = (
-    "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
+    "SELECT rowid, mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
     " AND (expire_time IS NULL OR expire_time > ?)"
+)
+_SELECT_LIVE = (
+    "SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
 )
 _SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
 _INSERT_ROW = (
@@ -79,30 +94,55 @@ _SELECT_ENTRIES = (
 # small enough that a concurrent writer waits for one batch at most, not for the whole clear.
 _CLEAR_BATCH = 20_000
 _LIST_BATCH = 1_000
+# A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
+# regular expression, never unpickled.
+_TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
+_META_MAX = 64 * 1024
 
 
-def _reraise(e: BaseException) -> None:
-    raise e
+def _corrupt(e: BaseException) -> bool:
+    """Whether an SQLite error says the database file itself is damaged (not busy, not locked)."""
+    if not isinstance(e, sqlite3.DatabaseError) or isinstance(e, sqlite3.IntegrityError):
+        return False
+    text = str(e)
+    return "not a database" in text or "malformed" in text
 
 
-def _identity(directory: str) -> tuple[int, int] | None:
-    """(device, inode) of a directory, or None if it is gone."""
+def _identity(directory: str) -> tuple[int, int, int] | None:
+    """(device, inode) of a directory and the inode of its database, or None if it is gone."""
     try:
         st = os.stat(directory)
+        db = os.lstat(os.path.join(directory, DB_NAME))
     except OSError:
         return None
-    return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, db.st_ino)
 
 
-def _map_file(path: str) -> bytes | mmap.mmap | None:
-    """A read-only map of a value file; ``None`` if it was deleted since its row was read."""
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        return None
+def _map_file(fd: int) -> bytes | mmap.mmap:
+    """A read-only map of an open value file (the descriptor is closed)."""
+    with open(fd, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _read_file(fd: int) -> Any:
+    """An open value file read whole into a writable buffer, or None if it shrank meanwhile.
+
+    A writable buffer (one copy, from the page cache) lets the codec hand out the arrays in it
+    without copying them again.
+    """
+    with open(fd, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        buf = _uninitialized(size)
+        view = memoryview(buf).cast("B")
+        pos = 0
+        while pos < size:
+            n = f.readinto(view[pos:])
+            if not n:
+                return None  # truncated under us: not a whole value
+            pos += n
+        return buf
 
 
 def _uninitialized(size: int) -> Any:
@@ -120,8 +160,147 @@ def _uninitialized(size: int) -> Any:
     return mmap.mmap(-1, size)
 
 
+def _number(x: object) -> float | None:
+    """``x`` as a finite float if it is an int or float (not a bool), else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
+    """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
+    is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
+    a listing, or the command that would clean it up)."""
+    _, key, size, value, store_time, access_time, raw = row
+    problem = None
+    meta: Any = {}
+    try:
+        if not isinstance(raw, (bytes, str)) or len(raw) > _META_MAX:
+            raise ValueError("not a short JSON text")
+        meta = json.loads(raw)
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
+        problem = f"metadata: {e}"[:200]
+    if problem is None:
+        created = _number(meta.get("created", store_time))
+        msize = meta.get("size", 0)
+        if created is None:
+            problem = "metadata: created is not a number"
+        elif isinstance(msize, bool) or not isinstance(msize, int) or not 0 <= msize < 2**63:
+            problem = "metadata: size is not a byte count"
+        elif not isinstance(meta.get("function", ""), str):
+            problem = "metadata: function is not text"
+    if not isinstance(key, str):
+        key, problem = "", problem or "key is not text"
+    stored = _number(size)
+    if not stored and isinstance(value, bytes):
+        stored = len(value)
+    accessed = _number(access_time) if tracks_reads else None
+    if problem is not None:
+        return EntryInfo(key=key, size=int(stored or 0), created=_number(store_time) or 0.0,
+                         accessed=accessed or None, meta={"damaged": problem})
+    return EntryInfo(key=key, size=int(meta.get("size") or stored or 0),
+                     created=_number(meta.get("created")) or _number(store_time) or 0.0,
+                     accessed=accessed or None, meta=meta)
+
+
+class _Diskcache:
+    """The one place that uses diskcache's private API (checked against diskcache 5.4 to 5.6).
+
+    It relies on: the ``Cache`` table's columns (:data:`COLUMNS`) and storage modes 1 (raw bytes
+    inline) and 2 (bytes in a file); ``Cache._sql`` (the connection's ``execute``);
+    ``Cache._transact(retry)`` (``BEGIN IMMEDIATE`` ... ``COMMIT``, nested per thread, retried
+    while busy); ``Cache._cull(now, sql, cleanup)``; ``EVICTION_POLICY[...]["get"]``. The tests
+    check these against the installed diskcache. Nothing of diskcache reads a value or deletes a
+    file: rows are never given to ``Disk.fetch`` (which unpickles) and the files of removed rows go
+    to :meth:`ValueFiles.remove`, not to ``Disk.remove`` (which joins any name to the directory).
+    """
+
+    def __init__(self, directory: str, size_limit: int | None, options: dict[str, Any]) -> None:
+        import diskcache
+        from diskcache.core import EVICTION_POLICY
+
+        opts = dict(options)
+        opts.setdefault("eviction_policy", "least-recently-used" if size_limit else "none")
+        self.cache = diskcache.Cache(
+            directory, size_limit=size_limit or _UNLIMITED, tag_index=True, **opts
+        )
+        self.files = ValueFiles(directory)
+        self.min_file_size = int(self.cache.disk_min_file_size)
+        self.timeout = float(self.cache.timeout)
+        # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
+        self._on_read: str | None = EVICTION_POLICY[self.cache.eviction_policy]["get"]
+        self._statistics = bool(self.cache.statistics)
+        self.tracks_reads = self.cache.eviction_policy == "least-recently-used"
+        self._add_meta_column()
+
+    def _add_meta_column(self) -> None:
+        columns = [row[1] for row in self.cache._sql("PRAGMA table_info(Cache)").fetchall()]
+        if _COLUMN in columns:
+            return
+        try:
+            # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
+            self.cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
+        except sqlite3.OperationalError as e:
+            if "duplicate column" not in str(e):  # another process added it first: fine
+                raise
+
+    def rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        """All rows of one read-only statement."""
+        # WAL readers are rarely refused, but a checkpoint or a recovery can still answer "database
+        # is locked" past SQLite's busy timeout; diskcache retries its writers, so readers do too.
+        deadline = None
+        while True:
+            try:
+                return self.cache._sql(statement, params).fetchall()  # type: ignore[no-any-return]
+            except sqlite3.OperationalError as e:
+                if str(e) != "database is locked":
+                    raise
+                t = time.monotonic()
+                if deadline is None:
+                    deadline = t + self.timeout
+                elif t > deadline:
+                    raise
+                time.sleep(0.001)
+
+    @contextmanager
+    def transact(self) -> Iterator[tuple[Any, Any]]:
+        """``(sql, doom)`` inside one write transaction; files passed to ``doom`` are removed
+        (contained, see :class:`ValueFiles`) after the commit, none if the transaction fails."""
+        doomed: list[object] = []
+        with self.cache._transact(True) as (sql, _):
+            yield sql, doomed.append
+        for name in doomed:
+            if name is not None:
+                self.files.remove(name)
+
+    def cull(self, now_: float, sql: Any, doom: Any) -> None:
+        """Remove expired rows (and, past the size limit, rows by policy) inside a transaction."""
+        self.cache._cull(now_, sql, doom)
+
+    def record_read(self, rowid: int | None, now_: float) -> None:
+        """What diskcache records on a read under an LRU/LFU policy or with statistics on.
+
+        Bookkeeping only: a busy database loses this record rather than failing the read.
+        """
+        try:
+            if self._statistics:
+                self.cache._sql("UPDATE Settings SET value = value + 1 WHERE key = ?",
+                                ("hits" if rowid is not None else "misses",))
+            if self._on_read is not None and rowid is not None:
+                update = self._on_read.format(now=repr(now_))
+                self.cache._sql(f"UPDATE Cache SET {update} WHERE rowid = ?", (rowid,))
+        except sqlite3.OperationalError as e:
+            log.debug("read of row %s not recorded: %s", rowid, e)
+
+    def close(self) -> None:
+        self.cache.close()
+
+
 class DiskStore(Store):
-    """A diskcache-backed store in ``directory`` (created with mode 0700).
+    """A diskcache-backed store in ``directory`` (created with mode 0700, parents too).
 
     Options: ``size_limit`` (bytes; least recently used entries are evicted past it, default
     unlimited), and any other keyword is passed to :class:`diskcache.Cache`.
@@ -141,122 +320,135 @@ class DiskStore(Store):
             options["size_limit"] = size_limit
         super().__init__(url, **options)
         self.directory = url
-        self._cache: Any = None
-        self._fast_read = False
-        self._dir_id: tuple[int, int] | None = None
+        self._db: _Diskcache | None = None
+        self._ids: tuple[int, int, int] | None = None
         self._open_lock = threading.Lock()
         self._size_limited = size_limit is not None
         self._writes = 0
+        self._warned_exposed = False
+
+    @property
+    def db(self) -> _Diskcache:
+        """The opened database (once, whatever the threads)."""
+        db = self._db
+        if db is None:
+            with self._open_lock:
+                if self._db is None:
+                    self._db = self._open()
+                db = self._db
+        return db
 
     @property
     def cache(self) -> Any:
-        """The underlying :class:`diskcache.Cache`, opened on first use (once, whatever the threads)."""
-        cache = self._cache
-        if cache is None:
-            with self._open_lock:
-                if self._cache is None:
-                    self._cache = self._open()
-                cache = self._cache
-        return cache
+        """The underlying :class:`diskcache.Cache`, for inspection only: its ``get`` unpickles."""
+        return self.db.cache
 
-    def _open(self) -> Any:
-        import diskcache
-        from diskcache.core import EVICTION_POLICY
-
+    def _open(self) -> _Diskcache:
         opts = dict(self.options)
         limit = opts.pop("size_limit", None)
-        opts.setdefault("eviction_policy", "least-recently-used" if limit else "none")
+        moved = False
         for attempt in range(50):
+            db_path = os.path.join(self.directory, DB_NAME)
+            found = None
             try:
                 if not os.path.isdir(self.directory):
                     # 0700: loading a pickle runs code, so nobody else may plant entries here.
-                    os.makedirs(self.directory, mode=0o700, exist_ok=True)
-                cache = diskcache.Cache(
-                    self.directory, size_limit=limit or _UNLIMITED, tag_index=True, **opts
-                )
-                self._add_meta_column(cache)
-                self._dir_id = _identity(self.directory)
+                    make_private_dirs(self.directory)
+                try:
+                    found = os.lstat(db_path)
+                except FileNotFoundError:
+                    pass
+                if found is not None and not stat.S_ISREG(found.st_mode) and not moved:
+                    # A symlink (SQLite would write wherever it points) or a FIFO, a directory.
+                    self._quarantine("not a regular file", found.st_ino)
+                    moved = True
+                    continue
+                db = _Diskcache(self.directory, limit, opts)
+                self._ids = _identity(self.directory)
                 break
-            except sqlite3.OperationalError as e:
+            except sqlite3.Error as e:
+                if _corrupt(e) and not moved:
+                    self._quarantine(str(e), None if found is None else found.st_ino)
+                    moved = True
+                    continue
                 # Processes opening a new cache at once race on its schema; diskcache does not
                 # retry that part, so we do.
                 if "locked" not in str(e) or attempt == 49:
                     raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
                 time.sleep(0.01 * (attempt + 1))
-            except (OSError, sqlite3.Error) as e:
+            except OSError as e:
                 raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
-        # The read fast path reproduces Cache.get for these settings only: an LRU policy or
-        # statistics write on every read, which needs diskcache's transaction.
-        self._fast_read = (
-            not cache.statistics and EVICTION_POLICY[cache.eviction_policy]["get"] is None
-        )
-        return cache
+        self._warn_if_exposed()
+        return db
 
-    @staticmethod
-    def _add_meta_column(cache: Any) -> None:
-        columns = [row[1] for row in cache._sql("PRAGMA table_info(Cache)").fetchall()]
-        if _COLUMN in columns:
+    def _warn_if_exposed(self) -> None:
+        if self._warned_exposed or os.environ.get("FNCACHE_SECRET"):
             return
-        try:
-            # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
-            cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
-        except sqlite3.OperationalError as e:
-            if "duplicate column" not in str(e):  # another process added it first: fine
-                raise
+        exposed = unsafe_ancestors(self.directory)
+        if exposed:
+            self._warned_exposed = True
+            log.warning(
+                "cache directory %s can be replaced or written by other users (%s is writable by "
+                "others or not yours): anyone there can plant entries that run code when loaded; "
+                "make it private or set a secret (FNCACHE_SECRET)", self.directory, exposed[0])
 
-    def _guard(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _quarantine(self, reason: str, inode: int | None) -> None:
+        """Move a damaged ``cache.db`` (and its WAL files) aside; a fresh one is created next.
+
+        Only if the file there is still the one found damaged (``inode``): another process may have
+        moved it and started a fresh database already. Never deletes: the user decides.
+        """
+        path = os.path.join(self.directory, DB_NAME)
         try:
-            return fn(*args, **kwargs)
-        except (OSError, sqlite3.Error) as e:
-            if isinstance(e, sqlite3.Error) or getattr(e, "errno", None) in (
-                errno.ENOENT,
-                errno.ESTALE,
-            ):
-                # The directory vanished or its database broke under us: reopen next time.
-                self.close()
-            raise StoreError(f"{what} failed on {self.directory!r}: {e}") from e
+            if inode is not None and os.lstat(path).st_ino != inode:
+                return
+        except FileNotFoundError:
+            return
+        target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        n = 1
+        while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
+            n += 1
+        target += "" if n == 1 else f"-{n}"
+        try:
+            os.rename(path, target)
+        except FileNotFoundError:
+            return
+        for suffix in ("-wal", "-shm"):
+            try:
+                os.rename(path + suffix, target + suffix)
+            except OSError:
+                pass
+        log.warning("cache database %s is damaged (%s); moved it aside to %s and started a fresh "
+                    "one", path, reason, os.path.basename(target))
+
+    def _guard(self, what: str, fn: Any, *args: Any) -> Any:
+        for attempt in (0, 1):
+            try:
+                return fn(*args)
+            except (OSError, sqlite3.Error) as e:
+                if _corrupt(e) and attempt == 0:
+                    # The database broke under us: move it aside once and retry on a fresh one.
+                    ids = self._ids
+                    self.close()
+                    self._quarantine(str(e), None if ids is None else ids[2])
+                    continue
+                if isinstance(e, sqlite3.Error) or getattr(e, "errno", None) in (
+                    errno.ENOENT,
+                    errno.ESTALE,
+                ):
+                    # The directory vanished or its database broke under us: reopen next time.
+                    self.close()
+                raise StoreError(f"{what} failed on {self.directory!r}: {e}") from e
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, key: str) -> Any:
         """The value at ``key`` or ``None``; a file-backed value comes as a writable buffer.
 
-        A file-backed value is read straight into a writable buffer (one copy, from the page
-        cache), so the codec can hand out the arrays in it without copying them again. A file
-        deleted between the row lookup and the read is a miss.
+        A file deleted between the row lookup and the read is a miss. A row that is not raw bytes
+        or a regular value file in the directory is removed unread (logged) and is a miss.
         """
-        cache = self.cache
-        if not self._fast_read:
-            value = self._guard("read", cache.get, key, default=None, retry=True)
-            if value is None:
-                self._guard("read", self._drop_if_file_lost, cache, key, None)
-            return value if isinstance(value, (bytes, bytearray)) else None
-        return self._read(cache, key, self._read_file)
-
-    def _read(self, cache: Any, key: str, read_file: Any) -> Any:
-        """The unexpired value at ``key``: inline bytes, ``read_file(path)`` for a file-backed one
-        (``None`` if the file is gone: the row is dropped, a miss), or diskcache's own reading for
-        a value it wrote itself in another mode."""
-        try:
-            row = self._live_row(cache, key)
-            if row is None:
-                return None
-            mode, filename, value = row
-            if mode == _MODE_RAW:
-                return value if isinstance(value, bytes) else None
-            if mode == _MODE_BINARY and filename:
-                found = read_file(os.path.join(cache.directory, filename))
-                if found is None:
-                    self._drop_if_file_lost(cache, key, filename)
-                return found
-        except (OSError, sqlite3.Error) as e:
-            self._guard("read", _reraise, e)
-        value = self._guard("read", cache.get, key, default=None, retry=True)
-        return value if isinstance(value, (bytes, bytearray)) else None
-
-    def _live_row(self, cache: Any, key: str) -> tuple[int, str | None, Any] | None:
-        """(mode, filename, inline value) of the unexpired entry at ``key``, or None."""
-        rows = self._select(cache, _SELECT_VALUE, (key, time.time()))
-        return tuple(rows[0]) if rows else None
+        return self._guard("read", self._read, key, _read_file)
 
     def get_mmap(self, key: str) -> bytes | mmap.mmap | None:
         """The value at ``key`` as a read-only memory map of its file, or ``None``.
@@ -265,105 +457,90 @@ class DiskStore(Store):
         The map stays valid if the entry is deleted or replaced meanwhile (POSIX keeps an unlinked
         file's pages while they are mapped), and published files are never modified in place.
         """
-        found: bytes | mmap.mmap | None = self._read(self.cache, key, _map_file)
+        found: bytes | mmap.mmap | None = self._guard("read", self._read, key, _map_file)
         return found
 
-    @staticmethod
-    def _select(cache: Any, statement: str, params: tuple[Any, ...]) -> list[Any]:
-        # WAL readers are rarely refused, but a checkpoint or a recovery can still answer "database
-        # is locked" past SQLite's busy timeout; diskcache retries its writers, so readers do too.
-        deadline = None
-        while True:
+    def _read(self, key: str, read_file: Any) -> Any:
+        """The unexpired value at ``key``: inline bytes, or ``read_file(fd)`` of its value file."""
+        db = self.db
+        now_ = time.time()
+        rows = db.rows(_SELECT_VALUE, (key, now_))
+        if not rows:
+            db.record_read(None, now_)
+            return None
+        rowid, mode, filename, value = rows[0]
+        if filename is None and mode in (_MODE_RAW, _MODE_BINARY) and isinstance(value, bytes):
+            found = value
+        elif mode == _MODE_BINARY and value is None:
             try:
-                return cache._sql(statement, params).fetchall()  # type: ignore[no-any-return]
-            except sqlite3.OperationalError as e:
-                if str(e) != "database is locked":
-                    raise
-                t = time.monotonic()
-                if deadline is None:
-                    deadline = t + float(cache.timeout)
-                elif t > deadline:
-                    raise
-                time.sleep(0.001)
+                fd = db.files.open(filename)
+            except FileNotFoundError:
+                self._drop_if_file_lost(db, key, filename)
+                return None
+            except UnsafeFile as e:
+                self._reject(db, key, rowid, mode, filename, str(e))
+                return None
+            found = read_file(fd)
+        else:
+            # diskcache's pickle or text modes, or anything else: never loaded, never trusted.
+            self._reject(db, key, rowid, mode, filename, f"storage mode {mode!r}, not raw bytes")
+            return None
+        db.record_read(rowid, now_)
+        return found
 
-    def _drop_if_file_lost(self, cache: Any, key: str, filename: str | None) -> None:
+    def _reject(self, db: _Diskcache, key: str, rowid: int, mode: object, filename: object,
+                reason: str) -> None:
+        """Remove a row fncache did not write, without reading it; its file goes only if its name
+        is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
+        log.warning("entry %s in %s is not one fncache wrote (%s); removed without reading it",
+                    key, self.directory, reason)
+        with db.transact() as (sql, doom):
+            # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
+            if sql("DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?",
+                   (rowid, key, mode, filename)).rowcount:
+                doom(filename)
+
+    def _drop_if_file_lost(self, db: _Diskcache, key: str, filename: str) -> None:
         """Remove the entry at ``key`` if its row names a value file that no longer exists.
 
         Such a row (its file deleted by hand, a cleaner or a crashed disk) would otherwise read as a
         miss forever while blocking every ``add`` of a fresh value. The row is deleted only if it
         still names the same missing file, so an entry replaced or removed meanwhile is left alone.
         """
-        rows = self._select(cache, "SELECT mode, filename FROM Cache WHERE key = ? AND raw = 1",
-                            (key,))
-        if not rows or rows[0][0] != _MODE_BINARY or not rows[0][1]:
+        if db.files.exists(filename):
             return
-        lost = rows[0][1]
-        if filename is not None and lost != filename:
-            return  # replaced since we read it
-        if os.path.exists(os.path.join(cache.directory, lost)):
-            return
-        with cache._transact(True) as (sql, _):
+        with db.transact() as (sql, _):
             gone = sql("DELETE FROM Cache WHERE key = ? AND raw = 1 AND filename = ?",
-                       (key, lost)).rowcount
+                       (key, filename)).rowcount
         if gone:
-            log.warning("entry %s in %s lost its value file %s; removed", key, self.directory, lost)
-
-    @staticmethod
-    def _read_file(path: str) -> Any:
-        try:
-            f = open(path, "rb", buffering=0)
-        except FileNotFoundError:
-            return None  # deleted between the SELECT and the open: a miss, as in diskcache
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            buf = _uninitialized(size)
-            view = memoryview(buf).cast("B")
-            pos = 0
-            while pos < size:
-                n = f.readinto(view[pos:])
-                if not n:
-                    return None  # truncated under us: not a whole value
-                pos += n
-            return buf
+            log.warning("entry %s in %s lost its value file %s; removed", key, self.directory,
+                        filename)
 
     def contains(self, key: str) -> bool:
-        return bool(self._guard("lookup", self.cache.__contains__, key))
+        return bool(self._guard("lookup", self.db.rows, _SELECT_LIVE, (key, time.time())))
 
     def entries(self) -> Iterator[EntryInfo]:
-        cache = self.cache
+        """Every entry; one whose metadata is damaged is listed with ``meta["damaged"]`` set."""
         last = 0
         while True:
             # Batches by rowid: no read transaction stays open while the caller works.
-            rows = self._guard(
-                "list", self._select, cache, _SELECT_ENTRIES, (last, time.time(), _LIST_BATCH)
-            )
+            rows = self._guard("list", self._list_batch, last)
             if not rows:
                 return
-            # diskcache records reads only under its LRU policy (used when size_limit is set).
-            tracks_reads = cache.eviction_policy == "least-recently-used"
-            for rowid, key, size, value, store_time, access_time, raw in rows:
-                last = rowid
-                meta = decode_meta(raw)
-                created = float(meta.get("created") or store_time or 0.0)
-                accessed = access_time if tracks_reads else None
-                if not size and value is not None:
-                    size = len(value)
-                yield EntryInfo(
-                    key=key,
-                    size=int(meta.get("size") or size or 0),
-                    created=created,
-                    accessed=float(accessed) if accessed else None,
-                    meta=meta,
-                )
+            tracks_reads = self.db.tracks_reads  # diskcache records reads only under LRU
+            for row in rows:
+                last = row[0]
+                yield _entry(row, tracks_reads)
+
+    def _list_batch(self, last: int) -> list[Any]:
+        return self.db.rows(_SELECT_ENTRIES, (last, time.time(), _LIST_BATCH))
 
     def volume(self) -> int:
-        return int(self._guard("stat", self.cache.volume))
+        return int(self._guard("stat", lambda: self.db.cache.volume()))
 
     def __len__(self) -> int:
-        rows = self._guard(
-            "stat", self._select, self.cache,
-            f"SELECT COUNT(*) FROM Cache WHERE {_COLUMN} IS NOT NULL", (),
-        )
+        rows = self._guard("stat", lambda: self.db.rows(
+            f"SELECT COUNT(*) FROM Cache WHERE {_COLUMN} IS NOT NULL", ()))
         return int(rows[0][0])
 
     # -- writing ---------------------------------------------------------------------------------
@@ -377,14 +554,14 @@ class DiskStore(Store):
 
     def _put(self, key: str, value: Any, meta: dict[str, Any], expire: float | None,
              create_only: bool) -> bool:
-        if self._cache is not None and _identity(self.directory) != self._dir_id:
-            # The directory was deleted (or replaced) under us. SQLite would keep writing to the
-            # unlinked database without an error and every result would silently be lost: start
-            # a fresh store at the path instead. (Reads are not checked: a stat per hit would cost
-            # more than serving a still-valid entry from the old file for a while.)
+        if self._db is not None and _identity(self.directory) != self._ids:
+            # The directory (or its database) was deleted or replaced under us. SQLite would keep
+            # writing to the unlinked database without an error and every result would silently
+            # be lost: start a fresh store at the path instead. (Reads are not checked: a stat per
+            # hit would cost more than serving a still-valid entry from the old file for a while.)
             log.warning("cache directory %s was removed or replaced; reopening it", self.directory)
             self.close()
-        cache = self.cache
+        db = self.db
         tag = meta.get("function") or None
         size = value_size(value)
         raw_meta = sqlite3.Binary(
@@ -392,62 +569,72 @@ class DiskStore(Store):
         )
         now_ = time.time()
         expire_time = None if expire is None else now_ + expire
-        if size < cache.disk_min_file_size:
+        if size < db.min_file_size:
             mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(join_parts(value))
             size = 0  # as diskcache: its size column counts file-backed bytes only
         else:
-            mode, filename, db_value = _MODE_BINARY, self._write_file(cache, value), None
-        # diskcache's own transaction (BEGIN IMMEDIATE, retried while the database is busy; files
-        # of replaced rows removed after COMMIT) and its cull of expired rows, as Cache.add does.
-        with cache._transact(True, filename) as (sql, cleanup):
-            # Insert first: a new key (the common case, a miss being stored) costs one statement;
-            # the unique index on (key, raw) tells us when the key is taken.
-            try:
-                sql(_INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
-                                  db_value, raw_meta))
-            except sqlite3.IntegrityError:
-                rowid, old_filename, old_expire = sql(_SELECT_ROW, (key,)).fetchall()[0]
-                if create_only and (old_expire is None or old_expire > now_):
-                    cleanup(filename)
-                    return False
-                cleanup(old_filename)
-                sql(_UPDATE_ROW, (now_, expire_time, now_, tag, size, mode, filename, db_value,
-                                  raw_meta, rowid))
-            # Removing expired rows is housekeeping (readers never see them): writes that use expiry
-            # or a size limit do it every time, others every fourth time.
-            self._writes += 1
-            if self._size_limited or expire is not None or self._writes % 4 == 0:
-                cache._cull(now_, sql, cleanup)
+            mode, filename, db_value = _MODE_BINARY, self._write_file(db, value), None
+        try:
+            # diskcache's transaction (BEGIN IMMEDIATE, retried while the database is busy) and its
+            # cull of expired rows, as Cache.add does; files of replaced rows go after COMMIT.
+            with db.transact() as (sql, doom):
+                # Insert first: a new key (the common case, a miss being stored) costs one
+                # statement; the unique index on (key, raw) tells us when the key is taken.
+                try:
+                    sql(_INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
+                                      db_value, raw_meta))
+                except sqlite3.IntegrityError:
+                    rowid, old_filename, old_expire = sql(_SELECT_ROW, (key,)).fetchall()[0]
+                    if create_only and (old_expire is None or old_expire > now_):
+                        doom(filename)
+                        return False
+                    doom(old_filename)
+                    sql(_UPDATE_ROW, (now_, expire_time, now_, tag, size, mode, filename,
+                                      db_value, raw_meta, rowid))
+                # Removing expired rows is housekeeping (readers never see them): writes that use
+                # expiry or a size limit do it every time, others every fourth time.
+                self._writes += 1
+                if self._size_limited or expire is not None or self._writes % 4 == 0:
+                    db.cull(now_, sql, doom)
+        except BaseException:
+            if filename is not None:
+                db.files.remove(filename)  # never published
+            raise
         return True
 
     @staticmethod
-    def _write_file(cache: Any, value: Any) -> str:
-        """Write a large value to a new file named as diskcache names them; its relative name."""
-        filename, full_path = cache.disk.filename()
+    def _write_file(db: _Diskcache, value: Any) -> str:
+        """Write a large value to a new value file; its relative name."""
+        filename, fd = db.files.new()
         parts = value if isinstance(value, (list, tuple)) else [value]
         # Whole-buffer writes, part by part (a frame's large buffers are written from where the
         # result holds them): diskcache's own writer iterates a BytesIO by *lines*, which for
         # binary data means one write call every few hundred bytes.
-        for attempt in range(10):
-            os.makedirs(os.path.dirname(full_path), exist_ok=True)
-            try:
-                f = open(full_path, "xb", buffering=0)
-                break
-            except FileNotFoundError:
-                # Another process removed the (then empty) directory between the two calls:
-                # diskcache prunes empty directories when it deletes files. Try again, as it does.
-                if attempt == 9:
-                    raise
-        with f:
-            for part in parts:
-                view = memoryview(part).cast("B")
-                pos = 0
-                while pos < view.nbytes:
-                    pos += f.write(view[pos:])
-        return filename  # type: ignore[no-any-return]
+        try:
+            with open(fd, "wb", buffering=0) as f:
+                for part in parts:
+                    view = memoryview(part).cast("B")
+                    pos = 0
+                    while pos < view.nbytes:
+                        pos += f.write(view[pos:])
+        except BaseException:
+            db.files.remove(filename)
+            raise
+        return filename
 
     def delete(self, key: str) -> bool:
-        return bool(self._guard("delete", self.cache.delete, key, retry=True))
+        """Remove the entry at ``key`` (its value file after the commit); atomic, idempotent."""
+        return bool(self._guard("delete", self._delete, key))
+
+    def _delete(self, key: str) -> bool:
+        with self.db.transact() as (sql, doom):
+            rows = sql("SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1",
+                       (key,)).fetchall()
+            if not rows:
+                return False
+            sql("DELETE FROM Cache WHERE rowid = ?", (rows[0][0],))
+            doom(rows[0][1])
+        return True
 
     def clear(self) -> int:
         """Remove every entry (and lock); returns how many entries there were.
@@ -464,13 +651,12 @@ class DiskStore(Store):
         return int(self._guard("clear", self._clear_rows, function))
 
     def _clear_rows(self, tag: str | None) -> int:
-        cache = self.cache
         where = "rowid > ?" + (" AND tag = ?" if tag is not None else "")
         select = f"SELECT rowid, filename, {_COLUMN} IS NOT NULL FROM Cache WHERE {where}"
         select += " ORDER BY rowid LIMIT ?"
         count, last = 0, 0
         while True:
-            with cache._transact(True) as (sql, cleanup):
+            with self.db.transact() as (sql, doom):
                 params = (last, tag, _CLEAR_BATCH) if tag is not None else (last, _CLEAR_BATCH)
                 rows = sql(select, params).fetchall()
                 if not rows:
@@ -483,28 +669,100 @@ class DiskStore(Store):
                     sql("DELETE FROM Cache WHERE rowid BETWEEN ? AND ? AND tag = ?",
                         (first, last, tag))
                 for _, filename, is_entry in rows:
-                    count += is_entry
-                    if filename is not None:
-                        cleanup(filename)
+                    count += bool(is_entry)
+                    doom(filename)
 
+    # -- orphaned value files --------------------------------------------------------------------
+    def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
+        """(count, bytes) of value files that no row references, last written over ``grace``
+        seconds ago: left by writers killed between writing a file and publishing its row."""
+        return self._guard("scan", self._orphans, grace, False)  # type: ignore[no-any-return]
+
+    def sweep_orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
+        """Remove the files :meth:`orphans` counts; returns (count, bytes) removed.
+
+        Safe while other processes write: a file being written (or written but not yet published)
+        is younger than ``grace`` and is left alone.
+        """
+        return self._guard("sweep", self._orphans, grace, True)  # type: ignore[no-any-return]
+
+    def _orphans(self, grace: float, remove: bool) -> tuple[int, int]:
+        db = self.db
+        cutoff = time.time() - grace
+        old = [(name, st.st_size) for name, st in db.files.walk() if st.st_mtime < cutoff]
+        if not old:
+            return 0, 0
+        # Read after the walk: a row published meanwhile names a file younger than ``grace``.
+        referenced = {r[0] for r in db.rows("SELECT filename FROM Cache WHERE filename IS NOT NULL",
+                                            ())}
+        count = nbytes = 0
+        for name, size in old:
+            if name in referenced or (remove and not db.files.remove(name)):
+                continue
+            count += 1
+            nbytes += size
+        return count, nbytes
+
+    def integrity(self) -> str:
+        """SQLite's ``quick_check`` of the database: ``"ok"`` or the first problem (slow: reads it
+        all; for ``fncache doctor``)."""
+        rows = self._guard("check", self.db.rows, "PRAGMA quick_check(1)", ())
+        return str(rows[0][0]) if rows else "no answer"
+
+    # -- locks -----------------------------------------------------------------------------------
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
-        cache = self.cache
+        """A lease in row ``l:<key>`` holding the owner's token as raw bytes, never unpickled.
+
+        Taking it is one transaction (create-only, an expired or malformed lease is replaced);
+        releasing it is one ``DELETE`` that matches our token, so it is atomic.
+        """
         name = _LOCK + key
-
-        def try_add(token: str, ttl: float) -> bool:
-            return bool(self._guard("lock", cache.add, name, token, expire=ttl, retry=True))
-
         return LeaseLock(
-            try_add,
-            lambda: self._guard("lock", cache.get, name, default=None, retry=True),
-            lambda: self._guard("lock", cache.delete, name, retry=True),
+            lambda token, ttl: bool(self._guard("lock", self._lock_add, name, token, ttl)),
+            lambda: self._guard("lock", self._lock_read, name),
+            lambda: None,  # not used: the release below compares and deletes at once
             ttl=timeout,
+            release=lambda token: self._guard("lock", self._lock_release, name, token),
         )
 
+    def _lock_add(self, name: str, token: str, ttl: float) -> bool:
+        now_ = time.time()
+        with self.db.transact() as (sql, doom):
+            rows = sql("SELECT rowid, mode, filename, value, expire_time FROM Cache"
+                       " WHERE key = ? AND raw = 1", (name,)).fetchall()
+            if rows:
+                rowid, mode, filename, value, expire_time = rows[0]
+                live = _number(expire_time)
+                if (mode == _MODE_RAW and filename is None and isinstance(value, bytes)
+                        and _TOKEN.fullmatch(value) and live is not None and live > now_):
+                    return False
+                sql("DELETE FROM Cache WHERE rowid = ?", (rowid,))
+                doom(filename)
+            sql("INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count,"
+                " tag, size, mode, filename, value) VALUES (?, 1, ?, ?, ?, 0, NULL, 0, ?, NULL, ?)",
+                (name, now_, now_ + ttl, now_, _MODE_RAW, sqlite3.Binary(token.encode())))
+        return True
+
+    def _lock_read(self, name: str) -> str | None:
+        rows = self.db.rows("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1",
+                            (name,))
+        if not rows:
+            return None
+        mode, filename, value = rows[0]
+        if mode != _MODE_RAW or filename is not None or not isinstance(value, bytes) \
+                or not _TOKEN.fullmatch(value):
+            return None
+        return value.decode("ascii")
+
+    def _lock_release(self, name: str, token: str) -> None:
+        with self.db.transact() as (sql, _):
+            sql("DELETE FROM Cache WHERE key = ? AND raw = 1 AND mode = ? AND filename IS NULL"
+                " AND value = ?", (name, _MODE_RAW, sqlite3.Binary(token.encode())))
+
     def close(self) -> None:
-        cache, self._cache = self._cache, None
-        if cache is not None:
+        db, self._db = self._db, None
+        if db is not None:
             try:
-                cache.close()
+                db.close()
             except Exception:  # closing a broken handle must not mask the original error
                 pass

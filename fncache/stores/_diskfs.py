@@ -1,0 +1,252 @@
+"""The files of a disk store: value-file names, contained opening and removal, private directories.
+
+Threat model: someone who can write the store can put anything in a row's ``filename`` column
+(an absolute path, ``../``), replace a value file or a sub-directory by a symlink, or plant a FIFO.
+Nothing here ever touches a file outside the store because of that:
+
+* a value file's name must have the exact shape fncache (and diskcache) gives it,
+  ``xx/yy/<28 hex>.val``; anything else is refused before any system call;
+* its directory must resolve (``realpath``) to ``<store>/xx/yy`` itself: no symlinked sub-directory;
+* it is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink fails, a FIFO does not block) and must
+  be a regular file with one link (``fstat``: no hard link to a file elsewhere);
+* removal unlinks only that name: never a directory, never what a symlink points to.
+
+Not for: protecting against someone who can replace the store directory itself (its parents must
+not be writable by others; :func:`unsafe_ancestors` reports those) or who races a check between
+``lstat`` and ``unlink`` inside the store (they could only make fncache remove a name in the store).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import stat
+from collections.abc import Iterator
+
+__all__ = ["UnsafeFile", "ValueFiles", "make_private_dirs", "unsafe_ancestors"]
+
+log = logging.getLogger("fncache")
+
+_HEX2 = re.compile(r"[0-9a-f]{2}")
+_LEAF = re.compile(r"[0-9a-f]{28}\.val")
+_NAME = re.compile(r"([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f]{28}\.val)")
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnsafeFile(ValueError):
+    """A row names a file fncache would not have written: wrong shape, outside the store, not a
+    regular file. The row is damage; the file is left alone."""
+
+
+def make_private_dirs(path: str) -> None:
+    """Create ``path`` and every missing parent with mode 0700, whatever the umask.
+
+    ``os.makedirs(mode=...)`` applies the mode to the leaf only (since Python 3.7): under umask 000
+    the parents it creates are world-writable, and whoever can write a parent can swap the cache
+    directory for one of their own. Existing directories are left as they are.
+    """
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+
+
+def unsafe_ancestors(path: str) -> list[str]:
+    """The directories among ``path`` and its parents that someone else could swap or write.
+
+    A directory is unsafe if it is writable by group or others without the sticky bit (``/tmp``
+    has it: others cannot rename what we own there), or owned by another user than us or root.
+    """
+    out = []
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    p = os.path.realpath(path)
+    while True:
+        try:
+            st = os.stat(p)
+        except OSError:
+            st = None
+        if st is not None:
+            writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            sticky = st.st_mode & stat.S_ISVTX
+            foreign = uid is not None and st.st_uid not in (uid, 0)
+            if (writable and not sticky) or foreign:
+                out.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            return out
+        p = parent
+
+
+class ValueFiles:
+    """The value files under one store directory, by their relative names (``xx/yy/<hex>.val``)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._real = os.path.realpath(directory)
+
+    # -- names -----------------------------------------------------------------------------------
+    def path(self, name: object) -> str:
+        """The full path of a value file named ``name``; :class:`UnsafeFile` if it is not one."""
+        if not isinstance(name, str):
+            raise UnsafeFile(f"value file name is not text: {type(name).__name__}")
+        m = _NAME.fullmatch(name.replace(os.sep, "/"))
+        if m is None:
+            raise UnsafeFile(f"not a value file name: {name[:100]!r}")
+        sub = os.path.join(self.directory, m.group(1), m.group(2))
+        # A symlinked sub-directory would lead outside: its real path must be the plain one.
+        if os.path.realpath(sub) != os.path.join(self._real, m.group(1), m.group(2)):
+            raise UnsafeFile(f"value file directory of {name!r} leads outside the store")
+        return os.path.join(sub, m.group(3))
+
+    def new(self) -> tuple[str, int]:
+        """(name, descriptor open for writing) of a new, empty value file (mode 0600).
+
+        Names are random (16 bytes, as diskcache's). A sub-directory someone replaced by a symlink
+        is never written through: another name is drawn.
+        """
+        refused = None
+        for attempt in range(20):
+            hex_name = os.urandom(16).hex()
+            name = f"{hex_name[:2]}/{hex_name[2:4]}/{hex_name[4:]}.val"
+            top = os.path.join(self.directory, hex_name[:2])
+            sub = os.path.join(top, hex_name[2:4])
+            # Each level is created, then checked to be a real directory before anything is made
+            # in it: mkdir through a planted symlink would create directories elsewhere.
+            for d in (top, sub):
+                try:
+                    os.mkdir(d, 0o700)
+                except (FileExistsError, FileNotFoundError):
+                    pass  # exists (checked next), or a cleanup raced us (retried below)
+                if os.path.lexists(d) and not _plain_dir(d):
+                    refused = f"{d} is not a directory"
+                    break
+            else:
+                try:
+                    return name, os.open(self.path(name), _CREATE_FLAGS, 0o600)
+                except UnsafeFile as e:
+                    refused = str(e)
+                except FileNotFoundError:
+                    # Another process removed the (then empty) directory between the calls:
+                    # empty directories are pruned when their last file goes. Try again.
+                    if attempt == 19:
+                        raise
+        msg = f"no safe place for a value file in {self.directory}: {refused}"
+        log.warning("%s", msg)
+        raise OSError(errno.EPERM, msg)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def open(self, name: object) -> int:
+        """A read-only descriptor of the regular file ``name``.
+
+        Raises :class:`UnsafeFile` for a name of the wrong shape, a symlink, a FIFO or anything
+        else that is not a regular file in the store, ``FileNotFoundError`` if it is gone.
+        """
+        path = self.path(name)
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UnsafeFile(f"value file {name!r} is a symlink") from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafeFile(f"value file {name!r} is not a regular file")
+            if st.st_nlink != 1:  # a hard link to a file elsewhere; fncache never makes those
+                raise UnsafeFile(f"value file {name!r} has {st.st_nlink} links")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def exists(self, name: object) -> bool:
+        """Whether ``name`` is a value file name whose entry is there (of any type)."""
+        try:
+            return os.path.lexists(self.path(name))
+        except UnsafeFile:
+            return False
+
+    # -- removing --------------------------------------------------------------------------------
+    def remove(self, name: object) -> bool:
+        """Remove the value file ``name`` and its directories once empty; ``True`` if removed.
+
+        Only a name of the right shape inside the store is removed, and only if it is not a
+        directory: a planted symlink or FIFO goes as a name (``unlink`` never follows a link), and
+        anything else is logged and left alone. Never fails (a concurrent removal is fine).
+        """
+        if name is None:
+            return False
+        try:
+            path = self.path(name)
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                raise UnsafeFile(f"value file {name!r} is a directory")
+            os.unlink(path)
+        except UnsafeFile as e:
+            log.warning("not removing %s: %s", self.directory, e)
+            return False
+        except OSError:
+            return False
+        sub = os.path.dirname(path)
+        for d in (sub, os.path.dirname(sub)):
+            try:
+                os.rmdir(d)  # only if empty; never follows a link (``path`` checked it is none)
+            except OSError:
+                break
+        return True
+
+    def walk(self) -> Iterator[tuple[str, os.stat_result]]:
+        """(name, lstat) of every regular file of value-file shape under the directory."""
+        try:
+            tops = os.listdir(self.directory)
+        except OSError:
+            return
+        for a in tops:
+            if not _HEX2.fullmatch(a):
+                continue
+            top = os.path.join(self.directory, a)
+            for b in _listdir_plain(top):
+                if not _HEX2.fullmatch(b):
+                    continue
+                sub = os.path.join(top, b)
+                for leaf in _listdir_plain(sub):
+                    if not _LEAF.fullmatch(leaf):
+                        continue
+                    try:
+                        st = os.lstat(os.path.join(sub, leaf))
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        yield f"{a}/{b}/{leaf}", st
+
+
+def _plain_dir(path: str) -> bool:
+    """Whether ``path`` is a directory itself, not a symlink to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _listdir_plain(path: str) -> list[str]:
+    """Names in ``path`` if it is a real directory (not a symlink to one), else nothing."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return []
+        return os.listdir(path)
+    except OSError:
+        return []

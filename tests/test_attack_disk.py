@@ -1,0 +1,435 @@
+"""An attacker with write access to a disk store, against fncache.
+
+Every place the disk store reads a byte from is planted: rows of each diskcache storage mode, inline
+and as value files, lock records, metadata, value-file names (absolute, ``../``, symlinks, FIFOs).
+The payload is harmless: unpickling it creates a marker file. Each test asserts that the marker is
+never created, that the call returns the right (recomputed) value and that nothing outside the store
+is touched, with and without a secret. The planting is done the way an attacker would: with
+diskcache's own ``Cache.set`` and with plain SQL on ``cache.db``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import pickle
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import diskcache
+import pytest
+
+import fncache
+
+SECRET = b"correct horse battery staple"
+SECRETS = pytest.mark.parametrize("secret", [None, SECRET], ids=["no-secret", "secret"])
+HEX28 = "0123456789abcdef0123456789ab"
+PRECIOUS = b"precious user data"
+
+
+class _Plant:
+    """Unpickling this creates ``marker``: proof that a planted pickle was loaded."""
+
+    def __init__(self, marker: pathlib.Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def _value(x: int) -> dict[str, int]:
+    return {"x": x, "double": 2 * x}
+
+
+def _big(x: int) -> bytes:
+    return bytes([x]) * 100_000
+
+
+def _slow_value(x: int) -> dict[str, int]:
+    time.sleep(1.0)
+    return {"x": x, "double": 2 * x}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "fncache" and r.levelno == logging.WARNING]
+
+
+def _sql(cache: pathlib.Path, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """Run one statement on the store's database from outside, as an attacker would."""
+    con = sqlite3.connect(cache / "cache.db", timeout=30, isolation_level=None)
+    try:
+        return con.execute(statement, params).fetchall()
+    finally:
+        con.close()
+
+
+def _plant_row(cache: pathlib.Path, key: str, *, mode: int, value: Any = None,
+               filename: str | None = None, meta: Any = None, tag: str | None = None,
+               expire_time: float | None = None) -> None:
+    """Replace the row of ``key`` with the given columns (no file is created or removed)."""
+    now = time.time()
+    _sql(cache, "DELETE FROM Cache WHERE key = ? AND raw = 1", (key,))
+    _sql(cache, "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag,"
+                " size, mode, filename, value, fncache_meta) VALUES (?, 1, ?, ?, ?, 0, ?, 0, ?, ?, ?, ?)",
+         (key, now, expire_time, now, tag, mode, filename, value, meta))
+
+
+def _plant_with_diskcache(cache: pathlib.Path, key: str, value: Any) -> None:
+    """Overwrite the row of ``key`` with diskcache's own ``set`` (it picks the storage mode)."""
+    with diskcache.Cache(str(cache)) as dc:
+        dc.set(key, value)
+
+
+@contextmanager
+def _no_hang(seconds: int = 20) -> Iterator[None]:
+    """Fail instead of blocking forever (a FIFO opened for reading blocks until a writer comes)."""
+    def fail(*_: Any) -> None:
+        raise TimeoutError(f"blocked for {seconds}s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "fncache", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, **(env or {})))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+# -- rows of every storage mode --------------------------------------------------------------------
+
+# How each planted row is made: ("dc", value) through diskcache's Cache.set, which picks the mode
+# (pickle, text, raw; inline below 32 KiB, else a value file), or ("sql", mode, value) directly.
+ROWS: dict[str, Callable[[pathlib.Path], tuple[Any, ...]]] = {
+    "pickle mode inline": lambda m: ("dc", _Plant(m)),
+    "pickle mode in a value file": lambda m: ("dc", [_Plant(m), b"x" * 100_000]),
+    "text mode in a value file": lambda m: ("dc", "x" * 100_000),
+    "raw mode holding text": lambda m: ("dc", "short text"),
+    "raw mode holding a bare pickle": lambda m: ("dc", pickle.dumps(_Plant(m))),
+    "binary value file holding a bare pickle": lambda m: ("dc", pickle.dumps(_Plant(m)) + bytes(99_999)),
+    "pickle mode number on inline bytes": lambda m: ("sql", 4, pickle.dumps(_Plant(m))),
+    "unknown mode": lambda m: ("sql", 9, pickle.dumps(_Plant(m))),
+}
+READ_PATHS: dict[str, dict[str, Any]] = {
+    "get": {},
+    "mmap": {"mmap_mode": "r"},
+    "size_limit": {"store_options": {"size_limit": 10**9}},
+}
+
+
+def _plant(cache: pathlib.Path, key: str, how: tuple[Any, ...], meta: bytes) -> None:
+    if how[0] == "dc":
+        _plant_with_diskcache(cache, key, how[1])
+    else:
+        _plant_row(cache, key, mode=how[1], value=how[2], meta=meta)
+
+
+def test_the_planted_pickle_rows_are_live_attacks(tmp_path):
+    """Sanity check of the payloads: diskcache's own Cache.get runs them (what fncache must not use)."""
+    cache = tmp_path / "cache"
+    for name in ("pickle mode inline", "pickle mode in a value file"):
+        marker = tmp_path / name.replace(" ", "_")
+        with diskcache.Cache(str(cache)) as dc:
+            dc.set("k", ROWS[name](marker)[1])
+            dc.get("k")
+        assert marker.exists(), name
+
+
+@SECRETS
+@pytest.mark.parametrize("path", list(READ_PATHS))
+@pytest.mark.parametrize("row", list(ROWS))
+def test_planted_row_of_any_mode_is_removed_unread_and_recomputed(tmp_path, caplog, row, path,
+                                                                   secret):
+    """A row that is not raw bytes or a value file is never loaded: logged, removed, recomputed."""
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret, **READ_PATHS[path])(_value)
+    assert f(3) == _value(3)
+    key = f.key(3)
+    meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
+    _plant(cache, key, ROWS[row](marker), meta)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == _value(3)
+    assert not marker.exists()
+    assert any("not one fncache wrote" in w or "rejected" in w for w in _warnings(caplog))
+    # The planted row was replaced by fncache's own entry, which the next call hits quietly.
+    assert _sql(cache, "SELECT mode FROM Cache WHERE key = ?", (key,))[0][0] == 1
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == _value(3)
+    assert _warnings(caplog) == [] and f.cache_info().hits >= 1
+    assert not marker.exists()
+
+
+@SECRETS
+def test_planted_rows_are_not_loaded_by_listing_or_clearing(tmp_path, secret):
+    """info, ls, clear and prune read metadata only: planted pickle rows never run there either."""
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret)(_value)
+    for x, row in enumerate(ROWS):
+        f(x)
+        key = f.key(x)
+        meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
+        _plant(cache, key, ROWS[row](marker), meta)
+    for args in (["info"], ["ls"], ["prune", "--max-size", "1", "-y"], ["clear", "-y"]):
+        proc = _cli(*args, "--dir", str(cache))
+        assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
+    assert _sql(cache, "SELECT COUNT(*) FROM Cache")[0][0] == 0
+
+
+# -- lock records ----------------------------------------------------------------------------------
+
+
+@SECRETS
+def test_planted_lock_record_is_replaced_unread(tmp_path, secret):
+    """A pickle planted as the lease of a key is never loaded; the call takes the lease at once."""
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret, lock=True, lock_timeout=30)(_value)
+    f.store.add("0" * 32, b"probe", {"function": "probe"})  # creates the database
+    key = f.key(5)
+    _plant_with_diskcache(cache, "l:" + key, _Plant(marker))  # no expiry: would block for good
+    start = time.monotonic()
+    assert f(5) == _value(5)
+    assert time.monotonic() - start < 10  # did not wait for a lease that never expires
+    assert not marker.exists()
+
+
+@SECRETS
+def test_lock_record_rewritten_while_the_holder_computes_is_never_loaded(tmp_path, secret):
+    """A lease overwritten with a pickle during the computation is not read back on release."""
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret, lock=True, lock_timeout=30)(_slow_value)
+    f.store.add("0" * 32, b"probe", {"function": "probe"})
+    name = "l:" + f.key(6)
+    planted = threading.Event()
+
+    def attacker() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if _sql(cache, "SELECT 1 FROM Cache WHERE key = ?", (name,)):
+                _plant_with_diskcache(cache, name, _Plant(marker))
+                planted.set()
+                return
+            time.sleep(0.005)
+
+    t = threading.Thread(target=attacker)
+    t.start()
+    assert f(6) == _value(6)
+    t.join()
+    assert planted.is_set()
+    assert not marker.exists()
+    assert _sql(cache, "SELECT mode FROM Cache WHERE key = ?", (name,))[0][0] == 4  # still planted
+    # The next computation of that key replaces the planted lease without loading it.
+    f.store.delete(f.key(6))
+    start = time.monotonic()
+    assert f(6) == _value(6)
+    assert time.monotonic() - start < 10
+    assert not marker.exists()
+
+
+# -- metadata --------------------------------------------------------------------------------------
+
+BAD_META: list[Any] = [
+    b'{"function": "m:f", "size": "big", "created": 1.0}',
+    b'{"function": "m:f", "size": 10, "created": [1]}',
+    b'{"function": 5, "size": 10, "created": 1.0}',
+    b'{"function": "m:f", "size": -1, "created": 1.0}',
+    b'{"function": "m:f", "size": 10, "created": NaN}',
+    b"[" * 100_000 + b"]" * 100_000,
+    b"null",
+    b"\xff\xfe not json",
+]
+
+
+def test_malformed_metadata_is_listed_as_damaged_and_never_crashes_a_command(tmp_path):
+    """Valid JSON of the wrong types (or no JSON) shows as damaged in info/ls; clear and prune work."""
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(_value)
+    for x, meta in enumerate([*BAD_META, pickle.dumps(_Plant(marker))]):
+        f(x)
+        _sql(cache, "UPDATE Cache SET fncache_meta = ? WHERE key = ?", (meta, f.key(x)))
+    f(100)  # one healthy entry
+    n_bad = len(BAD_META) + 1
+    proc = _cli("info", "--dir", str(cache), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["entries"] == n_bad + 1 and data["damaged"] == n_bad
+    proc = _cli("ls", "--dir", str(cache))
+    assert proc.returncode == 0 and "(damaged)" in proc.stdout, proc.stdout + proc.stderr
+    proc = _cli("clear", "--dir", str(cache), "--older-than", "1h", "-y")
+    assert proc.returncode == 0, proc.stderr
+    proc = _cli("clear", "--dir", str(cache), "--function", "(damaged)", "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    proc = _cli("prune", "--dir", str(cache), "--max-size", "0", "-y")
+    assert proc.returncode == 0, proc.stderr
+    assert len(f.store) == 0
+    assert not marker.exists()
+
+
+# -- value file names: nothing outside the store ---------------------------------------------------
+
+
+def _victims(tmp_path: pathlib.Path) -> list[pathlib.Path]:
+    """Files outside the store that an attacker wants fncache to read or delete."""
+    plain = tmp_path / "outside" / "a" / "b" / "victim.txt"
+    shaped = tmp_path / "outside" / "vd" / "ee" / f"{HEX28}.val"
+    for p in (plain, shaped):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(PRECIOUS)
+    return [plain, shaped]
+
+
+def _untouched(victims: list[pathlib.Path]) -> None:
+    for p in victims:
+        assert p.is_file() and p.read_bytes() == PRECIOUS, p
+        assert p.parent.is_dir() and p.parent.parent.is_dir()
+
+
+def _escape(kind: str, cache: pathlib.Path, victims: list[pathlib.Path]) -> str:
+    """Arrange the store for one kind of escape; the filename to put in the row."""
+    plain, shaped = victims
+    inside = cache / "ab" / "cd" / f"{HEX28}.val"
+    if kind == "absolute path":
+        return str(plain)
+    if kind == "../ path":
+        return os.path.relpath(plain, cache)
+    if kind == "../ inside a value-file name":
+        return "ab/cd/../../" + os.path.relpath(plain, cache)
+    if kind == "symlinked sub-directory":
+        (cache / "ab").symlink_to(shaped.parent.parent, target_is_directory=True)
+        return f"ab/ee/{HEX28}.val"
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "symlinked value file":
+        inside.symlink_to(plain)
+    elif kind == "hard link":
+        os.link(plain, inside)
+    elif kind == "FIFO":
+        os.mkfifo(inside)
+    return f"ab/cd/{HEX28}.val"
+
+
+ESCAPES = ["absolute path", "../ path", "../ inside a value-file name", "symlinked sub-directory",
+           "symlinked value file", "hard link", "FIFO"]
+
+
+def _store_with_escape(tmp_path: pathlib.Path, kind: str, secret: bytes | None = None,
+                       expire_time: float | None = None, **options: Any) -> tuple[Any, list[pathlib.Path]]:
+    cache = tmp_path / "cache"
+    victims = _victims(tmp_path)
+    f = fncache.memoize(store=str(cache), secret=secret, **options)(_value)
+    assert f(3) == _value(3)
+    key = f.key(3)
+    meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
+    _plant_row(cache, key, mode=2, filename=_escape(kind, cache, victims), meta=meta,
+               tag=f.function_id, expire_time=expire_time)
+    return f, victims
+
+
+@SECRETS
+@pytest.mark.parametrize("mmap_mode", [None, "r"], ids=["read", "mmap"])
+@pytest.mark.parametrize("kind", ESCAPES)
+def test_read_of_an_escaping_value_file_touches_nothing_outside(tmp_path, caplog, kind, mmap_mode,
+                                                                secret):
+    """A row naming a file outside the store (or a link or FIFO) is refused without blocking."""
+    f, victims = _store_with_escape(tmp_path, kind, secret, mmap_mode=mmap_mode)
+    with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == _value(3)
+    assert any("not one fncache wrote" in w for w in _warnings(caplog)), _warnings(caplog)
+    _untouched(victims)
+    with _no_hang():
+        assert f(3) == _value(3)
+    assert f.cache_info().hits == 1
+
+
+@pytest.mark.parametrize("kind", ESCAPES)
+def test_clearing_a_function_with_an_escaping_row_touches_nothing_outside(tmp_path, kind):
+    """f.clear() removes the planted row but no file outside the store."""
+    f, victims = _store_with_escape(tmp_path, kind)
+    with _no_hang():
+        assert f.clear() == 1
+    _untouched(victims)
+
+
+@pytest.mark.parametrize("kind", ESCAPES)
+def test_cull_on_write_of_an_expired_escaping_row_touches_nothing_outside(tmp_path, kind):
+    """The expired-row cleanup that ordinary writes run never deletes a file outside the store."""
+    f, victims = _store_with_escape(tmp_path, kind, expire_time=time.time() - 10)
+    g = fncache.memoize(store=str(tmp_path / "cache"), expire=3600)(_big)
+    with _no_hang():
+        for x in range(6):
+            assert g(x) == _big(x)
+    assert not _sql(tmp_path / "cache", "SELECT 1 FROM Cache WHERE key = ?", (f.key(3),))
+    _untouched(victims)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["clear", "-y"], ["clear", "--function", "_value", "-y"],
+                                     ["clear", "--older-than", "0s", "-y"],
+                                     ["prune", "--max-size", "0", "-y"]],
+                         ids=["clear", "clear-function", "clear-older-than", "prune"])
+@pytest.mark.parametrize("kind", ESCAPES)
+def test_cli_cleanup_of_an_escaping_row_touches_nothing_outside(tmp_path, kind, command):
+    """fncache clear/prune remove the planted row (a real subprocess) and no file outside the store."""
+    f, victims = _store_with_escape(tmp_path, kind)
+    time.sleep(0.05)
+    proc = _cli(*command, "--dir", str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    assert not _sql(tmp_path / "cache", "SELECT 1 FROM Cache WHERE key = ?", (f.key(3),))
+    _untouched(victims)
+
+
+def test_writes_never_go_through_a_planted_symlinked_sub_directory(tmp_path):
+    """A value-file sub-directory replaced by a symlink to elsewhere is not written into."""
+    cache = tmp_path / "cache"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    f = fncache.memoize(store=str(cache))(_big)
+    f.store.add("0" * 32, b"probe", {"function": "probe"})
+    for a in range(256):  # every first-level sub-directory leads outside
+        (cache / f"{a:02x}").symlink_to(outside, target_is_directory=True)
+    assert f(1) == _big(1)
+    assert list(outside.iterdir()) == []
+
+
+# -- swapped and replayed entries -----------------------------------------------------------------
+
+
+@SECRETS
+@pytest.mark.parametrize("func", [_value, _big], ids=["inline", "value file"])
+def test_entry_of_one_key_copied_or_swapped_to_another_is_rejected(tmp_path, caplog, func, secret):
+    """An entry moved under another key (row contents copied, or value files swapped) never serves
+    the other key's value."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret)(func)
+    f(1), f(2)
+    k1, k2 = f.key(1), f.key(2)
+    (m1, n1, v1), = _sql(cache, "SELECT mode, filename, value FROM Cache WHERE key = ?", (k1,))
+    (m2, n2, v2), = _sql(cache, "SELECT mode, filename, value FROM Cache WHERE key = ?", (k2,))
+    _sql(cache, "UPDATE Cache SET mode = ?, filename = ?, value = ? WHERE key = ?", (m2, n2, v2, k1))
+    _sql(cache, "UPDATE Cache SET mode = ?, filename = ?, value = ? WHERE key = ?", (m1, n1, v1, k2))
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(1) == func(1)
+        assert f(2) == func(2)
+    assert len(_warnings(caplog)) >= 2
+    assert f(1) == func(1) and f(2) == func(2)

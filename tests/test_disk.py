@@ -1,0 +1,303 @@
+"""The disk store's own promises: what it assumes of diskcache, orphaned value files, a damaged
+database, private directories. Faults are made the way they happen: a writer killed with SIGKILL,
+a database file overwritten or truncated, a umask of 000."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import diskcache
+import diskcache.core
+import pytest
+
+import fncache
+from fncache.stores import open_store
+from fncache.stores._diskfs import ValueFiles
+from fncache.stores.disk import COLUMNS, ORPHAN_GRACE, DiskStore
+
+from .helpers import REPO, run_py, write
+
+FILL = """
+import json, sys
+import fncache
+
+@fncache.memoize(store=sys.argv[1])
+def value(x):
+    return {"x": x}
+
+@fncache.memoize(store=sys.argv[1])
+def big(n):
+    return b"\\x01" * n
+
+if __name__ == "__main__":
+    kind, arg = sys.argv[2], int(sys.argv[3])
+    f = value if kind == "value" else big
+    out = f(arg)
+    print(json.dumps({"ok": out == ({"x": arg} if kind == "value" else b"\\x01" * arg),
+                      "hits": f.cache_info().hits}))
+"""
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "fncache", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, **(env or {})))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def _fill(tmp_path: Path) -> tuple[Path, Path]:
+    return write(tmp_path / "fill.py", FILL), tmp_path / "cache"
+
+
+# -- what the SQL assumes of diskcache -------------------------------------------------------------
+
+
+def test_diskcache_schema_is_what_the_sql_assumes(tmp_path):
+    """The installed diskcache has the columns, modes, private methods and file names the store's
+    own SQL relies on, and its version is within the bound in pyproject.toml."""
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    columns = [r[1] for r in store.cache._sql("PRAGMA table_info(Cache)").fetchall()]
+    assert set(COLUMNS) <= set(columns), columns
+    assert (diskcache.core.MODE_RAW, diskcache.core.MODE_BINARY) == (1, 2)
+    assert diskcache.core.MODE_PICKLE not in (1, 2) and diskcache.core.MODE_TEXT not in (1, 2)
+    policies = diskcache.core.EVICTION_POLICY
+    assert policies["none"]["get"] is None
+    assert "access_time" in policies["least-recently-used"]["get"]
+    assert list(inspect.signature(diskcache.Cache._transact).parameters) == \
+        ["self", "retry", "filename"]
+    assert list(inspect.signature(diskcache.Cache._cull).parameters) == \
+        ["self", "now", "sql", "cleanup", "limit"]
+    name, _ = store.cache.disk.filename()
+    ValueFiles(store.directory).path(name)  # diskcache's own names have the shape we accept
+    bound = re.search(r'"diskcache>=([\d.]+),<([\d.]+)"', (REPO / "pyproject.toml").read_text())
+    assert bound is not None
+
+    def version(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split(".")[:2])
+
+    assert version(bound[1]) <= version(diskcache.__version__) < version(bound[2])
+    store.close()
+
+
+def test_plain_diskcache_still_reads_what_fncache_wrote(tmp_path):
+    """Values written by the store (inline and in a value file) read back with diskcache itself."""
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"small", {"function": "m:f"})
+    store.add("b" * 32, b"L" * 100_000, {"function": "m:f"})
+    store.close()
+    with diskcache.Cache(str(tmp_path / "s")) as dc:
+        assert dc.get("a" * 32) == b"small"
+        assert dc.get("b" * 32) == b"L" * 100_000
+
+
+# -- orphaned value files --------------------------------------------------------------------------
+
+
+def _kill_mid_write(script: Path, cache: Path, size: int) -> Path:
+    """Run a writer of a ``size``-byte result and SIGKILL it while its value file is being written."""
+    files = ValueFiles(str(cache))
+    for _ in range(5):
+        before = {n for n, _ in files.walk()}
+        proc = subprocess.Popen([sys.executable, str(script), str(cache), "big", str(size)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                new = [(n, st) for n, st in files.walk() if n not in before and st.st_size > 0]
+                if new:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    path = Path(files.path(new[0][0]))
+                    if path.stat().st_size < size:  # killed mid-write, before the row existed
+                        return path
+                    break
+                time.sleep(0.001)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    raise AssertionError("could not kill the writer mid-write")
+
+
+def _age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+@pytest.mark.slow
+def test_value_files_of_killed_writers_are_reported_and_swept_after_the_grace_period(tmp_path):
+    """A writer SIGKILLed mid-write leaves a value file no entry owns: info reports it once it is
+    older than the grace period, prune and clear remove it, and entries' own files stay."""
+    script, cache = _fill(tmp_path)
+    proc = run_py(script, str(cache), "big", "100000")  # one healthy file-backed entry
+    assert json.loads(proc.stdout)["ok"]
+    store = DiskStore(str(cache))
+    ((healthy,),) = store.db.rows("SELECT filename FROM Cache WHERE filename IS NOT NULL", ())
+    _age(Path(store.db.files.path(healthy)), 2 * ORPHAN_GRACE)
+
+    orphan = _kill_mid_write(script, cache, 200 * 2**20)
+    assert len(store) == 1  # the killed write published nothing
+    info = json.loads(_cli("info", "--dir", str(cache), "--json").stdout)
+    assert info["orphans"] == 0  # younger than the grace period: maybe a writer still at work
+    _age(orphan, ORPHAN_GRACE + 60)
+    info = json.loads(_cli("info", "--dir", str(cache), "--json").stdout)
+    assert (info["orphans"], info["orphan_bytes"]) == (1, orphan.stat().st_size)
+
+    proc = _cli("prune", "--dir", str(cache), "--max-size", "1GB", "-y")
+    assert proc.returncode == 0 and "1 orphaned files" in proc.stdout, proc.stdout + proc.stderr
+    assert not orphan.exists()
+    # Another orphan, for clear: a copy of the entry's file under a name no row references.
+    copy = Path(store.db.files.path("ff/ee/" + "d" * 28 + ".val"))
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(Path(store.db.files.path(healthy)).read_bytes())
+    _age(copy, ORPHAN_GRACE + 60)
+    proc = _cli("clear", "--dir", str(cache), "--older-than", "100d", "-y")
+    assert proc.returncode == 0 and "1 orphaned files" in proc.stdout, proc.stdout + proc.stderr
+    assert not copy.exists()
+    # The entry's own file, older still, was never an orphan.
+    proc = run_py(script, str(cache), "big", "100000")
+    assert json.loads(proc.stdout) == {"ok": True, "hits": 1}
+    store.close()
+
+
+# -- a damaged database ----------------------------------------------------------------------------
+
+DAMAGE = {
+    "garbage header": lambda data: b"this is not SQLite" * 8 + data[144:],
+    "truncated to half": lambda data: data[: len(data) // 2],
+    "truncated inside the header": lambda data: data[:50],
+}
+
+
+def _damaged_store(tmp_path: Path, how: str) -> tuple[Path, Path]:
+    script, cache = _fill(tmp_path)
+    run_py(script, str(cache), "value", "2")
+    store = DiskStore(str(cache))
+    for x in range(300):  # enough pages that half a file misses some of every table
+        store.add(f"{x:032x}", os.urandom(2000), {"function": "m:f"})
+    store.close()
+    db = cache / "cache.db"
+    assert not (cache / "cache.db-wal").exists()
+    db.write_bytes(DAMAGE[how](db.read_bytes()))
+    return script, cache
+
+
+def _moved_aside(cache: Path) -> list[str]:
+    return [p.name for p in cache.iterdir() if re.fullmatch(r"cache\.db\.corrupt-[0-9TZ]+", p.name)]
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_damaged_database_is_moved_aside_and_a_fresh_one_started(tmp_path, how):
+    """A garbage or truncated cache.db is moved aside with a WARNING; calls work again at once."""
+    script, cache = _damaged_store(tmp_path, how)
+    proc = run_py(script, str(cache), "value", "1")
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"ok": True, "hits": 0}
+    assert "is damaged" in proc.stderr and "moved it aside" in proc.stderr, proc.stderr
+    assert len(_moved_aside(cache)) == 1
+    proc = run_py(script, str(cache), "value", "1")
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"ok": True, "hits": 1}
+    assert "damaged" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_doctor_reports_a_damaged_database(tmp_path, how):
+    """fncache doctor fails and names the damaged database it moved aside."""
+    _, cache = _damaged_store(tmp_path, how)
+    proc = _cli("doctor", "--dir", str(cache))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if "database" in ln)
+    assert line.startswith("BAD") and "cache.db.corrupt-" in line, proc.stdout
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_clear_recovers_a_damaged_database(tmp_path, how):
+    """fncache clear on a damaged store succeeds, and the store works afterwards."""
+    script, cache = _damaged_store(tmp_path, how)
+    proc = _cli("clear", "--dir", str(cache), "-y")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(_moved_aside(cache)) == 1
+    run_py(script, str(cache), "value", "1")
+    assert json.loads(run_py(script, str(cache), "value", "1").stdout) == {"ok": True, "hits": 1}
+
+
+def test_database_replaced_by_a_symlink_is_moved_aside_not_written_through(tmp_path):
+    """A cache.db that is a symlink to a file elsewhere is moved aside; that file is untouched."""
+    cache = tmp_path / "cache"
+    store = DiskStore(str(cache))
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    store.close()
+    victim = tmp_path / "victim.db"
+    victim.write_bytes(b"precious")
+    (cache / "cache.db").unlink()
+    (cache / "cache.db").symlink_to(victim)
+    store = DiskStore(str(cache))
+    store.add("b" * 32, b"v", {"function": "m:f"})
+    assert store.get("b" * 32) == b"v"
+    assert victim.read_bytes() == b"precious"
+    assert not (cache / "cache.db").is_symlink() and len(_moved_aside(cache)) == 1
+    store.close()
+
+
+# -- permissions -----------------------------------------------------------------------------------
+
+
+def test_every_directory_and_file_created_is_private_under_umask_000(tmp_path):
+    """Parents, the cache directory, value-file directories and files are 0700/0600 under umask 000."""
+    old = os.umask(0)
+    try:
+        store = open_store(str(tmp_path / "a" / "b" / "cache"))
+        store.add("0" * 32, b"L" * 100_000, {"function": "t"})
+    finally:
+        os.umask(old)
+    for d in ("a", "a/b", "a/b/cache"):
+        assert stat.S_IMODE((tmp_path / d).stat().st_mode) == 0o700, d
+    files = list(ValueFiles(str(tmp_path / "a" / "b" / "cache")).walk())
+    assert len(files) == 1 and stat.S_IMODE(files[0][1].st_mode) == 0o600
+    sub = Path(str(tmp_path / "a" / "b" / "cache"), files[0][0]).parent
+    assert stat.S_IMODE(sub.stat().st_mode) == stat.S_IMODE(sub.parent.stat().st_mode) == 0o700
+    store.close()
+
+
+@pytest.mark.parametrize("secret", [None, "s3cret"], ids=["no-secret", "secret"])
+def test_parent_writable_by_others_warns_and_fails_doctor_unless_a_secret_is_set(
+        tmp_path, caplog, monkeypatch, secret):
+    """A parent others can write (no sticky bit) lets them swap the cache directory: a WARNING and
+    a failed doctor check without a secret; with FNCACHE_SECRET neither."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    cache = shared / "cache"
+    env = {"FNCACHE_SECRET": secret} if secret else {}
+    if secret:
+        monkeypatch.setenv("FNCACHE_SECRET", secret)
+    else:
+        monkeypatch.delenv("FNCACHE_SECRET", raising=False)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        store = DiskStore(str(cache))
+        store.add("0" * 32, b"v", {"function": "t"})
+        store.close()
+    warned = [r.getMessage() for r in caplog.records if "writable by others" in r.getMessage()]
+    assert bool(warned) == (secret is None), warned
+    proc = _cli("doctor", "--dir", str(cache), env=env)
+    line = next(ln for ln in proc.stdout.splitlines() if "parent directories" in ln)
+    assert line.startswith("ok" if secret else "BAD"), proc.stdout
+    assert proc.returncode == (0 if secret else 1), proc.stdout
+
+
+def test_memoized_function_in_a_private_store_does_not_warn(tmp_path, caplog):
+    """The ordinary case (a private cache under private parents) logs no permission warning."""
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        f = fncache.memoize(store=str(tmp_path / "cache"))(len)
+        assert f([1, 2]) == 2
+    assert not [r for r in caplog.records if "writable by others" in r.getMessage()]
