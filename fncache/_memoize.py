@@ -191,6 +191,9 @@ class Memoized(Generic[P, R]):
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         self.mmap_mode = mmap_mode
         self.function_id = _function_id(func)
+        # Classes of the function's own module enter argument digests without the module name, as
+        # they do in its fingerprint (a script run as __main__ and imported share keys).
+        self._root = getattr(func, "__module__", None) or ""
         self._fp: Fingerprint | None = None
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
@@ -280,10 +283,11 @@ class Memoized(Generic[P, R]):
     def _arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
         values = self._binder.bind(args, kwargs)
         digest = _hasher.digest
+        root = self._root
         out = []
         for i, v in enumerate(values):
             try:
-                out.append(digest(v))
+                out.append(digest(v, root))
             except UnhashableArgument as e:
                 name = self._binder.names[i] if i < len(self._binder.names) else f"#{i}"
                 raise UnhashableArgument(
@@ -518,23 +522,43 @@ class Memoized(Generic[P, R]):
              kwargs: dict[str, Any], overwrite: bool = False) -> R:
         self._say("miss", key)
         fp = self._fp
+        alone = _alone()
         start = time.perf_counter()
         value = self.__wrapped__(*args, **kwargs)
-        self._store_result(fp, key, value, time.perf_counter() - start, arg_digests, overwrite)
+        self._store_result(fp, key, value, time.perf_counter() - start, arg_digests, overwrite,
+                           alone=alone and _alone())
         return value
 
     def _store_result(self, fp: Fingerprint | None, key: str, value: Any, duration: float,
-                      arg_digests: list[bytes], overwrite: bool = False) -> None:
-        changed = fp.changed_state() if fp is not None and fp._mutable and self.version is None else []
+                      arg_digests: list[bytes], overwrite: bool = False, alone: bool = False) -> None:
+        """Store a computed value under ``key``, unless what ``key`` was made from changed meanwhile
+        in a way the function itself cannot be shown to have caused.
+
+        ``alone``: no other thread (and, for a coroutine, no other task) existed when the call began
+        or when it ended, so any change seen now was made by the call itself. Otherwise only the
+        mutation of values reached privately (closures, defaults) is taken as the function's own: a
+        global rebound or mutated meanwhile may be another thread's doing, and the function may have
+        read the new value, so the result may not belong to ``key``. Identity checks and re-hashes of
+        the mutable values read only, as on a hit.
+        """
+        rebound, changed, private = (False, [], True)
+        if fp is not None and self.version is None:
+            rebound, changed, private = fp.changes()
+        if (rebound or changed) and not (alone or (not rebound and private)):
+            log.info("%s: an input changed while the function ran, and not provably by the function "
+                     "itself (another thread?): result returned, not stored", self.function_id)
+            return
         if changed:
             # The function modified a value it reads (a log list, a counter, a memo dict): that is
-            # state it writes, not an input, or no call would ever hit again. Key it by name from
-            # now on, and store this result under the key the next call will compute as well.
-            mark_state(changed)
+            # state it writes, not an input, or no call would ever hit again. Key it by name (for
+            # this function only) from now on.
+            mark_state(self.__wrapped__, changed)
             log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
                      "by name from now on", self.function_id, len(changed))
         self._save(key, value, duration, arg_digests, overwrite)
-        if changed:
+        if changed and not rebound:
+            # Also under the key the next call will compute. Not after a rebinding: the new key
+            # holds the new value, which this result was not computed from.
             new_key = self._key_from(arg_digests)
             if new_key != key:
                 self._save(new_key, value, duration, arg_digests, overwrite)
@@ -561,9 +585,11 @@ class Memoized(Generic[P, R]):
         try:
             self._say("miss", key)
             fp = self._fp
+            alone = _alone(loop)
             start = time.perf_counter()
             value = await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
-            self._store_result(fp, key, value, time.perf_counter() - start, arg_digests)
+            self._store_result(fp, key, value, time.perf_counter() - start, arg_digests,
+                               alone=alone and _alone(loop))
             fut.set_result(value)
             return value
         except BaseException as e:
@@ -610,6 +636,18 @@ class Memoized(Generic[P, R]):
         from fncache._explain import explain_call
 
         return explain_call(self, args, kwargs)
+
+
+def _alone(loop: Any = None) -> bool:
+    """Whether this is the only thread the ``threading`` module knows of (and, given an event loop,
+    the current task the loop's only one): then no other code can be running meanwhile."""
+    if threading.active_count() != 1:
+        return False
+    if loop is None:
+        return True
+    import asyncio
+
+    return len(asyncio.all_tasks(loop)) <= 1
 
 
 def _function_id(func: Any) -> str:
