@@ -253,7 +253,7 @@ def _globals_written(code: types.CodeType) -> frozenset[str]:
     """Global names the code (nested code included) rebinds or deletes: ``global n; n += 1``."""
     found = _written_cache.get(code)
     if found is None:
-        names = set()
+        names: set[str] = set()
         stack = [code]
         while stack:
             c = stack.pop()

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
 from fncache import _codec, _hasher
 from fncache._binding import Binder
@@ -270,10 +270,11 @@ class Memoized(Generic[P, R]):
             fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)
         return fp
 
-    def _code_digest(self) -> bytes:
+    def _code_digest(self, fp: Fingerprint | None = None) -> bytes:
         if self.version is not None:
             return _hasher.digest(("version", self.function_id, self.version))
-        fp = self._fingerprint()
+        if fp is None:
+            fp = self._fingerprint()
         if not self.depends_on:
             return fp.digest
         from fncache._depends import depends_digest
@@ -302,8 +303,8 @@ class Memoized(Generic[P, R]):
         arg_digests = self._arg_digests(args, kwargs)
         return self._key_from(arg_digests), arg_digests
 
-    def _key_from(self, arg_digests: list[bytes]) -> str:
-        parts = [_KEY_PREFIX, self._code_digest(), *arg_digests]
+    def _key_from(self, arg_digests: list[bytes], fp: Fingerprint | None = None) -> str:
+        parts = [_KEY_PREFIX, self._code_digest(fp), *arg_digests]
         if self.ignore:
             parts.append(_hasher.digest(("ignore", tuple(self.ignore))))
         return _hasher._digest_of(b"".join(parts)).hex()
@@ -521,30 +522,43 @@ class Memoized(Generic[P, R]):
     def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
              kwargs: dict[str, Any], overwrite: bool = False) -> R:
         self._say("miss", key)
-        fp = self._fp
-        alone = _alone()
+        before = self._before_run(key, arg_digests)
         start = time.perf_counter()
         value = self.__wrapped__(*args, **kwargs)
-        self._store_result(fp, key, value, time.perf_counter() - start, arg_digests, overwrite,
-                           alone=alone and _alone())
+        self._store_result(before, key, value, time.perf_counter() - start, arg_digests, overwrite)
         return value
 
-    def _store_result(self, fp: Fingerprint | None, key: str, value: Any, duration: float,
-                      arg_digests: list[bytes], overwrite: bool = False, alone: bool = False) -> None:
+    def _before_run(self, key: str, arg_digests: list[bytes], loop: Any = None) -> _Before:
+        """What ``key`` was made from, taken just before the function runs (see _store_result)."""
+        fp = self._fingerprint() if self.version is None else None
+        depends = _depends_digest(self.depends_on) if self.depends_on else None
+        # The inputs may have moved since the lookup (another thread rebound a global): the key of
+        # the inputs as they stand now is then another one, and this result must not go under key.
+        same = fp is None or self._key_from(arg_digests, fp) == key
+        return _Before(fp, depends, same, _alone(loop))
+
+    def _store_result(self, before: _Before, key: str, value: Any, duration: float,
+                      arg_digests: list[bytes], overwrite: bool = False, loop: Any = None) -> None:
         """Store a computed value under ``key``, unless what ``key`` was made from changed meanwhile
         in a way the function itself cannot be shown to have caused.
 
-        ``alone``: no other thread (and, for a coroutine, no other task) existed when the call began
-        or when it ended, so any change seen now was made by the call itself. Otherwise only the
-        mutation of values reached privately (closures, defaults) is taken as the function's own: a
-        global rebound or mutated meanwhile may be another thread's doing, and the function may have
-        read the new value, so the result may not belong to ``key``. Identity checks and re-hashes of
-        the mutable values read only, as on a hit.
+        The function was *alone* when no other thread (and, for a coroutine, no other task of its
+        loop) existed when it began and when it ended: any change seen now was made by the call
+        itself. Otherwise only the mutation of values reached privately (closures, defaults) is taken
+        as the function's own; a global rebound or mutated meanwhile may be another thread's doing,
+        and the function may have read the new value, so the result may not belong to ``key``. A
+        ``depends_on`` input that changed is never the function's doing. Identity checks and
+        re-hashes of the mutable values read, as on a hit.
         """
-        rebound, changed, private = (False, [], True)
-        if fp is not None and self.version is None:
+        fp = before.fp
+        rebound, private = False, True
+        changed: list[Any] = []
+        if fp is not None and before.same:
             rebound, changed, private = fp.changes()
-        if (rebound or changed) and not (alone or (not rebound and private)):
+        alone = before.alone and _alone(loop)
+        drifted = not before.same or (
+            before.depends is not None and _depends_digest(self.depends_on) != before.depends)
+        if drifted or ((rebound or changed) and not (alone or (not rebound and private))):
             log.info("%s: an input changed while the function ran, and not provably by the function "
                      "itself (another thread?): result returned, not stored", self.function_id)
             return
@@ -584,12 +598,11 @@ class Memoized(Generic[P, R]):
         fut = flights[(loop, key)] = loop.create_future()
         try:
             self._say("miss", key)
-            fp = self._fp
-            alone = _alone(loop)
+            before = self._before_run(key, arg_digests, loop)
             start = time.perf_counter()
             value = await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
-            self._store_result(fp, key, value, time.perf_counter() - start, arg_digests,
-                               alone=alone and _alone(loop))
+            self._store_result(before, key, value, time.perf_counter() - start, arg_digests,
+                               loop=loop)
             fut.set_result(value)
             return value
         except BaseException as e:
@@ -636,6 +649,21 @@ class Memoized(Generic[P, R]):
         from fncache._explain import explain_call
 
         return explain_call(self, args, kwargs)
+
+
+class _Before(NamedTuple):
+    """What a computation's key was made from, as it stood when the function started."""
+
+    fp: Fingerprint | None  # the code fingerprint (None with version=)
+    depends: bytes | None  # the depends_on digest
+    same: bool  # the inputs still gave the key looked up
+    alone: bool  # no other thread or task existed
+
+
+def _depends_digest(items: Any) -> bytes:
+    from fncache._depends import depends_digest
+
+    return depends_digest(items)
 
 
 def _alone(loop: Any = None) -> bool:

@@ -397,3 +397,61 @@ def test_fingerprint_lists_components_keyed_by_name(tmp_path):
     assert fp.by_name == {"global n": "rebound by the function"}
     assert "global K" in fp.components and "global K" not in fp.by_name
     assert json.dumps(fp.by_name)
+
+
+_MIDCALL_TASK_AND_FILE = '''
+import asyncio, json, pathlib, sys, threading
+import fncache
+
+G = 1
+DATA = pathlib.Path(sys.argv[1])
+DATA.write_text("1")
+started = fncache.ref(threading.Event(), "started")
+changed = fncache.ref(threading.Event(), "changed")
+
+@fncache.memoize
+async def scaled(x):
+    await asyncio.sleep(0.05)  # another task runs meanwhile
+    return x * G
+
+async def rebind_soon():
+    global G
+    G = 2
+
+async def during_task():
+    task = asyncio.create_task(rebind_soon())
+    value = await scaled(10)
+    await task
+    return value
+
+@fncache.memoize(depends_on=[DATA])
+def from_file(x):
+    started.set()
+    changed.wait(10)
+    return x * int(DATA.read_text())
+
+def rewrite():
+    started.wait(10)
+    DATA.write_text("22")  # another size: seen whatever the clock's resolution
+    changed.set()
+
+out = {"during_task": asyncio.run(during_task())}
+G = 1
+out["after_task"] = asyncio.run(scaled(10))
+t = threading.Thread(target=rewrite)
+t.start()
+out["during_file"] = from_file(10)
+t.join()
+DATA.write_text("1")
+out["after_file"] = from_file(10)
+print(json.dumps(out))
+'''
+
+
+def test_an_input_changed_by_another_task_or_in_a_depends_on_file_is_not_stored(tmp_path):
+    """A global rebound by another asyncio task, or a ``depends_on`` file rewritten mid-call."""
+    out = _run_script(tmp_path, "midcall2.py", _MIDCALL_TASK_AND_FILE, str(tmp_path / "data.txt"))
+    assert out["during_task"] == 20
+    assert out["after_task"] == 10
+    assert out["during_file"] == 220
+    assert out["after_file"] == 10
