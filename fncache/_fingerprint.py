@@ -550,10 +550,12 @@ class _Walk:
         b = vars(builtins)
         written = _globals_written(code)
         for name in names_read:
-            if name in written:
+            if name in written and not isinstance(
+                    g.get(name), (types.FunctionType, type, types.ModuleType)):
                 # Rebound by this function's own code (a call counter): state it writes, keyed by
                 # name and not watched, or no call would hit again. A by-value read of the same
-                # global elsewhere in the walk takes precedence (it keeps the value in the key).
+                # global elsewhere in the walk takes precedence (it keeps the value in the key), and
+                # code (a function, class or module bound to it) is followed as usual.
                 glabel = f"global {self._name(g.get('__name__'), name)}"
                 self.components.setdefault(glabel, _hasher.digest(_REBOUND).hex())
                 continue

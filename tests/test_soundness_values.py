@@ -455,3 +455,12 @@ def test_an_input_changed_by_another_task_or_in_a_depends_on_file_is_not_stored(
     assert out["after_task"] == 10
     assert out["during_file"] == 220
     assert out["after_file"] == 10
+
+
+def test_a_rebound_global_holding_code_is_still_followed(tmp_path):
+    """A global the function rebinds but that holds a user function keeps that function's code."""
+    m = import_source("sv_rebound_code", "def helper(x):\n    return x + 1\n"
+                      "def f(x):\n    global helper\n    if x is None:\n        helper = None\n"
+                      "    return helper(x)\n", tmp_path, keep=False)
+    fp = fingerprint(m.f)
+    assert "function helper" in fp.components and fp.by_name == {}
