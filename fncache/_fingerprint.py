@@ -749,10 +749,10 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
     stack.append(obj)
     outer = getattr(_in_progress, "cycles", None)
     _in_progress.cycles = set()
-    walk = _Walk(obj, versions=versions)
     # Values hashed during the walk name classes the way its labels do (relative to its root).
-    outer_root = _hasher.relative_to(walk.root_module)
+    outer_root = _hasher.relative_to(getattr(obj, "__module__", None) or "")
     try:
+        walk = _Walk(obj, versions=versions)
         if isinstance(obj, type):
             walk.visit_class(obj)
         elif isinstance(obj, types.FunctionType):
