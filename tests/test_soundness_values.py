@@ -83,6 +83,14 @@ class Local:
     def __init__(self, v):
         self.v = v
 
+class Settings:
+    error = errors_a.NotFound("k")  #@v1
+    error = errors_b.NotFound("k")  #@v2
+
+@fncache.memoize
+def settings_where():
+    return type(Settings.error).__module__
+
 @fncache.memoize
 def where(e):
     return type(e).__module__ if not isinstance(e, type) else e.__module__
@@ -100,6 +108,8 @@ def report():
         "local": where.key(Local(1)),
         "default": default_where.key(),
         "default_result": default_where(),
+        "settings": settings_where.key(),
+        "settings_result": settings_where(),
         "results": [where(errors_a.NotFound("k")), where(errors_b.NotFound("k"))],
     }
 
@@ -133,6 +143,9 @@ def test_classes_with_one_name_in_two_modules_have_two_keys(tmp_path):
     assert runs["v2"]["default"] != v1["default"]
     assert runs["v2"]["default_result"] == "errors_b"
     assert runs["v1_again"]["default"] == v1["default"]
+    # A class attribute holding an instance: likewise.
+    assert runs["v2"]["settings"] != v1["settings"]
+    assert runs["v2"]["settings_result"] == "errors_b"
     assert runs["v1_again"] == v1
 
 
@@ -148,7 +161,7 @@ def test_a_class_of_the_scripts_own_module_keys_alike_run_or_imported(tmp_path):
     env = harness.child_env(tmp_path / "c", 5)
     as_main = harness.run_json(["main.py"], project, env)
     imported = harness.run_json(["importer.py"], project, env)
-    for name in ("local", "inst_a", "inst_b", "cls_a", "cls_b", "default"):
+    for name in ("local", "inst_a", "inst_b", "cls_a", "cls_b", "default", "settings"):
         assert as_main[name] == imported[name], name
 
 
