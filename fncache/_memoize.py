@@ -7,7 +7,8 @@ the first writer wins and every reader sees one whole value).
 
 Failure policy, in one place: the user's exceptions propagate and are not stored; store and I/O errors
 become logged misses (``on_store_error="raise"`` raises them instead); a damaged or untrusted entry is
-logged, deleted and recomputed; a result that cannot be pickled is returned and not stored.
+logged, deleted and recomputed; a result that cannot be pickled is returned and not stored; so is a
+result whose inputs changed while it was computed, not provably by the function (see _store_result).
 """
 
 from __future__ import annotations
