@@ -1,7 +1,9 @@
 """Arguments of a call -> the canonical tuple that enters its key.
 
 ``f(1)``, ``f(a=1)`` and ``f(1, b=<default>)`` are one call: arguments are bound to the signature with
-defaults applied, ordered by parameter, ``**kwargs`` sorted by name, ignored parameters dropped. The
+defaults applied, ordered by parameter, ignored parameters dropped. Named parameters are bound by name,
+so their order in the call does not count; the items that land in ``**kwargs`` keep the order they were
+passed in, because the function can observe it (``list(kwargs)``, a DataFrame's column order). The
 common case (positional arguments only, no ``*args``/``**kwargs`` in the signature) skips
 ``inspect.Signature.bind``, which costs several microseconds a call.
 """
@@ -27,7 +29,8 @@ class Binder:
         try:
             self.signature = inspect.signature(func)
         except (TypeError, ValueError):
-            # Some builtins have no signature: take the arguments as given.
+            # Some builtins have no signature: take the arguments as given, keyword order included
+            # (which of them are named parameters is unknown).
             self.signature = None
         ignore = list(ignore)
         params = list(self.signature.parameters.values()) if self.signature else []
@@ -60,12 +63,12 @@ class Binder:
         ]
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as sorted pairs).
+        """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as pairs in call order).
 
         Raises ``TypeError`` exactly as calling the function would, for a call that does not fit.
         """
         if self.signature is None:
-            return (args, tuple(sorted(kwargs.items())))
+            return (args, tuple(kwargs.items()))
         if self._simple and not kwargs and len(args) <= self._n:
             tail = self._tails[len(args)]
             if tail is not None:
@@ -80,6 +83,6 @@ class Binder:
             if name in self.ignore:
                 continue
             if kind is _P.VAR_KEYWORD:
-                value = tuple(sorted(value.items()))
+                value = tuple(value.items())
             out.append(value)
         return tuple(out)

@@ -227,7 +227,9 @@ class Explanation:
 
     ``status`` is ``"hit"`` (an entry exists at ``key``), ``"miss"`` (entries of the function exist,
     none at ``key``; ``differences`` says what sets ``key`` apart from the ``nearest`` entry) or
-    ``"new function"`` (no entry of this function in the store).
+    ``"new function"`` (no entry of this function in the store). ``by_name`` maps the fingerprint
+    components keyed by name rather than content (state the function writes) to why, as
+    ``Fingerprint.by_name`` does: changes to those values never cause a miss.
     """
 
     function: str
@@ -237,6 +239,7 @@ class Explanation:
     nearest_created: float | None = None
     entries: int = 0
     differences: list[Difference] = field(default_factory=list)
+    by_name: dict[str, str] = field(default_factory=dict)
 
     @property
     def hit(self) -> bool:
@@ -250,13 +253,17 @@ class Explanation:
     def __str__(self) -> str:
         head = f"{self.function} [{self.key[:12]}]"
         if self.status == HIT:
-            return f"{head}: hit"
-        if self.status == NEW:
-            return f"{head}: miss, new function (no stored entry)"
-        n = self.entries
-        lines = [f"{head}: miss; nearest of {n} entr{'y' if n == 1 else 'ies'}"
-                 f" is {(self.nearest or '?')[:12]} ({_when(self.nearest_created)}):"]
-        lines += [f"  - {d}" for d in self.differences]
+            lines = [f"{head}: hit"]
+        elif self.status == NEW:
+            lines = [f"{head}: miss, new function (no stored entry)"]
+        else:
+            n = self.entries
+            lines = [f"{head}: miss; nearest of {n} entr{'y' if n == 1 else 'ies'}"
+                     f" is {(self.nearest or '?')[:12]} ({_when(self.nearest_created)}):"]
+            lines += [f"  - {d}" for d in self.differences]
+        for label, why in sorted(self.by_name.items()):
+            kind, _, name = label.partition(" ")
+            lines.append(f"  note: {kind} `{name}` is keyed by name, not content ({why})")
         return "\n".join(lines)
 
 
@@ -268,12 +275,13 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     """
     side, key = _current_side(m, args, kwargs)
     assert key is not None
+    by_name = m._fingerprint().by_name if m.version is None else {}
     store = m.store
     if store.contains(key):
-        return Explanation(m.function_id, key, HIT, nearest=key)
+        return Explanation(m.function_id, key, HIT, nearest=key, by_name=by_name)
     entries = _entries_of(store, m.function_id)
     if not entries:
-        return Explanation(m.function_id, key, NEW)
+        return Explanation(m.function_id, key, NEW, by_name=by_name)
     root = _root(m.function_id)
     best: tuple[int, float, Any, list[Difference]] | None = None
     for e in entries:
@@ -289,7 +297,8 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
             "is not recorded in entries (the `ignore` list, or an entry of an older fncache)",
             None, None)]
     return Explanation(m.function_id, key, MISS, nearest=nearest.key,
-                       nearest_created=nearest.created, entries=len(entries), differences=diffs)
+                       nearest_created=nearest.created, entries=len(entries), differences=diffs,
+                       by_name=by_name)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,10 @@ A fingerprint is computed once per function and then *revalidated* on each use: 
 ``__code__``/``__defaults__``/closure cell and user class dict it depended on is checked by identity,
 and mutable values read (dicts, lists, objects) are re-hashed. Any difference recomputes it, so a global
 rebound or mutated between two calls gives a new key, while a hit costs a few identity checks.
+
+State a function writes is keyed by the name it is read under, not by content, for that function only:
+a global its code rebinds (``global n; n += 1``) and the values memoize saw it modify while it ran (see
+:func:`mark_state`). ``Fingerprint.by_name`` lists those components.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ __all__ = [
 
 _MISSING = object()
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
+_GLOBAL_WRITES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
 # Class attributes that describe where or how a class was written, not what it does.
 _CLASS_SKIP = frozenset({
     "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__firstlineno__",
@@ -240,9 +245,35 @@ def _code_names(code: types.CodeType) -> tuple[list[str], set[str]]:
     return list(globals_read), all_names
 
 
+_written_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _globals_written(code: types.CodeType) -> frozenset[str]:
+    """Global names the code (nested code included) rebinds or deletes: ``global n; n += 1``."""
+    found = _written_cache.get(code)
+    if found is None:
+        names: set[str] = set()
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            names.update(i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_WRITES)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        found = _written_cache[code] = frozenset(names)
+    return found
+
+
 # ---------------------------------------------------------------------------------------------
 # Fingerprints
 # ---------------------------------------------------------------------------------------------
+
+# The tokens of values keyed by name; ``Fingerprint.by_name`` finds them among the components.
+_STATE = ("state",)  # modified by the function while it ran (mark_state)
+_REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
+_BY_NAME = {
+    _hasher.digest(_STATE).hex(): "modified by the function",
+    _hasher.digest(_REBOUND).hex(): "rebound by the function",
+}
 
 @dataclass
 class Fingerprint:
@@ -260,21 +291,46 @@ class Fingerprint:
     _mutable: tuple[tuple[Any, bytes], ...] = ()
     cacheable: bool = True
     generation: int = 0
+    root: str | None = None  # the module classes are named relative to (see _hasher.digest)
+    # ids of mutable values reached only through a closure or a default of a function it covers:
+    # other code reaches them only through these functions (see changes()).
+    _private: frozenset[int] = frozenset()
 
     @property
     def hexdigest(self) -> str:
         return self.digest.hex()
+
+    @property
+    def by_name(self) -> dict[str, str]:
+        """Components keyed by name rather than content, with why: ``{"global n": "rebound by the
+        function"}`` (its code rebinds it) or ``"modified by the function"`` (seen changing while it
+        ran). Changes to these values do not change the key."""
+        return {label: _BY_NAME[d] for label, d in self.components.items() if d in _BY_NAME}
 
     def changed_state(self) -> list[Any]:
         """The mutable values read whose content differs from when this fingerprint was made."""
         out = []
         for value, d in self._mutable:
             try:
-                if _hasher.digest(value) != d:
+                if _hasher.digest(value, self.root) != d:
                     out.append(value)
             except Exception:
                 out.append(value)
         return out
+
+    def changes(self) -> tuple[bool, list[Any], bool]:
+        """What differs from when this fingerprint was made: (a name it read was rebound, the
+        mutable values whose content changed, all of those are reached only privately).
+
+        "Privately" means through a closure variable or a default of a function it covers, never a
+        global, module attribute or class attribute: another thread can modify such a value only by
+        calling those functions (or by holding it already). Identity checks and re-hashes only.
+        """
+        rebound = any(m.get(n, _MISSING) is not o for m, n, o in self._dict_watches) \
+            or any(getattr(w, a, _MISSING) is not o for w, a, o in self._attr_watches) \
+            or any(len(m) != n for m, n in self._len_watches)
+        changed = self.changed_state() if self._mutable else []
+        return rebound, changed, all(id(v) in self._private for v in changed)
 
     def valid(self) -> bool:
         """Cheap check that no global, code, default, closure or class it read has changed."""
@@ -291,7 +347,7 @@ class Fingerprint:
                 return False
         for value, d in self._mutable:
             try:
-                if _hasher.digest(value) != d:
+                if _hasher.digest(value, self.root) != d:
                     return False
             except Exception:
                 return False
@@ -305,21 +361,29 @@ _in_progress = threading.local()
 
 
 # Objects that a memoized function was seen to modify while it ran (a log list, a counter, a memo
-# dict): state it writes, not an input. id -> object (kept alive so the id cannot be reused).
-_state: dict[int, Any] = {}
+# dict): state it writes, not an input, *for that function only*; another function that reads them
+# still keys them by content. id(function) -> (function, {id: object}); both kept alive so that no
+# id can be reused meanwhile.
+_state: dict[int, tuple[Any, dict[int, Any]]] = {}
 
 
-def mark_state(objs: Iterable[Any]) -> None:
-    """Key these objects by the name they are read under, not by content, from now on.
+def mark_state(fn: Any, objs: Iterable[Any]) -> None:
+    """Key these objects by the name they are read under, not by content, in ``fn``'s fingerprint.
 
-    Called by memoize when a function's own run changed a mutable global, closure value or default:
-    otherwise every call would see a new value and miss (``log.append(x)`` in a cached function).
+    Called by memoize when a run of ``fn`` changed a mutable global, closure value or default and the
+    change is attributed to ``fn`` itself: otherwise every call would see a new value and miss
+    (``log.append(x)`` in a cached function).
     """
+    fn = _unwrap_memoized(fn)
     with _fp_lock:
+        owned = _state.setdefault(id(fn), (fn, {}))[1]
         for obj in objs:
-            _state[id(obj)] = obj
-        _fp_cache.clear()
-        _fp_cache_versions.clear()
+            owned[id(obj)] = obj
+        for cache in (_fp_cache, _fp_cache_versions):
+            try:
+                cache.pop(fn, None)
+            except TypeError:  # not weakly referenceable: never cached
+                pass
 
 
 def _is_immutable(v: Any) -> bool:
@@ -369,6 +433,9 @@ class _Walk:
         self.versions = versions
         self.distributions: set[str] = set()
         self.cacheable = True
+        found = _state.get(id(root))
+        self.state: dict[int, Any] = found[1] if found is not None and found[0] is root else {}
+        self.private: list[int] = []  # ids of mutable values read through closures and defaults
 
     # -- labels --------------------------------------------------------------------------------
     def _name(self, module: str | None, qualname: str) -> str:
@@ -394,8 +461,8 @@ class _Walk:
     # -- values --------------------------------------------------------------------------------
     def reference(self, value: Any, code_names: set[str] | None = None) -> Any:
         """The token that stands for ``value`` where it is read; visits user code it reaches."""
-        if id(value) in _state:
-            return ("state",)  # written by a memoized function: keyed by where it is read, not content
+        if self.state and id(value) in self.state:
+            return _STATE  # written by this function: keyed by where it is read, not content
         value = _unwrap_memoized(value)
         if isinstance(value, types.FunctionType):
             if is_user_code(value):
@@ -424,6 +491,14 @@ class _Walk:
         if not _is_immutable(value):
             self.mutable.append((value, d))
         return ("value", d)
+
+    def private_reference(self, value: Any, code_names: set[str] | None = None) -> Any:
+        """:meth:`reference` for a closure value or a default (see ``Fingerprint.changes``)."""
+        n = len(self.mutable)
+        token = self.reference(value, code_names)
+        if len(self.mutable) > n and self.mutable[n][0] is value:
+            self.private.append(id(value))
+        return token
 
     def library_ref(self, obj: Any) -> Any:
         module = getattr(obj, "__module__", None)
@@ -455,8 +530,9 @@ class _Walk:
         self.attr_watches.append((fn, "__kwdefaults__", fn.__kwdefaults__))
         # Element by element, so a mutable default the function writes to (a memo dict) can be told
         # apart from the others.
-        defaults = tuple(self.reference(v) for v in fn.__defaults__ or ())
-        kwdefaults = tuple((k, self.reference(v)) for k, v in (fn.__kwdefaults__ or {}).items())
+        defaults = tuple(self.private_reference(v) for v in fn.__defaults__ or ())
+        kwdefaults = tuple((k, self.private_reference(v))
+                           for k, v in (fn.__kwdefaults__ or {}).items())
         self.components[label] = _hasher.digest(
             (code_digest(code), fn.__qualname__, defaults, kwdefaults)
         ).hex()
@@ -468,11 +544,21 @@ class _Walk:
             except ValueError:  # an empty cell: a name assigned later in the enclosing scope
                 value = _MISSING
             self.attr_watches.append((cell, "cell_contents", value))
-            token = ("unbound",) if value is _MISSING else self.reference(value, all_names)
+            token = ("unbound",) if value is _MISSING else self.private_reference(value, all_names)
             self.components[f"closure {qual}.{var}"] = _hasher.digest(token).hex()
         g = fn.__globals__
         b = vars(builtins)
+        written = _globals_written(code)
         for name in names_read:
+            if name in written and not isinstance(
+                    g.get(name), (types.FunctionType, type, types.ModuleType)):
+                # Rebound by this function's own code (a call counter): state it writes, keyed by
+                # name and not watched, or no call would hit again. A by-value read of the same
+                # global elsewhere in the walk takes precedence (it keeps the value in the key), and
+                # code (a function, class or module bound to it) is followed as usual.
+                glabel = f"global {self._name(g.get('__name__'), name)}"
+                self.components.setdefault(glabel, _hasher.digest(_REBOUND).hex())
+                continue
             value = g.get(name, _MISSING)
             self.dict_watches.append((g, name, value))
             if value is _MISSING:
@@ -529,6 +615,13 @@ class _Walk:
             for dist, version in _versions(self.distributions):
                 self.components[f"version {dist}"] = _hasher.digest(version).hex()
         comps = dict(sorted(self.components.items()))
+        private: frozenset[int] = frozenset()
+        if self.private:
+            # A value also reached through a global or an attribute is not private.
+            reads: dict[int, int] = {}
+            for v, _ in self.mutable:
+                reads[id(v)] = reads.get(id(v), 0) + 1
+            private = frozenset(i for i in self.private if reads[i] == self.private.count(i))
         return Fingerprint(
             digest=_hasher.digest(("fncache.fingerprint", tuple(comps.items()))),
             components=comps,
@@ -538,6 +631,8 @@ class _Walk:
             _mutable=tuple(self.mutable),
             cacheable=self.cacheable,
             generation=_generation[0],
+            root=self.root_module,
+            _private=private,
         )
 
 
@@ -654,6 +749,8 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
     stack.append(obj)
     outer = getattr(_in_progress, "cycles", None)
     _in_progress.cycles = set()
+    # Values hashed during the walk name classes the way its labels do (relative to its root).
+    outer_root = _hasher.relative_to(getattr(obj, "__module__", None) or "")
     try:
         walk = _Walk(obj, versions=versions)
         if isinstance(obj, type):
@@ -669,6 +766,7 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
             raise TypeError(f"fingerprint: expected a function or class, got {type(obj).__name__}")
         fp = walk.result()
     finally:
+        _hasher.relative_to(outer_root)
         stack.pop()
         cycles = _in_progress.cycles
         cycles.discard(depth)

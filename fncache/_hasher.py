@@ -20,6 +20,10 @@ take a Python detour. What makes the stream canonical, and why each step is need
 * **Buffers straight into the digest.** Protocol-5 out-of-band buffers (numpy, pandas, arrow) are
   hashed where they lie, never copied into the stream; numpy arrays are first put in C order, so equal
   arrays in C order, Fortran order or as strided views give one digest while dtype and shape still count.
+* **Classes by where they live.** A class (an argument, an instance's type, a class attribute) is its
+  fingerprint plus its module, so ``a.NotFound`` and ``b.NotFound`` with one body stay apart. Classes
+  of the *root* module (the memoized function's own, passed as ``root``) leave the module out, so a
+  script run as ``__main__`` and the same file imported share keys.
 * **Extension points** (:func:`register`, ``__fncache_token__``, :func:`ref`) run inside
   ``reducer_override``/``persistent_id``, never through ``dispatch_table`` (which the C pickler reads
   once at construction, so late registrations would be silently ignored).
@@ -85,7 +89,8 @@ def register(type_: type, fn: Callable[[Any], Any]) -> None:
     """Hash values of ``type_`` (and its subclasses) by ``fn(value)`` instead of their pickle.
 
     ``fn`` returns any hashable-by-fncache token, e.g. a database handle's URL or a model's weights.
-    The type's qualified name is mixed in, so tokens of different types never collide. Takes effect at
+    The value's own class (a subclass, not the registered type) is mixed in, so tokens of different
+    types never collide. Takes effect at
     once, in this process; register in an imported module so child processes register too.
     """
     if not isinstance(type_, type):
@@ -145,7 +150,11 @@ def _handle_function(h: _Hasher, obj: Any) -> Any:
 def _handle_class(h: _Hasher, obj: Any) -> Any:
     from fncache._fingerprint import fingerprint
 
-    return (_Token, ("class", fingerprint(obj).digest))
+    # A fingerprint says what a class does, not which class it is: two modules may define one body
+    # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``.
+    module = getattr(obj, "__module__", None)
+    where = None if h.root is not None and module == h.root else module
+    return (_Token, ("class", where, fingerprint(obj).digest))
 
 
 def _handle_code(h: _Hasher, obj: Any) -> Any:
@@ -158,9 +167,25 @@ def _handle_module(h: _Hasher, obj: Any) -> Any:
     return (_Token, ("module", obj.__name__))
 
 
+def _slot_names(t: type) -> tuple[str, ...]:
+    """Attribute names of every ``__slots__`` entry along ``t``'s MRO (private names mangled)."""
+    names: list[str] = []
+    for c in t.__mro__:
+        slots = vars(c).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{c.__name__.lstrip('_')}{name}"
+            names.append(name)
+    return tuple(sorted(set(names)))
+
+
 def _handle_set_subclass(h: _Hasher, obj: Any) -> Any:
+    # The C pickler's own set path would drop slots; read them here (an unset slot is absent).
     state = getattr(obj, "__dict__", None) or None
-    return (_Token, ("set-subclass", type(obj), _set_token(obj), state))
+    slots = tuple((n, getattr(obj, n, _Token)) for n in _slot_names(type(obj)))
+    return (_Token, ("set-subclass", type(obj), _set_token(obj, h.root), state, slots))
 
 
 def _handle_token_method(h: _Hasher, obj: Any) -> Any:
@@ -188,7 +213,8 @@ def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], A
     name = _qualname(t)
 
     def handle(h: _Hasher, obj: Any) -> Any:
-        return (_Token, ("registered", name, fn(obj)))
+        # The actual type, not only the registered base: two subclasses may give equal tokens.
+        return (_Token, ("registered", name, type(obj), fn(obj)))
 
     return handle
 
@@ -228,11 +254,11 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _set_token(obj: set[Any] | frozenset[Any]) -> tuple[Any, ...]:
+def _set_token(obj: set[Any] | frozenset[Any], root: str | None) -> tuple[Any, ...]:
     types_ = {type(x) for x in obj}
     if len(types_) == 1 and next(iter(types_)) in _SORTABLE:
         return ("sorted", tuple(sorted(obj)))
-    return ("digests", b"".join(sorted(digest(x) for x in obj)))
+    return ("digests", b"".join(sorted(_digest(x, root) for x in obj)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +291,7 @@ class _Hasher(cloudpickle.Pickler):
         super().__init__(self._sink, protocol=_PROTOCOL, buffer_callback=self._take_buffer)
         self.cyclic = cyclic
         self.fast = not cyclic
+        self.root: str | None = None  # see the module docstring: classes by where they live
 
     def _take_buffer(self, buf: pickle.PickleBuffer) -> bool:
         try:
@@ -277,7 +304,7 @@ class _Hasher(cloudpickle.Pickler):
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
         if t is set or t is frozenset:
-            return ("set" if t is set else "frozenset", _set_token(obj))
+            return ("set" if t is set else "frozenset", _set_token(obj, self.root))
         if _refs:
             hit = _refs.get(id(obj), _MISSING)
             if hit is not _MISSING:
@@ -315,6 +342,18 @@ class _Hasher(cloudpickle.Pickler):
 
 
 _local = threading.local()
+# The root module of the fingerprint being computed in this thread (see :func:`relative_to`).
+_context = threading.local()
+_INHERIT: Any = object()
+
+
+def relative_to(module: str | None) -> str | None:
+    """Make :func:`digest` calls of this thread without ``root=`` relative to ``module``; gives the
+    previous setting, to be restored by passing it back. Used around a fingerprint computation, whose
+    value digests then name classes the way its labels name them."""
+    previous: str | None = getattr(_context, "root", None)
+    _context.root = module
+    return previous
 
 
 def _pool() -> list[_Hasher]:
@@ -340,8 +379,12 @@ _SCALARS_MAX = 4096
 _SCALAR_STR_MAX = 256
 
 
-def digest(obj: Any) -> bytes:
+def digest(obj: Any, root: str | None = _INHERIT) -> bytes:
     """The 16-byte canonical digest of ``obj``.
+
+    ``root``: classes of this module are written without their module name (the memoized function's
+    own module); ``None`` names every class's module; by default, the setting of
+    :func:`relative_to` in this thread (``None`` unless a fingerprint is being computed).
 
     Raises :class:`fncache.UnhashableArgument` (a ``TypeError``) when some part of ``obj`` cannot be
     pickled (generators, locks, sockets, objects whose ``__reduce__`` raises).
@@ -350,17 +393,20 @@ def digest(obj: Any) -> bytes:
     if t is int or (t is str and len(obj) <= _SCALAR_STR_MAX):
         found = _scalars.get((t, obj))
         if found is None:
-            found = _digest(obj)
+            found = _digest(obj, None)
             if len(_scalars) >= _SCALARS_MAX:
                 _scalars.clear()
             _scalars[(t, obj)] = found
         return found
-    return _digest(obj)
+    return _digest(obj, root)
 
 
-def _digest(obj: Any) -> bytes:
+def _digest(obj: Any, root: str | None) -> bytes:
+    if root is _INHERIT:
+        root = getattr(_context, "root", None)
     pool = _pool()
     h = pool.pop() if pool else _Hasher()
+    h.root = root
     try:
         return h.hash(obj)
     except ValueError as e:
@@ -379,7 +425,9 @@ def _digest(obj: Any) -> bytes:
         pool.append(h)
     # A cycle: rare, so a fresh memoizing pickler is fine.
     try:
-        return _Hasher(cyclic=True).hash(obj)
+        cyclic = _Hasher(cyclic=True)
+        cyclic.root = root
+        return cyclic.hash(obj)
     except UnhashableArgument:
         raise
     except Exception as e:

@@ -7,7 +7,8 @@ the first writer wins and every reader sees one whole value).
 
 Failure policy, in one place: the user's exceptions propagate and are not stored; store and I/O errors
 become logged misses (``on_store_error="raise"`` raises them instead); a damaged or untrusted entry is
-logged, deleted and recomputed; a result that cannot be pickled is returned and not stored.
+logged, deleted and recomputed; a result that cannot be pickled is returned and not stored; so is a
+result whose inputs changed while it was computed, not provably by the function (see _store_result).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
 from fncache import _codec, _hasher
 from fncache._binding import Binder
@@ -191,6 +192,9 @@ class Memoized(Generic[P, R]):
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         self.mmap_mode = mmap_mode
         self.function_id = _function_id(func)
+        # Classes of the function's own module enter argument digests without the module name, as
+        # they do in its fingerprint (a script run as __main__ and imported share keys).
+        self._root = getattr(func, "__module__", None) or ""
         self._fp: Fingerprint | None = None
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
@@ -267,10 +271,11 @@ class Memoized(Generic[P, R]):
             fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)
         return fp
 
-    def _code_digest(self) -> bytes:
+    def _code_digest(self, fp: Fingerprint | None = None) -> bytes:
         if self.version is not None:
             return _hasher.digest(("version", self.function_id, self.version))
-        fp = self._fingerprint()
+        if fp is None:
+            fp = self._fingerprint()
         if not self.depends_on:
             return fp.digest
         from fncache._depends import depends_digest
@@ -280,10 +285,11 @@ class Memoized(Generic[P, R]):
     def _arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
         values = self._binder.bind(args, kwargs)
         digest = _hasher.digest
+        root = self._root
         out = []
         for i, v in enumerate(values):
             try:
-                out.append(digest(v))
+                out.append(digest(v, root))
             except UnhashableArgument as e:
                 name = self._binder.names[i] if i < len(self._binder.names) else f"#{i}"
                 raise UnhashableArgument(
@@ -298,8 +304,8 @@ class Memoized(Generic[P, R]):
         arg_digests = self._arg_digests(args, kwargs)
         return self._key_from(arg_digests), arg_digests
 
-    def _key_from(self, arg_digests: list[bytes]) -> str:
-        parts = [_KEY_PREFIX, self._code_digest(), *arg_digests]
+    def _key_from(self, arg_digests: list[bytes], fp: Fingerprint | None = None) -> str:
+        parts = [_KEY_PREFIX, self._code_digest(fp), *arg_digests]
         if self.ignore:
             parts.append(_hasher.digest(("ignore", tuple(self.ignore))))
         return _hasher._digest_of(b"".join(parts)).hex()
@@ -517,24 +523,57 @@ class Memoized(Generic[P, R]):
     def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
              kwargs: dict[str, Any], overwrite: bool = False) -> R:
         self._say("miss", key)
-        fp = self._fp
+        before = self._before_run(key, arg_digests)
         start = time.perf_counter()
         value = self.__wrapped__(*args, **kwargs)
-        self._store_result(fp, key, value, time.perf_counter() - start, arg_digests, overwrite)
+        self._store_result(before, key, value, time.perf_counter() - start, arg_digests, overwrite)
         return value
 
-    def _store_result(self, fp: Fingerprint | None, key: str, value: Any, duration: float,
-                      arg_digests: list[bytes], overwrite: bool = False) -> None:
-        changed = fp.changed_state() if fp is not None and fp._mutable and self.version is None else []
+    def _before_run(self, key: str, arg_digests: list[bytes], loop: Any = None) -> _Before:
+        """What ``key`` was made from, taken just before the function runs (see _store_result)."""
+        fp = self._fingerprint() if self.version is None else None
+        depends = _depends_digest(self.depends_on) if self.depends_on else None
+        # The inputs may have moved since the lookup (another thread rebound a global): the key of
+        # the inputs as they stand now is then another one, and this result must not go under key.
+        same = fp is None or self._key_from(arg_digests, fp) == key
+        return _Before(fp, depends, same, _alone(loop))
+
+    def _store_result(self, before: _Before, key: str, value: Any, duration: float,
+                      arg_digests: list[bytes], overwrite: bool = False, loop: Any = None) -> None:
+        """Store a computed value under ``key``, unless what ``key`` was made from changed meanwhile
+        in a way the function itself cannot be shown to have caused.
+
+        The function was *alone* when no other thread (and, for a coroutine, no other task of its
+        loop) existed when it began and when it ended: any change seen now was made by the call
+        itself. Otherwise only the mutation of values reached privately (closures, defaults) is taken
+        as the function's own; a global rebound or mutated meanwhile may be another thread's doing,
+        and the function may have read the new value, so the result may not belong to ``key``. A
+        ``depends_on`` input that changed is never the function's doing. Identity checks and
+        re-hashes of the mutable values read, as on a hit.
+        """
+        fp = before.fp
+        rebound, private = False, True
+        changed: list[Any] = []
+        if fp is not None and before.same:
+            rebound, changed, private = fp.changes()
+        alone = before.alone and _alone(loop)
+        drifted = not before.same or (
+            before.depends is not None and _depends_digest(self.depends_on) != before.depends)
+        if drifted or ((rebound or changed) and not (alone or (not rebound and private))):
+            log.info("%s: an input changed while the function ran, and not provably by the function "
+                     "itself (another thread?): result returned, not stored", self.function_id)
+            return
         if changed:
             # The function modified a value it reads (a log list, a counter, a memo dict): that is
-            # state it writes, not an input, or no call would ever hit again. Key it by name from
-            # now on, and store this result under the key the next call will compute as well.
-            mark_state(changed)
+            # state it writes, not an input, or no call would ever hit again. Key it by name (for
+            # this function only) from now on.
+            mark_state(self.__wrapped__, changed)
             log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
                      "by name from now on", self.function_id, len(changed))
         self._save(key, value, duration, arg_digests, overwrite)
-        if changed:
+        if changed and not rebound:
+            # Also under the key the next call will compute. Not after a rebinding: the new key
+            # holds the new value, which this result was not computed from.
             new_key = self._key_from(arg_digests)
             if new_key != key:
                 self._save(new_key, value, duration, arg_digests, overwrite)
@@ -560,10 +599,11 @@ class Memoized(Generic[P, R]):
         fut = flights[(loop, key)] = loop.create_future()
         try:
             self._say("miss", key)
-            fp = self._fp
+            before = self._before_run(key, arg_digests, loop)
             start = time.perf_counter()
             value = await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
-            self._store_result(fp, key, value, time.perf_counter() - start, arg_digests)
+            self._store_result(before, key, value, time.perf_counter() - start, arg_digests,
+                               loop=loop)
             fut.set_result(value)
             return value
         except BaseException as e:
@@ -610,6 +650,33 @@ class Memoized(Generic[P, R]):
         from fncache._explain import explain_call
 
         return explain_call(self, args, kwargs)
+
+
+class _Before(NamedTuple):
+    """What a computation's key was made from, as it stood when the function started."""
+
+    fp: Fingerprint | None  # the code fingerprint (None with version=)
+    depends: bytes | None  # the depends_on digest
+    same: bool  # the inputs still gave the key looked up
+    alone: bool  # no other thread or task existed
+
+
+def _depends_digest(items: Any) -> bytes:
+    from fncache._depends import depends_digest
+
+    return depends_digest(items)
+
+
+def _alone(loop: Any = None) -> bool:
+    """Whether this is the only thread the ``threading`` module knows of (and, given an event loop,
+    the current task the loop's only one): then no other code can be running meanwhile."""
+    if threading.active_count() != 1:
+        return False
+    if loop is None:
+        return True
+    import asyncio
+
+    return len(asyncio.all_tasks(loop)) <= 1
 
 
 def _function_id(func: Any) -> str:

@@ -1,0 +1,479 @@
+"""Key soundness for values: what a call's key is made of beyond the code it runs.
+
+Each test pins one way a wrong hit used to happen: ``**kwargs`` order, classes that share a name in two
+modules, ``register()`` tokens of subclasses, slots of set subclasses, state marked by one function
+leaking into another, a global the function rebinds itself, and inputs changed by another thread while
+the function runs. Behaviour across processes and code edits runs in fresh interpreters on real files
+(version 1, version 2, version 1 again at the same path); thread and state rules run in a fresh
+interpreter too, so that no thread left over by another test decides the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fncache
+from fncache._fingerprint import fingerprint
+
+from .helpers import import_source, load_harness
+
+harness = load_harness()
+
+
+def _run_script(directory: Path, name: str, source: str, *args: str, store: Path | None = None,
+                seed: int = 0) -> Any:
+    """Write ``source`` to ``directory/name`` and run it in a fresh interpreter; its JSON output."""
+    path = directory / name
+    path.write_text(textwrap.dedent(source).lstrip())
+    return harness.run_json([name, *args], directory, harness.child_env(store or directory / "cache",
+                                                                        seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. **kwargs order
+# ---------------------------------------------------------------------------------------------
+
+def test_kwargs_order_is_part_of_the_key(tmp_path):
+    """``f(b=2, a=1)`` and ``f(a=1, b=2)`` are two calls when the items land in ``**kwargs``."""
+
+    @fncache.memoize(store=tmp_path)
+    def names(**kw):
+        return list(kw)
+
+    assert names(b=2, a=1) == ["b", "a"]
+    assert names(a=1, b=2) == ["a", "b"]
+    assert names.key(b=2, a=1) != names.key(a=1, b=2)
+    assert names(b=2, a=1) == ["b", "a"]
+
+
+def test_named_parameters_stay_bound_by_name(tmp_path):
+    """Named parameters count by name whatever the order; only the ``**kwargs`` items keep order."""
+
+    @fncache.memoize(store=tmp_path)
+    def f(a, b=0, **kw):
+        return a, b, list(kw)
+
+    assert f.key(a=1, b=2, c=3) == f.key(b=2, a=1, c=3) == f.key(1, 2, c=3) == f.key(c=3, b=2, a=1)
+    assert f.key(1, c=3, d=4) != f.key(1, d=4, c=3)
+    assert f(1, d=4, c=3) == (1, 0, ["d", "c"])
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Classes with one name in two modules
+# ---------------------------------------------------------------------------------------------
+
+_ERRORS = '''
+class NotFound(Exception):
+    pass
+'''
+
+_MAIN = '''
+import json, sys
+import fncache
+import errors_a, errors_b
+DEFAULT = errors_a.NotFound("k")  #@v1
+DEFAULT = errors_b.NotFound("k")  #@v2
+
+class Local:
+    def __init__(self, v):
+        self.v = v
+
+class Settings:
+    error = errors_a.NotFound("k")  #@v1
+    error = errors_b.NotFound("k")  #@v2
+
+@fncache.memoize
+def settings_where():
+    return type(Settings.error).__module__
+
+@fncache.memoize
+def where(e):
+    return type(e).__module__ if not isinstance(e, type) else e.__module__
+
+@fncache.memoize
+def default_where():
+    return type(DEFAULT).__module__
+
+def report():
+    return {
+        "inst_a": where.key(errors_a.NotFound("k")),
+        "inst_b": where.key(errors_b.NotFound("k")),
+        "cls_a": where.key(errors_a.NotFound),
+        "cls_b": where.key(errors_b.NotFound),
+        "local": where.key(Local(1)),
+        "default": default_where.key(),
+        "default_result": default_where(),
+        "settings": settings_where.key(),
+        "settings_result": settings_where(),
+        "results": [where(errors_a.NotFound("k")), where(errors_b.NotFound("k"))],
+    }
+
+if __name__ == "__main__":
+    print(json.dumps(report()))
+'''
+
+_IMPORTER = '''
+import json
+import main
+print(json.dumps(main.report()))
+'''
+
+
+@pytest.mark.slow
+def test_classes_with_one_name_in_two_modules_have_two_keys(tmp_path):
+    """Instances (and class objects) of two same-named classes from two modules get two keys."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("errors_a", "errors_b"):
+        (project / f"{name}.py").write_text(_ERRORS)
+    runs = {}
+    for run, version, seed in [("v1", "v1", 1), ("v2", "v2", 2), ("v1_again", "v1", 3)]:
+        (project / "main.py").write_text(harness.render(_MAIN, version))
+        runs[run] = harness.run_json(["main.py"], project, harness.child_env(tmp_path / "c", seed))
+    v1 = runs["v1"]
+    assert v1["results"] == ["errors_a", "errors_b"]
+    assert v1["inst_a"] != v1["inst_b"]
+    assert v1["cls_a"] != v1["cls_b"]
+    # A global holding an instance: moving it to the other module's class changes the key.
+    assert runs["v2"]["default"] != v1["default"]
+    assert runs["v2"]["default_result"] == "errors_b"
+    assert runs["v1_again"]["default"] == v1["default"]
+    # A class attribute holding an instance: likewise.
+    assert runs["v2"]["settings"] != v1["settings"]
+    assert runs["v2"]["settings_result"] == "errors_b"
+    assert runs["v1_again"] == v1
+
+
+@pytest.mark.slow
+def test_a_class_of_the_scripts_own_module_keys_alike_run_or_imported(tmp_path):
+    """A script run as ``__main__`` and the same file imported give one key for its own classes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("errors_a", "errors_b"):
+        (project / f"{name}.py").write_text(_ERRORS)
+    (project / "main.py").write_text(harness.render(_MAIN, "v1"))
+    (project / "importer.py").write_text(_IMPORTER)
+    env = harness.child_env(tmp_path / "c", 5)
+    as_main = harness.run_json(["main.py"], project, env)
+    imported = harness.run_json(["importer.py"], project, env)
+    for name in ("local", "inst_a", "inst_b", "cls_a", "cls_b", "default", "settings"):
+        assert as_main[name] == imported[name], name
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. register() with subclasses
+# ---------------------------------------------------------------------------------------------
+
+def test_registered_tokens_are_qualified_by_the_actual_type(tmp_path):
+    """Two subclasses of a registered type with equal tokens do not share a key."""
+    m = import_source("sv_engines", textwrap.dedent('''
+        class Engine:
+            def __init__(self, url):
+                self.url = url
+        class Postgres(Engine):
+            kind = "pg"
+        class Sqlite(Engine):
+            kind = "sqlite"
+    '''), tmp_path, keep=False)
+    fncache.register(m.Engine, lambda e: e.url)
+    try:
+        assert fncache.hash(m.Postgres("db")) != fncache.hash(m.Sqlite("db"))
+        assert fncache.hash(m.Postgres("db")) == fncache.hash(m.Postgres("db"))
+        assert fncache.hash(m.Postgres("db")) != fncache.hash(m.Postgres("other"))
+    finally:
+        fncache.unregister(m.Engine)
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Set subclasses with __slots__
+# ---------------------------------------------------------------------------------------------
+
+class _TaggedSet(frozenset):  # type: ignore[type-arg]
+    __slots__ = ("tag",)
+
+
+class _Labelled(_TaggedSet):
+    __slots__ = ("__label",)  # name-mangled: _Labelled__label
+
+
+class _MutableTagged(set):  # type: ignore[type-arg]
+    __slots__ = ("tag", "__dict__")
+
+
+def _tagged(cls: type, items: Any, **attrs: Any) -> Any:
+    s = cls(items)
+    for k, v in attrs.items():
+        setattr(s, k, v)
+    return s
+
+
+def test_slots_of_set_subclasses_are_part_of_the_key():
+    """frozenset/set subclasses with ``__slots__`` are keyed by their slot values (and ``__dict__``)."""
+    a, b = _tagged(_TaggedSet, [1, 2], tag="a"), _tagged(_TaggedSet, [1, 2], tag="b")
+    assert fncache.hash(a) != fncache.hash(b)
+    assert fncache.hash(a) == fncache.hash(_tagged(_TaggedSet, [2, 1], tag="a"))
+    assert fncache.hash(_TaggedSet([1])) != fncache.hash(_tagged(_TaggedSet, [1], tag=None))
+    x, y = _tagged(_Labelled, [1], tag="t"), _tagged(_Labelled, [1], tag="t")
+    x._Labelled__label, y._Labelled__label = "x", "y"
+    assert fncache.hash(x) != fncache.hash(y)
+    p = _tagged(_MutableTagged, [1], tag="t", extra=1)
+    q = _tagged(_MutableTagged, [1], tag="t", extra=2)
+    assert fncache.hash(p) != fncache.hash(q)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7, 12, 13. State a function writes; inputs changed while it runs
+# ---------------------------------------------------------------------------------------------
+
+_STATE_LEAK = '''
+import json
+import fncache
+
+LOG = []
+
+@fncache.memoize
+def writer(x):
+    LOG.append(x)
+    return x
+
+@fncache.memoize
+def reader():
+    return len(LOG)
+
+out = [reader()]
+for x in (1, 2, 3):
+    writer(x)
+    out.append(reader())
+print(json.dumps({"reader": out, "writer_hits": writer(1), "info": writer.cache_info().hits}))
+'''
+
+
+def test_state_one_function_writes_is_content_for_the_others(tmp_path):
+    """After one memoized function appends to a list, another that only reads it keys it by content."""
+    out = _run_script(tmp_path, "leak.py", _STATE_LEAK)
+    assert out["reader"] == [0, 1, 2, 3]
+    assert out["info"] == 1  # the writer itself still hits: the list is state it writes
+
+
+_COUNTER = '''
+import json, logging, sys
+import fncache
+from fncache._fingerprint import fingerprint
+
+calls = 0
+runs = []
+
+@fncache.memoize
+def counted(x):
+    global calls
+    calls += 1
+    runs.append(x)
+    return x * 2
+
+values = [counted(1), counted(1), counted(2), counted(1)]
+print(json.dumps({
+    "values": values, "runs": runs, "calls": calls,
+    "by_name": fingerprint(counted.__wrapped__).by_name,
+    "explain": str(counted.explain(1)),
+}))
+'''
+
+
+def test_a_global_the_function_rebinds_is_keyed_by_name(tmp_path):
+    """``global n; n += 1`` in the function does not stop it from hitting, and explain says why."""
+    out = _run_script(tmp_path, "counter.py", _COUNTER)
+    assert out["values"] == [2, 2, 4, 2]
+    assert out["runs"] == [1, 2]
+    assert out["by_name"]["global calls"] == "rebound by the function"
+    assert "global `calls`" in out["explain"] and "by name" in out["explain"]
+
+
+_MIDCALL = '''
+import json, sys, threading
+import fncache
+
+G = 1
+CONFIG = [1]
+# Events cannot be pickled: keyed by a token, as a user would.
+started = fncache.ref(threading.Event(), "started")
+changed = fncache.ref(threading.Event(), "changed")
+
+@fncache.memoize
+def scaled(x):
+    first = G
+    started.set()
+    changed.wait(10)
+    return x * G + first * 0
+
+@fncache.memoize
+def configured(x):
+    first = list(CONFIG)
+    started.set()
+    changed.wait(10)
+    return x * sum(CONFIG) + 0 * len(first)
+
+def meddle(action):
+    started.wait(10)
+    action()
+    changed.set()
+
+def call_while_another_thread(fn, action):
+    started.clear(); changed.clear()
+    t = threading.Thread(target=meddle, args=(action,))
+    t.start()
+    value = fn(10)
+    t.join()
+    return value
+
+def rebind():
+    global G
+    G = 2
+
+def mutate():
+    CONFIG.append(1)
+
+out = {}
+out["during_rebind"] = call_while_another_thread(scaled, rebind)
+G = 1
+changed.set()
+out["after_rebind"] = scaled(10)
+out["during_mutation"] = call_while_another_thread(configured, mutate)
+CONFIG[:] = [1]
+out["after_mutation"] = configured(10)
+CONFIG.append(5)
+out["after_second_mutation"] = configured(10)
+print(json.dumps(out))
+'''
+
+
+def test_an_input_changed_by_another_thread_mid_call_is_not_stored(tmp_path):
+    """A global rebound or mutated by another thread while the function runs: result not stored."""
+    out = _run_script(tmp_path, "midcall.py", _MIDCALL)
+    assert out["during_rebind"] == 20  # computed from the new state: returned as is
+    assert out["after_rebind"] == 10  # original state again: not the result computed from G = 2
+    assert out["during_mutation"] == 20
+    assert out["after_mutation"] == 10
+    assert out["after_second_mutation"] == 60  # the list is still keyed by content
+
+
+_OWN_WRITES = '''
+import json, threading
+import fncache
+
+LOG = []
+stop = threading.Event()
+idle = threading.Thread(target=stop.wait)
+
+@fncache.memoize
+def appends(x):
+    LOG.append(x)
+    return x
+
+def make_memo():
+    seen = {}
+
+    def memo(x):
+        seen[x] = True
+        return x
+    return memo
+
+memo = fncache.memoize(make_memo())
+
+out = {}
+appends(1); appends(1)
+out["solo_hits"] = appends.cache_info().hits
+idle.start()
+memo(1); memo(1)
+out["memo_hits_with_a_thread"] = memo.cache_info().hits
+stop.set(); idle.join()
+print(json.dumps(out))
+'''
+
+
+def test_state_the_function_writes_is_recognised(tmp_path):
+    """A list the function appends to, or a dict in its closure, does not make every call miss."""
+    out = _run_script(tmp_path, "own.py", _OWN_WRITES)
+    assert out["solo_hits"] == 1
+    assert out["memo_hits_with_a_thread"] == 1
+
+
+def test_fingerprint_lists_components_keyed_by_name(tmp_path):
+    """``Fingerprint.by_name`` names the components keyed by name rather than content."""
+    m = import_source("sv_by_name", "n = 0\nK = 2\ndef f(x):\n    global n\n    n += 1\n"
+                      "    return x * K\n", tmp_path, keep=False)
+    fp = fingerprint(m.f)
+    assert fp.by_name == {"global n": "rebound by the function"}
+    assert "global K" in fp.components and "global K" not in fp.by_name
+    assert json.dumps(fp.by_name)
+
+
+_MIDCALL_TASK_AND_FILE = '''
+import asyncio, json, pathlib, sys, threading
+import fncache
+
+G = 1
+DATA = pathlib.Path(sys.argv[1])
+DATA.write_text("1")
+started = fncache.ref(threading.Event(), "started")
+changed = fncache.ref(threading.Event(), "changed")
+
+@fncache.memoize
+async def scaled(x):
+    await asyncio.sleep(0.05)  # another task runs meanwhile
+    return x * G
+
+async def rebind_soon():
+    global G
+    G = 2
+
+async def during_task():
+    task = asyncio.create_task(rebind_soon())
+    value = await scaled(10)
+    await task
+    return value
+
+@fncache.memoize(depends_on=[DATA])
+def from_file(x):
+    started.set()
+    changed.wait(10)
+    return x * int(DATA.read_text())
+
+def rewrite():
+    started.wait(10)
+    DATA.write_text("22")  # another size: seen whatever the clock's resolution
+    changed.set()
+
+out = {"during_task": asyncio.run(during_task())}
+G = 1
+out["after_task"] = asyncio.run(scaled(10))
+t = threading.Thread(target=rewrite)
+t.start()
+out["during_file"] = from_file(10)
+t.join()
+DATA.write_text("1")
+out["after_file"] = from_file(10)
+print(json.dumps(out))
+'''
+
+
+def test_an_input_changed_by_another_task_or_in_a_depends_on_file_is_not_stored(tmp_path):
+    """A global rebound by another asyncio task, or a ``depends_on`` file rewritten mid-call."""
+    out = _run_script(tmp_path, "midcall2.py", _MIDCALL_TASK_AND_FILE, str(tmp_path / "data.txt"))
+    assert out["during_task"] == 20
+    assert out["after_task"] == 10
+    assert out["during_file"] == 220
+    assert out["after_file"] == 10
+
+
+def test_a_rebound_global_holding_code_is_still_followed(tmp_path):
+    """A global the function rebinds but that holds a user function keeps that function's code."""
+    m = import_source("sv_rebound_code", "def helper(x):\n    return x + 1\n"
+                      "def f(x):\n    global helper\n    if x is None:\n        helper = None\n"
+                      "    return helper(x)\n", tmp_path, keep=False)
+    fp = fingerprint(m.f)
+    assert "function helper" in fp.components and fp.by_name == {}
