@@ -71,7 +71,7 @@ def _trace(out_path: str, script: str) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     sys.settrace(tracer)
     try:
-        runpy.run_path(script, run_name="__main__")
+        runpy.run_path(os.path.abspath(script), run_name="__main__")
     finally:
         sys.settrace(None)
         with open(out_path, "w") as f:
