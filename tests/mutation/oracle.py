@@ -176,10 +176,16 @@ def _seed(*parts: object) -> int:
     return int(hashlib.sha1(repr(parts).encode()).hexdigest()[:8], 16) % 4_000_000_000 + 1
 
 
-def known_hole(program: str, path: str, function: str) -> KnownHole | None:
-    """The entry of ``KNOWN_HOLES`` that covers a mutation there, if any."""
+def known_hole(mutant: Mutant | None, program: str = "") -> KnownHole | None:
+    """The entry of ``KNOWN_HOLES`` that covers ``mutant`` (or, with ``None``, all of ``program``)."""
     for hole in KNOWN_HOLES:
-        if hole.program == program and hole.path in ("*", path) and hole.function in ("*", function):
+        if mutant is None:
+            if hole.program == program and hole.path == hole.function == "*":
+                return hole
+            continue
+        line = mutant.original.splitlines()[mutant.line - 1]
+        if hole.program == mutant.program and hole.path in ("*", mutant.path) \
+                and hole.function in ("*", mutant.function) and hole.where in line:
             return hole
     return None
 
@@ -209,7 +215,7 @@ class Report:
         return [v for v in self.verdicts if v.status in ("unsound", "crash") and v.hole is None]
 
     def unexpected_broken(self) -> dict[str, str]:
-        return {p: why for p, why in self.broken.items() if known_hole(p, "*", "*") is None}
+        return {p: why for p, why in self.broken.items() if known_hole(None, p) is None}
 
     def summary(self) -> str:
         c = self.counts
@@ -229,7 +235,7 @@ class Report:
             f"  not judged (original cannot be keyed):      {c['not-judged']}",
         ]
         for program, why in sorted(self.broken.items()):
-            hole = known_hole(program, "*", "*")
+            hole = known_hole(None, program)
             lines.append(f"  program {program}: {why}" + (f"  [known hole: {hole.cause}]" if hole else ""))
         causes: dict[str, list[Verdict]] = defaultdict(list)
         for v in self.verdicts:
@@ -254,7 +260,7 @@ class Report:
     def unused_holes(self) -> list[KnownHole]:
         """KNOWN_HOLES entries no unsound mutant (nor broken program) of this run matched."""
         used = {v.hole for v in self.verdicts if v.hole is not None and v.status in ("unsound", "crash")}
-        used |= {known_hole(p, "*", "*") for p in self.broken}
+        used |= {known_hole(None, p) for p in self.broken}
         return [h for h in KNOWN_HOLES if h not in used]
 
 
@@ -295,7 +301,7 @@ def judge(mutant: Mutant, slots: _Slots) -> Verdict:
             target.write_text(mutant.original)
     finally:
         slots.free.put(slot)
-    hole = known_hole(mutant.program, mutant.path, mutant.function) if status in ("unsound", "crash") else None
+    hole = known_hole(mutant) if status in ("unsound", "crash") else None
     return Verdict(mutant, status, original, mutated, hole)
 
 
