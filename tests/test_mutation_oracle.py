@@ -107,7 +107,7 @@ def test_mutator_makes_one_compiling_change_per_mutant() -> None:
     for m in mutants:
         compile(m.source, "m.py", "exec")
         old, new = m.original.splitlines(), m.source.splitlines()
-        changed = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+        changed = [i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b]
         assert changed and changed[0] + 1 == m.line, m.ident
         assert m.function in ("f", "<module>"), m.ident
         assert '"""Doc."""' in m.source

@@ -79,7 +79,8 @@ def _expression_mutations(node: ast.AST) -> Iterator[tuple[str, ast.AST, str]]:
             yield "constant", new, f"{node.value!r} -> {new.value!r}"
     elif isinstance(node, ast.BinOp) and type(node.op) in _BINOP:
         op = _BINOP[type(node.op)]()
-        yield "binop", ast.BinOp(node.left, op, node.right), f"{type(node.op).__name__} -> {type(op).__name__}"
+        description = f"{type(node.op).__name__} -> {type(op).__name__}"
+        yield "binop", ast.BinOp(node.left, op, node.right), description
     elif isinstance(node, ast.Compare) and type(node.ops[0]) in _CMPOP:
         op = _CMPOP[type(node.ops[0])]()
         new = ast.Compare(node.left, [op, *node.ops[1:]], node.comparators)

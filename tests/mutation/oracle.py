@@ -166,7 +166,7 @@ def all_mutants(scratch: Path) -> list[Mutant]:
     names = programs()
     with ThreadPoolExecutor(WORKERS) as pool:
         reached = list(pool.map(lambda p: reached_functions(p, scratch), names))
-    for program, functions in zip(names, reached):
+    for program, functions in zip(names, reached, strict=True):
         for rel, text in program_files(program).items():
             mutants.extend(mutants_of_file(program, rel, text, functions.get(rel, set())))
     return sorted(mutants, key=lambda m: m.ident)
@@ -320,8 +320,9 @@ def _status(original: Run, mutated: Run) -> str:
 def check_baselines(root: Path, names: Iterable[str]) -> tuple[dict[tuple[str, int], Run], dict[str, str]]:
     """Run each original twice (two hash seeds, two directories): one output, one key, no error.
 
-    Returns the runs by (program, copy) and, per program that cannot be judged, the reason (nondeterministic output,
-    a key that depends on the hash seed or the directory, or a key that raised).
+    Returns the runs by (program, copy) and, per program that cannot be judged, the reason
+    (nondeterministic output, a key that depends on the hash seed or the directory, or a key that
+    raised).
     """
     names = list(names)
     jobs = [(p, i) for p in names for i in (0, 1)]
@@ -331,7 +332,7 @@ def check_baselines(root: Path, names: Iterable[str]) -> tuple[dict[tuple[str, i
         return run_program(checkout(p, root / f"baseline{i}" / p), _seed("baseline", p, i))
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        runs = dict(zip(jobs, pool.map(go, jobs)))
+        runs = dict(zip(jobs, pool.map(go, jobs), strict=True))
     broken: dict[str, str] = {}
     for p in names:
         a, b = runs[p, 0], runs[p, 1]
@@ -355,8 +356,8 @@ def run_oracle(*, full: bool, sample: int = 40, seed: int = 0, root: Path | None
         mutants = all_mutants(root / "trace")
         runs, broken = check_baselines(root, programs())
         judgeable = [m for m in mutants if m.program not in broken]
-        chosen = judgeable if full else sorted(random.Random(seed).sample(judgeable, min(sample, len(judgeable))),
-                                               key=lambda m: m.ident)
+        chosen = judgeable if full else sorted(
+            random.Random(seed).sample(judgeable, min(sample, len(judgeable))), key=lambda m: m.ident)
         slots = _Slots(root, runs)
         with ThreadPoolExecutor(WORKERS) as pool:
             verdicts = list(pool.map(lambda m: judge(m, slots), chosen))

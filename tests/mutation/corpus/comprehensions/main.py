@@ -17,7 +17,8 @@ def index(docs):
 def build_index(docs):
     idx = index(docs)
     lengths = [len(d.split()) for d in docs]
-    return {"index": idx, "long": [i for i, n in enumerate(lengths) if n > 3], "total": sum(n for n in lengths)}
+    long_docs = [i for i, n in enumerate(lengths) if n > 3]
+    return {"index": idx, "long": long_docs, "total": sum(n for n in lengths)}
 
 
 if __name__ == "__main__":
