@@ -17,6 +17,7 @@ LAZY_IMPORT = "imports inside the function body are not followed"
 ENUM_METHODS = "enum special methods the user wrote (__str__, __format__, __init__, _missing_) are skipped"
 FUNCTION_ATTRIBUTES = "a function attribute (helper.factor) is not part of the helper"
 ABC_CRASH = "classes derived from abc.ABC cannot be keyed (_abc_data is unpicklable)"
+UNPICKLABLE_GLOBALS = "unpicklable infrastructure (a lock, functools.cached_property on 3.11) cannot be keyed"
 
 
 class KnownHole(NamedTuple):
@@ -43,4 +44,5 @@ KNOWN_HOLES: list[KnownHole] = [
     KnownHole("enums", "kinds.py", "Unit.__format__", ENUM_METHODS),
     KnownHole("dispatch_table", "inventory.py", "<module>", FUNCTION_ATTRIBUTES, where="_scale.factor = 2"),
     KnownHole("estimators", "*", "*", ABC_CRASH),
+    KnownHole("locked_cache", "*", "*", UNPICKLABLE_GLOBALS),
 ]
