@@ -146,3 +146,21 @@ def test_corpus_edit_round_trip(tmp_path: Path, program: str, path: str, old: st
     else:
         assert v2.key == v1.key and v2.hits == 1 and v2.output == v1.output, runs
     assert again.key == v1.key and again.output == v1.output and again.hits == 1, runs
+
+
+def test_a_stale_key_is_reported_with_its_diff_outputs_and_keys() -> None:
+    """A new output under the old key fails, and the report shows the file, diff, outputs and keys."""
+    text = "def f(x):\n    return x + 1\n"
+    mutant = next(m for m in mutants_of_file("p", "m.py", text, {"f"}) if m.kind == "binop")
+    original = oracle.Run("k" * 32, None, {"value": 2}, 0, None)
+    stale = oracle.Run("k" * 32, None, {"value": 0}, 0, None)
+    fresh = oracle.Run("n" * 32, None, {"value": 0}, 0, None)
+    assert oracle._status(original, fresh) == "caught"
+    assert oracle._status(original, original) == "same-output-same-key"
+    verdict = oracle.Verdict(mutant, oracle._status(original, stale), original, stale)
+    report = oracle.Report([verdict], 1, {"p": original}, {}, 0.0, "test")
+    assert report.failures() == [verdict]
+    text = report.explain_failures()
+    for expected in ("unsound: p/m.py, in f", "-    return x + 1", "+    return (x - 1)",
+                     '{"value": 2}', '{"value": 0}', "k" * 32):
+        assert expected in text
