@@ -46,7 +46,8 @@ CORPUS = HERE / "corpus"
 CHILD = HERE / "_child.py"
 REPO = HERE.parents[1]
 WORKERS = 2
-TIMEOUT = 60.0
+TIMEOUT = 60.0           # a mutant that runs longer is "invalid" (a mutation can loop forever)
+BASELINE_TIMEOUT = 300.0  # an original is never that slow; only a loaded machine makes it so
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def reached_functions(program: str, scratch: Path) -> dict[str, set[str]]:
     directory = checkout(program, scratch / program)
     out = scratch / f"{program}.reached.json"
     proc = subprocess.run([sys.executable, "_oracle.py", "--trace", str(out), "main.py"], cwd=directory,
-                          env=child_env(0), capture_output=True, text=True, timeout=TIMEOUT)
+                          env=child_env(0), capture_output=True, text=True, timeout=BASELINE_TIMEOUT)
     if proc.returncode != 0:
         raise AssertionError(f"corpus program {program} failed under the tracer:\n{proc.stderr}")
     return {k: set(v) for k, v in json.loads(out.read_text()).items()}
@@ -329,7 +330,8 @@ def check_baselines(root: Path, names: Iterable[str]) -> tuple[dict[tuple[str, i
 
     def go(job: tuple[str, int]) -> Run:
         p, i = job
-        return run_program(checkout(p, root / f"baseline{i}" / p), _seed("baseline", p, i))
+        return run_program(checkout(p, root / f"baseline{i}" / p), _seed("baseline", p, i),
+                           timeout=BASELINE_TIMEOUT)
 
     with ThreadPoolExecutor(WORKERS) as pool:
         runs = dict(zip(jobs, pool.map(go, jobs), strict=True))
