@@ -1,0 +1,1 @@
+"""A local package whose modules import each other lazily, inside functions."""

@@ -1,0 +1,5 @@
+"""Formatting helpers."""
+
+
+def as_text(spread, n):
+    return "spread=%d over %d" % (spread, n)
