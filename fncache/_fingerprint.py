@@ -37,6 +37,7 @@ import sys
 import sysconfig
 import threading
 import types
+import typing
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -488,6 +489,21 @@ def _is_infrastructure(value: Any) -> bool:
     return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
 
 
+def _written_by_typing(name: str, value: Any) -> bool:
+    """Whether a protocol class's ``__init__``/``__subclasshook__`` is typing's, not the user's.
+
+    typing writes them at class creation and replaces ``__init__`` by ``object.__init__`` at the
+    first instance; cloudpickle copies its ``_proto_hook`` closure by value into another process.
+    """
+    if name == "__init__":
+        return value is object.__init__ or (getattr(value, "__module__", None) == "typing"
+                                            and not _is_user_object(value))
+    if name == "__subclasshook__":
+        return getattr(value, "__module__", None) == "typing" and \
+            getattr(value, "__qualname__", "").endswith("_proto_hook")
+    return False
+
+
 class _UnkeyableValue(UnhashableArgument):
     """A value the code reads cannot be keyed; the message names where it is read."""
 
@@ -844,6 +860,7 @@ class _Walk:
         self.len_watches.append((d, len(d)))
         items = []
         is_enum = isinstance(cls, enum.EnumMeta)
+        is_protocol = typing.Protocol in cls.__mro__
         if is_enum:
             # An enum's members cannot change after creation; its bookkeeping maps (_member_map_ and
             # friends) are derived from them, so the members stand for all of it, hashed once.
@@ -857,6 +874,8 @@ class _Walk:
             value = d[name]
             if name == "__annotations__" and value == {}:
                 continue  # created empty by the first read of cls.__annotations__ (3.10+)
+            if is_protocol and _written_by_typing(name, value):
+                continue
             self.dict_watches.append((d, name, value))
             items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))
         bases = tuple(self.reference(b) for b in cls.__bases__)

@@ -9,18 +9,33 @@ in ``#@v1`` or ``#@v2`` exist only in that version (see tests/fixtures_code/READ
 
 from __future__ import annotations
 
+import abc
+import collections.abc
+import copy
 import functools
+import json
+import logging
+import subprocess
+import sys
 import textwrap
+import threading
+import typing
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from .helpers import load_harness
+import fncache
+from fncache import _hasher
+from fncache._fingerprint import fingerprint
+
+from .helpers import import_source, last_json, load_harness, run_py, write
 
 harness = load_harness()
 
-pytestmark = pytest.mark.slow
 
 # Appended to every program's main.py: run each entry point, report its key, whether the key was in
 # the store before the call, and the result (or the error, so one crash does not hide the others).
@@ -705,6 +720,7 @@ def _entries(main_template: str) -> list[str]:
 ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main.py"])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("program", "entry"), ENTRIES, ids=[f"{p}.{e}" for p, e in ENTRIES])
 def test_edit_is_never_served_the_old_result(program, entry):
     """After an edit the result depends on, the call computes anew; undoing the edit hits again."""
@@ -717,3 +733,237 @@ def test_edit_is_never_served_the_old_result(program, entry):
     assert v2["key"] != v1["key"]
     assert again["key"] == v1["key"] and again["hit"], f"{entry}: version 1 did not hit again"
     assert again["result"] == v1["result"]
+
+
+# ---------------------------------------------------------------------------------------------
+# In-process rules and reports
+# ---------------------------------------------------------------------------------------------
+
+def test_function_attribute_set_in_process_changes_the_key(tmp_path):
+    """Setting a helper's attribute in a running process gives a new key; setting it back, the old."""
+    m = import_source("sound_fnattr", "def helper(x):\n    return x * helper.scale\n"
+                      "helper.scale = 2\ndef f(x):\n    return helper(x)\n", tmp_path, keep=False)
+    k1 = fncache.key_for(m.f, 1)
+    m.helper.scale = 3
+    k2 = fncache.key_for(m.f, 1)
+    m.helper.extra = "new attribute"
+    k3 = fncache.key_for(m.f, 1)
+    del m.helper.extra
+    m.helper.scale = 2
+    assert len({k1, k2, k3}) == 3
+    assert fncache.key_for(m.f, 1) == k1
+
+
+_SERVICE = """
+import threading
+
+class Service:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.threshold = 3
+
+SERVICE = Service()
+LOCK = threading.Lock()
+
+def f(x):
+    return x > SERVICE.threshold
+
+def g(x):
+    with LOCK:
+        return x
+"""
+
+
+def test_a_value_that_cannot_be_keyed_is_named_with_the_fixes(tmp_path):
+    """A user object holding a lock is data, not infrastructure: the error names the global and the fixes."""
+    m = import_source("sound_service", _SERVICE, tmp_path, keep=False)
+    with pytest.raises(fncache.UnhashableArgument) as info:
+        fncache.key_for(m.f, 1)
+    message = str(info.value)
+    assert "global SERVICE" in message
+    for fix in ("fncache.ref", "fncache.register", "version="):
+        assert fix in message
+
+
+def test_infrastructure_is_keyed_by_name_and_logged_once(tmp_path, caplog):
+    """A module-level lock is keyed by type and name, reported on the fingerprint, logged once at INFO."""
+    m = import_source("sound_lock", _SERVICE, tmp_path, keep=False)
+    with caplog.at_level(logging.INFO, logger="fncache"):
+        k1 = fncache.key_for(m.g, 1)
+        assert fncache.key_for(m.g, 1) == k1
+        m.LOCK = threading.Lock()  # another lock object: still the same infrastructure
+        assert fncache.key_for(m.g, 1) == k1
+    assert fingerprint(m.g).by_name == ("global LOCK (_thread.lock)",)
+    notes = [r for r in caplog.records if "global LOCK" in r.getMessage()]
+    assert len(notes) == 1 and notes[0].levelno == logging.INFO
+
+
+def test_doctor_reports_what_is_keyed_by_name(tmp_path):
+    """fncache doctor lists the globals a function's key holds by type and name, not content."""
+    job = write(tmp_path / "job.py", """
+        import logging
+        import threading
+
+        import fncache
+
+        LOCK = threading.Lock()
+        HANDLER = logging.StreamHandler()
+
+
+        @fncache.memoize
+        def guarded(x):
+            with LOCK:
+                HANDLER.flush()
+                return x
+
+
+        @fncache.memoize
+        def plain(x):
+            return x
+    """)
+    checks = {}
+    for name in ("guarded", "plain"):
+        proc = subprocess.run([sys.executable, "-m", "fncache", "doctor", "--dir", str(tmp_path / "c"),
+                               f"{job}:{name}", "--json"], capture_output=True, text=True, timeout=300,
+                              env=harness.child_env())
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        checks[name] = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["keyed by name"]
+    assert "global LOCK (_thread.lock)" in checks["guarded"]["detail"]
+    assert "global HANDLER (logging.StreamHandler)" in checks["guarded"]["detail"]
+    assert "content" in checks["plain"]["detail"] and "LOCK" not in checks["plain"]["detail"]
+
+
+# -- 14. one digest for a class before and after Python caches things in it ---------------------
+
+def _fresh_classes() -> list[type]:
+    """New class objects on every call, so every example starts with no run-time caches."""
+
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def f(self, x): ...
+
+    class Impl(Base):
+        def f(self, x):
+            return x * 2
+
+    class SupportsClose(typing.Protocol):
+        def close(self) -> None: ...
+
+    @typing.runtime_checkable
+    class Closable(typing.Protocol):
+        def close(self) -> None: ...
+
+    class Closer(SupportsClose):
+        def close(self) -> None:
+            return None
+
+    class Bag(collections.abc.Mapping):  # type: ignore[type-arg]
+        def __init__(self, items=()):
+            self._items = dict(items)
+
+        def __getitem__(self, key):
+            return self._items[key]
+
+        def __iter__(self):
+            return iter(self._items)
+
+        def __len__(self):
+            return len(self._items)
+
+    class Lazy:
+        lock = threading.Lock()
+
+        @functools.cached_property
+        def double(self):
+            return 2
+
+    return [Base, Impl, SupportsClose, Closable, Closer, Bag, Lazy]
+
+
+def _touch(op: str, classes: list[type]) -> None:
+    """One thing ordinary code does with classes that makes Python cache something in them."""
+    base, impl, _, closable, closer, bag, lazy = classes
+    if op == "pickle":
+        for cls in (impl, closer, bag):
+            cloudpickle.dumps(cls())  # copyreg fills __slotnames__
+    elif op == "copy":
+        for cls in (impl, closer, bag, lazy):
+            copy.copy(cls())
+            copy.deepcopy(cls())
+    elif op == "isinstance":
+        isinstance(impl(), base)
+        isinstance(closer(), closable)
+        isinstance({}, bag)
+        issubclass(dict, bag)
+    elif op == "register":
+        base.register(int)
+        bag.register(dict)
+    elif op == "cached_property":
+        assert lazy().double == 2
+
+
+@given(st.lists(st.sampled_from(["pickle", "copy", "isinstance", "register", "cached_property"]),
+                max_size=6))
+@settings(max_examples=25, deadline=None)
+def test_class_digest_ignores_run_time_caches(ops):
+    """Pickling, copying, isinstance, ABC.register and cached_property never change a class's digest."""
+    classes = _fresh_classes()
+    before = [fingerprint(c).digest for c in classes]
+    for op in ops:
+        _touch(op, classes)
+    assert [fingerprint(c).digest for c in classes] == before
+    assert [_hasher.digest(c) for c in classes] == [_hasher.digest(c) for c in _fresh_classes()]
+
+
+_ROUND_TRIP = """
+import abc, collections.abc, json, sys, typing
+
+import cloudpickle
+
+from fncache._fingerprint import fingerprint
+
+if sys.argv[1] == "dump":
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def f(self, x): ...
+
+    class Impl(Base):
+        def f(self, x):
+            return x * 2
+
+    class SupportsClose(typing.Protocol):
+        def close(self) -> None: ...
+
+    class Closer(SupportsClose):
+        def close(self):
+            return None
+
+    class Bag(collections.abc.Mapping):
+        def __getitem__(self, key):
+            return 1
+
+        def __iter__(self):
+            return iter(())
+
+        def __len__(self):
+            return 0
+
+    classes = [Base, Impl, SupportsClose, Closer, Bag]
+    Base.register(int)
+    with open(sys.argv[2], "wb") as f:
+        cloudpickle.dump(classes, f)
+else:
+    with open(sys.argv[2], "rb") as f:
+        classes = cloudpickle.load(f)
+print(json.dumps([fingerprint(c).digest.hex() for c in classes]))
+"""
+
+
+def test_class_digest_survives_a_cloudpickle_round_trip_to_another_process(tmp_path):
+    """Classes built on ABC, Protocol and collections.abc keep their digest when rebuilt elsewhere."""
+    script = write(tmp_path / "round_trip.py", _ROUND_TRIP)
+    payload = str(tmp_path / "classes.pkl")
+    env = {"PYTHONPATH": str(harness.REPO)}
+    dumped = last_json(run_py(script, "dump", payload, env=env, seed="1"))
+    loaded = last_json(run_py(script, "load", payload, env=env, seed="2"))
+    assert loaded == dumped
