@@ -967,3 +967,17 @@ def test_class_digest_survives_a_cloudpickle_round_trip_to_another_process(tmp_p
     dumped = last_json(run_py(script, "dump", payload, env=env, seed="1"))
     loaded = last_json(run_py(script, "load", payload, env=env, seed="2"))
     assert loaded == dumped
+
+
+def test_an_argument_that_cannot_be_keyed_is_named_with_the_fixes():
+    """An unpicklable argument's error names the parameter and says how to key it."""
+
+    def f(conn, x):
+        return x
+
+    with pytest.raises(fncache.UnhashableArgument) as info:
+        fncache.key_for(f, threading.Lock(), 1)
+    assert info.value.parameter == "conn"
+    assert "'conn'" in str(info.value)
+    for fix in ("fncache.ref", "fncache.register"):
+        assert fix in str(info.value)
