@@ -532,13 +532,11 @@ class _Walk:
         self.by_name: dict[str, None] = {}
         self.unpicklable_values: list[Any] = []
         self.where = "the function"
-        # The root's own namespace is named first: it is the one written without a prefix.
+        # A root function's namespace is named first: it is the one written without a prefix. A
+        # class's is whichever its methods read first (after cloudpickle, methods hold a copy of
+        # their module's globals, not the module the class claims).
         if isinstance(root, types.FunctionType):
             self.namespace(root.__globals__)
-        else:
-            mod = sys.modules.get(self.root_module)
-            if mod is not None:
-                self.namespace(vars(mod))
 
     # -- labels --------------------------------------------------------------------------------
     def _name(self, module: str | None, qualname: str) -> str:
@@ -705,8 +703,7 @@ class _Walk:
         """
         if isinstance(value, (types.MethodType, types.BuiltinMethodType)):
             owner = value.__self__
-            if not isinstance(owner, types.ModuleType) and not _is_user_object(
-                    owner if isinstance(owner, type) else type(owner)) \
+            if _is_infrastructure(owner) and not isinstance(owner, (type, types.ModuleType)) \
                     and not _is_user_object(getattr(value, "__func__", None)):
                 return ("bound", self.library_ref(type(owner)), value.__name__)
         if isinstance(value, (dict, types.MappingProxyType)) and any(
@@ -734,6 +731,14 @@ class _Walk:
                 self.components[label] = ""  # placeholder: ends cycles through the module
                 # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
                 self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
+        if type(mod) is not types.ModuleType and _is_user_object(type(mod)):
+            # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
+            # attributes too.
+            self.attr_watches.append((mod, "__class__", type(mod)))
+            label = f"attr {ns}.__class__"
+            if label not in self.components:
+                self.components[label] = ""
+                self.components[label] = _hasher.digest(self.read(type(mod), label)).hex()
         if missing:
             # A name the module does not define may be served by its ``__getattr__`` (PEP 562):
             # its code (and what it reads) counts, and defining the name later changes the answer.
@@ -869,9 +874,10 @@ class _Walk:
         for name in sorted(d):
             if name in _CLASS_SKIP:
                 continue
-            if is_enum and (name in _ENUM_DERIVED or name in cls.__members__):  # type: ignore[attr-defined]
-                continue
             value = d[name]
+            if is_enum and (name in cls.__members__  # type: ignore[attr-defined]
+                            or (name in _ENUM_DERIVED and not _is_user_object(value))):
+                continue
             if name == "__annotations__" and value == {}:
                 continue  # created empty by the first read of cls.__annotations__ (3.10+)
             if is_protocol and _written_by_typing(name, value):

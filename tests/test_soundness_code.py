@@ -399,10 +399,18 @@ PROGRAMS["function_attrs"] = {
 
         lookup.table = {"a": 1}  #@v1
         lookup.table = {"a": 2}  #@v2
+
+
+        def via_bound(key):
+            return via_bound.get(key)
+
+
+        via_bound.get = {"a": 1}.get  #@v1
+        via_bound.get = {"a": 2}.get  #@v2
     """,
     "main.py": """
         import fncache
-        from helpers import lookup, scaled
+        from helpers import lookup, scaled, via_bound
 
 
         def local_helper(x):
@@ -428,9 +436,15 @@ PROGRAMS["function_attrs"] = {
             return local_helper(x)
 
 
+        @fncache.memoize
+        def attr_bound_method(key):
+            return via_bound(key)
+
+
         CALLS = {
             "attr_number": (attr_number, (5,)),
             "attr_dict": (attr_dict, ("a",)),
+            "attr_bound_method": (attr_bound_method, ("a",)),
             "attr_in_main": (attr_in_main, (5,)),
         }
     """,
@@ -456,8 +470,23 @@ PROGRAMS["module_getattr"] = {
                 return 20  #@v2
             raise AttributeError(name)
     """,
+    "flags.py": """
+        import sys
+        import types
+
+
+        class _Flags(types.ModuleType):
+            @property
+            def LEVEL(self):
+                return 1  #@v1
+                return 2  #@v2
+
+
+        sys.modules[__name__].__class__ = _Flags
+    """,
     "main.py": """
         import fncache
+        import flags
         import offsets
         import settings
 
@@ -472,7 +501,13 @@ PROGRAMS["module_getattr"] = {
             return x + offsets.OFFSET
 
 
+        @fncache.memoize
+        def module_property(x):
+            return x + flags.LEVEL
+
+
         CALLS = {
+            "module_property": (module_property, (5,)),
             "getattr_table": (getattr_table, (5,)),
             "getattr_code": (getattr_code, (5,)),
         }
@@ -948,7 +983,19 @@ if sys.argv[1] == "dump":
         def __len__(self):
             return 0
 
-    classes = [Base, Impl, SupportsClose, Closer, Bag]
+    FACTOR = 3
+
+    def helper(x):
+        return x + FACTOR
+
+    class Scaled(Base):
+        def f(self, x):
+            return helper(x) * FACTOR
+
+    def uses(x):
+        return Scaled().f(x)
+
+    classes = [Base, Impl, SupportsClose, Closer, Bag, Scaled, uses]
     Base.register(int)
     with open(sys.argv[2], "wb") as f:
         cloudpickle.dump(classes, f)
@@ -960,7 +1007,7 @@ print(json.dumps([fingerprint(c).digest.hex() for c in classes]))
 
 
 def test_class_digest_survives_a_cloudpickle_round_trip_to_another_process(tmp_path):
-    """Classes built on ABC, Protocol and collections.abc keep their digest when rebuilt elsewhere."""
+    """Classes built on ABC, Protocol and collections.abc (and their globals) keep their digest elsewhere."""
     script = write(tmp_path / "round_trip.py", _ROUND_TRIP)
     payload = str(tmp_path / "classes.pkl")
     env = {"PYTHONPATH": str(harness.REPO)}
