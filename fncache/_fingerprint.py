@@ -25,6 +25,7 @@ rebound or mutated between two calls gives a new key, while a hit costs a few id
 from __future__ import annotations
 
 import builtins
+import collections
 import dis
 import enum
 import functools
@@ -83,7 +84,7 @@ _ENUM_DERIVED = frozenset({
 # Values whose content is data even when their type is a library's: one that cannot be pickled is
 # an error to report, never a piece of infrastructure to key by name.
 _DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, types.SimpleNamespace,
-                                 types.MappingProxyType, functools.partial)
+                                 types.MappingProxyType, functools.partial, collections.deque)
 _DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
 _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, fn), leave it out "
                "of the class's __getstate__, or pin the function's code with version=")
@@ -535,8 +536,9 @@ class _Walk:
         # A root function's namespace is named first: it is the one written without a prefix. A
         # class's is whichever its methods read first (after cloudpickle, methods hold a copy of
         # their module's globals, not the module the class claims).
+        self.root_namespace = self.root_module
         if isinstance(root, types.FunctionType):
-            self.namespace(root.__globals__)
+            self.root_namespace = self.namespace(root.__globals__)
 
     # -- labels --------------------------------------------------------------------------------
     def _name(self, module: str | None, qualname: str) -> str:
@@ -582,7 +584,7 @@ class _Walk:
 
     def global_label(self, g: dict[str, Any], name: str) -> str:
         ns = self.namespace(g)
-        return f"global {name}" if ns == self.root_module else f"global {ns}.{name}"
+        return f"global {name}" if ns == self.root_namespace else f"global {ns}.{name}"
 
     # -- values --------------------------------------------------------------------------------
     def read(self, value: Any, where: str, code_names: set[str] | None = None) -> Any:
@@ -675,12 +677,14 @@ class _Walk:
         held = []
         for name in sorted(d):
             value = d[name]
-            if isinstance(value, (dict, types.MappingProxyType)) and name == "registry":
-                # Watched whatever it holds now: a registration made later must be seen.
-                self.dict_watches.append((d, name, value))
-                token = self.mapping(value)
+            if isinstance(value, (dict, types.MappingProxyType)):
                 if any(_is_user_object(k) or _is_user_object(v) for k, v in value.items()):
-                    held.append((name, token))
+                    self.dict_watches.append((d, name, value))
+                    held.append((name, self.mapping(value)))
+                elif name == "registry":
+                    # Only the library's own entries so far: a registration made later must be seen.
+                    self.dict_watches.append((d, name, value))
+                    self.len_watches.append((value, len(value)))
             elif _is_user_object(value):
                 self.dict_watches.append((d, name, value))
                 held.append((name, self.reference(value)))
@@ -758,13 +762,10 @@ class _Walk:
             v = md.get(attr)
             if not isinstance(v, types.FunctionType) or not v.__dict__:
                 continue
-            label = f"attr {self.namespace(md)}.{attr}"
-            if label in self.components:
-                continue
             self.dict_watches.append((md, attr, v))
             token = self.library_function(v)
             if token[0] == "wrapper":
-                self.components[label] = _hasher.digest(token).hex()
+                self.components[f"attr {mod.__name__}.{attr}"] = _hasher.digest(token).hex()
 
     def visit_import(self, imp: _Import, g: dict[str, Any], names: set[str]) -> None:
         """An import in a function body, followed as a module-level import would be."""

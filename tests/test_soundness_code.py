@@ -1028,3 +1028,20 @@ def test_an_argument_that_cannot_be_keyed_is_named_with_the_fixes():
     assert "'conn'" in str(info.value)
     for fix in ("fncache.ref", "fncache.register"):
         assert fix in str(info.value)
+
+
+def test_two_namespaces_with_one_name_get_their_own_labels(tmp_path):
+    """Globals of two run_path namespaces (both ``<run_path>``) are two components, in visiting order."""
+    import runpy
+
+    for name, scale in (("a", 2), ("b", 100)):
+        write(tmp_path / f"plugin_{name}.py", f"SCALE = {scale}\ndef apply(x):\n    return x * SCALE\n")
+    first = runpy.run_path(str(tmp_path / "plugin_a.py"))["apply"]
+    second = runpy.run_path(str(tmp_path / "plugin_b.py"))["apply"]
+
+    def both(x):
+        return first(x) + second(x)
+
+    comps = fingerprint(both).components
+    assert comps["global <run_path>.SCALE"] != comps["global <run_path>#2.SCALE"]
+    assert {"function <run_path>.apply", "function <run_path>.apply#2"} <= set(comps)
