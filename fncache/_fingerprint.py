@@ -334,6 +334,19 @@ def _library_location(name: str) -> bool | None:
     return os.path.realpath(where).startswith(_LIB_ROOTS)
 
 
+def _submodule(package: str, name: str) -> None:
+    """Import ``package.name`` if it is a user submodule that exists (a name only read otherwise)."""
+    full = f"{package}.{name}"
+    if full in sys.modules or not name.isidentifier():
+        return
+    try:
+        spec = importlib.util.find_spec(full)
+    except (ImportError, ValueError):
+        return
+    if spec is not None and spec.origin and not _library_file(spec.origin):
+        _imported(full)
+
+
 def _imported(name: str) -> types.ModuleType | None:
     """The module an import in a function body names, imported now if it is user code.
 
@@ -723,6 +736,12 @@ class _Walk:
     def visit_module_attrs(self, mod: types.ModuleType, names: set[str]) -> None:
         md = vars(mod)
         ns = self.namespace(md)
+        if "__getattr__" in md and "__path__" in md:
+            # A package whose ``__getattr__`` imports submodules lazily: ``pkg.sub.func`` must count
+            # on the first call too, before anything has imported ``sub``.
+            for attr in sorted(names):
+                if attr not in md:
+                    _submodule(mod.__name__, attr)
         missing = []
         for attr in sorted(names):
             v = md.get(attr, _MISSING)

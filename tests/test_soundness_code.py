@@ -484,9 +484,22 @@ PROGRAMS["module_getattr"] = {
 
         sys.modules[__name__].__class__ = _Flags
     """,
+    "lazysub/__init__.py": """
+        import importlib
+
+
+        def __getattr__(name):
+            return importlib.import_module(f".{name}", __name__)
+    """,
+    "lazysub/tools.py": """
+        def f(x):
+            return x * 7  #@v1
+            return x * 8  #@v2
+    """,
     "main.py": """
         import fncache
         import flags
+        import lazysub
         import offsets
         import settings
 
@@ -506,8 +519,14 @@ PROGRAMS["module_getattr"] = {
             return x + flags.LEVEL
 
 
+        @fncache.memoize
+        def lazy_submodule(x):
+            return lazysub.tools.f(x)
+
+
         CALLS = {
             "module_property": (module_property, (5,)),
+            "lazy_submodule": (lazy_submodule, (5,)),
             "getattr_table": (getattr_table, (5,)),
             "getattr_code": (getattr_code, (5,)),
         }
