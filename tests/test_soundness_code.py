@@ -1064,3 +1064,29 @@ def test_two_namespaces_with_one_name_get_their_own_labels(tmp_path):
     comps = fingerprint(both).components
     assert comps["global <run_path>.SCALE"] != comps["global <run_path>#2.SCALE"]
     assert {"function <run_path>.apply", "function <run_path>.apply#2"} <= set(comps)
+
+
+def test_a_library_imported_in_the_body_is_keyed_by_name_before_and_after_it_runs(tmp_path):
+    """A lazily imported library gives one key before its first import and after; it is not imported early."""
+    script = write(tmp_path / "lazy_lib.py", """
+        import json
+        import sys
+
+        import fncache
+
+
+        @fncache.memoize(store="memory://")
+        def f(x):
+            import colorsys
+            return colorsys.rgb_to_hsv(x, x, x)
+
+
+        before = f.key(1)
+        imported_early = "colorsys" in sys.modules
+        f(1)
+        print(json.dumps({"same": before == f.key(1), "imported_early": imported_early,
+                          "components": sorted(f._fingerprint().components)}))
+    """)
+    out = last_json(run_py(script, env={"PYTHONPATH": str(harness.REPO)}))
+    assert out["same"] and not out["imported_early"]
+    assert "import colorsys" in out["components"]
