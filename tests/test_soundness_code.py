@@ -852,6 +852,7 @@ def test_infrastructure_is_keyed_by_name_and_logged_once(tmp_path, caplog):
     assert len(notes) == 1 and notes[0].levelno == logging.INFO
 
 
+@pytest.mark.slow
 def test_doctor_reports_what_is_keyed_by_name(tmp_path):
     """fncache doctor lists the globals a function's key holds by type and name, not content."""
     job = write(tmp_path / "job.py", """
