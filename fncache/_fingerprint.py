@@ -277,16 +277,16 @@ def _code_names(code: types.CodeType) -> tuple[list[str], set[str], list[_Import
     while stack:
         c = stack.pop()
         all_names.update(c.co_names)
-        consts: list[Any] = []  # the last two constants loaded: an import's level and from-list
+        # The two instructions before IMPORT_NAME load its level and from-list.
+        last: list[Any] = [None, None]
         for ins in dis.get_instructions(c):
             if ins.opname in _GLOBAL_OPS:
                 globals_read[ins.argval] = None
-            elif ins.opname == "LOAD_CONST":
-                consts = [*consts[-1:], ins.argval]
             elif ins.opname == "IMPORT_NAME":
-                level, fromlist = consts if len(consts) == 2 else (0, None)
+                level, fromlist = last
                 imports[_Import(ins.argval, level if isinstance(level, int) else 0,
                                 tuple(fromlist) if isinstance(fromlist, tuple) else ())] = None
+            last = [last[1], ins.argval if ins.opname in ("LOAD_CONST", "LOAD_SMALL_INT") else None]
         stack.extend(k for k in reversed(c.co_consts) if isinstance(k, types.CodeType))
     return list(globals_read), all_names, list(imports)
 
