@@ -1013,7 +1013,17 @@ def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False) -> Fi
     Cached per object and revalidated on each use (see the module docstring). ``versions=True`` adds
     the versions of the installed distributions whose code the function reaches.
     """
-    obj = _unwrap_memoized(obj)
+    fp = _fingerprint_of(_unwrap_memoized(obj), versions)
+    sink = getattr(_in_progress, "by_name", None)
+    if sink is not None and fp.by_name:
+        # Reached while another fingerprint is computed (a function held in a value it reads):
+        # what this one keys by name is keyed by name there too.
+        owner = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+        sink.update(dict.fromkeys(f"{owner}: {item}" for item in fp.by_name))
+    return fp
+
+
+def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
     cache = _fp_cache_versions if versions else _fp_cache
     try:
         hit = cache.get(obj)
@@ -1076,8 +1086,10 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
     stack.append(obj)
     outer = getattr(_in_progress, "cycles", None)
     _in_progress.cycles = set()
+    outer_sink = getattr(_in_progress, "by_name", None)
     try:
         walk = _Walk(obj, versions=versions)
+        _in_progress.by_name = walk.by_name
         if isinstance(obj, type):
             walk.visit_class(obj)
         elif isinstance(obj, types.FunctionType):
@@ -1091,6 +1103,7 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
             raise TypeError(f"fingerprint: expected a function or class, got {type(obj).__name__}")
         fp = walk.result()
     finally:
+        _in_progress.by_name = outer_sink
         stack.pop()
         cycles = _in_progress.cycles
         cycles.discard(depth)

@@ -1091,3 +1091,12 @@ def test_a_library_imported_in_the_body_is_keyed_by_name_before_and_after_it_run
     out = last_json(run_py(script, env={"PYTHONPATH": str(harness.REPO)}))
     assert out["same"] and not out["imported_early"]
     assert "import colorsys" in out["components"]
+
+
+def test_what_a_helper_held_in_a_value_keys_by_name_is_reported_too(tmp_path):
+    """A helper reached through a dict of functions passes its by-name items up to the root's report."""
+    m = import_source("sound_nested", "import threading\nLOCK = threading.Lock()\n"
+                      "def locked(x):\n    with LOCK:\n        return x\n"
+                      "HANDLERS = {'a': locked}\n"
+                      "def f(x):\n    return HANDLERS['a'](x)\n", tmp_path, keep=False)
+    assert fingerprint(m.f).by_name == ("locked: global LOCK (_thread.lock)",)
