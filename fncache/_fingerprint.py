@@ -31,7 +31,9 @@ import enum
 import functools
 import importlib
 import importlib.util
+import io
 import logging
+import mmap
 import os
 import site
 import sys
@@ -82,9 +84,11 @@ _ENUM_DERIVED = frozenset({
     "_new_member_", "_flag_mask_", "_singles_mask_", "_all_bits_", "_inverted_",
 })
 # Values whose content is data even when their type is a library's: one that cannot be pickled is
-# an error to report, never a piece of infrastructure to key by name.
-_DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, types.SimpleNamespace,
-                                 types.MappingProxyType, functools.partial, collections.deque)
+# an error to report, never a piece of infrastructure to key by name. An open file or a memory map
+# is read for its content, so it is data too.
+_DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, memoryview,
+                                 types.SimpleNamespace, types.MappingProxyType, functools.partial,
+                                 collections.deque, io.IOBase, mmap.mmap)
 _DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
 _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, fn), leave it out "
                "of the class's __getstate__, or pin the function's code with version=")
