@@ -9,7 +9,10 @@ Checks, each reported with a verdict and a one-line detail:
   damaged one moved aside), orphaned value files, and free space;
 * a function's key stability: its fingerprint is computed in fresh interpreters under several
   ``PYTHONHASHSEED`` values; any difference is reported with the components that differ. An unstable
-  fingerprint means a cache that silently never hits across runs.
+  fingerprint means a cache that silently never hits across runs;
+* what a function's key holds by name rather than content: globals and class attributes that cannot
+  be pickled (a lock, a connection, a logging handler) are keyed by their type and name, and state the
+  function writes by the name it is read under. A change to their content is not a new key.
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ def _probe(target: str) -> None:
     obj = load_target(target)
     obj = getattr(obj, "__wrapped__", obj)
     fp = fingerprint(obj)
-    print(json.dumps({"digest": fp.digest.hex(), "components": fp.components}))
+    print(json.dumps({"digest": fp.digest.hex(), "components": fp.components,
+                      "by_name": list(fp.by_name)}))
 
 
 def _fingerprints(target: str, seeds: list[str]) -> dict[str, dict[str, Any]]:
@@ -128,6 +132,18 @@ def check_stability(report: Report, target: str, seeds: list[str]) -> None:
         n = len(first["components"])
         report.add("key stability", True,
                    f"{target}: same fingerprint under PYTHONHASHSEED {','.join(seeds)} ({n} components)")
+    check_by_name(report, target, first.get("by_name", []))
+
+
+def check_by_name(report: Report, target: str, by_name: list[str]) -> None:
+    """Report what the target's key holds by name, not content (a notice, not a failure)."""
+    if not by_name:
+        report.add("keyed by name", True, f"{target}: everything it reads is keyed by content")
+        return
+    report.add("keyed by name", True,
+               f"{target}: {len(by_name)} value(s) keyed by type and name, not content (a change to "
+               "their content is not seen; use fncache.ref or register to key them): "
+               + "; ".join(by_name))
 
 
 def check_environment(report: Report) -> None:

@@ -294,7 +294,8 @@ class Memoized(Generic[P, R]):
                 name = self._binder.names[i] if i < len(self._binder.names) else f"#{i}"
                 raise UnhashableArgument(
                     f"{self.function_id}: argument {name!r} of type "
-                    f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {e}",
+                    f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {e}; key it with "
+                    "fncache.ref(value, token) or fncache.register(type, fn), or leave it out with ignore=",
                     parameter=name,
                     type_name=type(v).__qualname__,
                 ) from e

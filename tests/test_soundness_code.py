@@ -1,0 +1,1104 @@
+"""Key soundness for code the result depends on: no stale hit after an edit, no crash on real code.
+
+Each program below is a small user project written to real files. It is run in fresh interpreters:
+version 1, version 2 (an edit the result depends on), and version 1 again at the same path, sharing
+one store. For every memoized entry point: version 2 must compute its own result (a stale hit would
+return version 1's), and version 1 again must get its first key back and hit. Template lines ending
+in ``#@v1`` or ``#@v2`` exist only in that version (see tests/fixtures_code/README.md).
+"""
+
+from __future__ import annotations
+
+import abc
+import collections.abc
+import copy
+import functools
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+import typing
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fncache
+from fncache import _hasher
+from fncache._fingerprint import fingerprint
+
+from .helpers import import_source, last_json, load_harness, run_py, write
+
+harness = load_harness()
+
+
+# Appended to every program's main.py: run each entry point, report its key, whether the key was in
+# the store before the call, and the result (or the error, so one crash does not hide the others).
+_FOOTER = '''
+
+if __name__ == "__main__":
+    import json as _json
+    _out = {}
+    for _name, (_fn, _args) in CALLS.items():
+        try:
+            _key = _fn.key(*_args)
+            _hit = _fn.store.contains(_key)
+            _out[_name] = {"key": _key, "hit": _hit, "result": repr(_fn(*_args))}
+        except Exception as _e:
+            _out[_name] = {"error": f"{type(_e).__name__}: {_e}"}
+    print(_json.dumps(_out))
+'''
+
+PROGRAMS: dict[str, dict[str, str]] = {}
+
+# -- 1. imports inside the function body -------------------------------------------------------
+PROGRAMS["body_imports"] = {
+    "mymod.py": """
+        def helper(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+    """,
+    "fromdep.py": """
+        def helper(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+    """,
+    "nestdep.py": """
+        def f(x):
+            return x - 5  #@v1
+            return x - 6  #@v2
+    """,
+    "deeppkg/__init__.py": "",
+    "deeppkg/inner/__init__.py": "",
+    "deeppkg/inner/calc.py": """
+        def k(x):
+            return x + 100  #@v1
+            return x + 200  #@v2
+    """,
+    "lazypkg/__init__.py": "",
+    "lazypkg/sub.py": """
+        def h(x):
+            return x - 1  #@v1
+            return x - 2  #@v2
+    """,
+    "lazypkg/other.py": """
+        def g(x):
+            return x * 10  #@v1
+            return x * 20  #@v2
+    """,
+    "lazypkg/api.py": """
+        import fncache
+
+
+        @fncache.memoize
+        def relative_from(x):
+            from .sub import h
+            return h(x)
+
+
+        @fncache.memoize
+        def relative_module(x):
+            from . import other
+            return other.g(x)
+    """,
+    "main.py": """
+        import fncache
+        from lazypkg.api import relative_from, relative_module
+
+
+        @fncache.memoize
+        def import_module_attr(x):
+            import mymod
+            return mymod.helper(x)
+
+
+        @fncache.memoize
+        def import_from(x):
+            from fromdep import helper
+            return helper(x)
+
+
+        @fncache.memoize
+        def import_dotted(x):
+            import deeppkg.inner.calc
+            return deeppkg.inner.calc.k(x)
+
+
+        @fncache.memoize
+        def import_in_nested_function(x):
+            def inner(y):
+                import nestdep as nd
+                return nd.f(y)
+            return inner(x)
+
+
+        CALLS = {
+            "import_module_attr": (import_module_attr, (5,)),
+            "import_from": (import_from, (5,)),
+            "import_dotted": (import_dotted, (5,)),
+            "import_in_nested_function": (import_in_nested_function, (5,)),
+            "relative_from": (relative_from, (5,)),
+            "relative_module": (relative_module, (5,)),
+        }
+    """,
+}
+
+# -- 2. functools.singledispatch and singledispatchmethod ---------------------------------------
+PROGRAMS["singledispatch"] = {
+    "libdispatch.py": """
+        import functools
+
+
+        @functools.singledispatch
+        def render(x):
+            return f"lib {x}"
+    """,
+    "main.py": """
+        import functools
+
+        import fncache
+        import libdispatch
+
+        fncache.untrack("libdispatch")  # stands for an installed library's dispatcher
+
+
+        @functools.singledispatch
+        def describe(x):
+            return f"base {x}"  #@v1
+            return f"BASE {x}"  #@v2
+
+
+        @describe.register
+        def _(x: int):
+            return f"int {x * 2}"  #@v1
+            return f"int {x * 3}"  #@v2
+
+
+        @describe.register(list)
+        def _describe_list(x):
+            return f"list {len(x)}"  #@v1
+            return f"list {len(x) + 1}"  #@v2
+
+
+        class Shape:
+            @functools.singledispatchmethod
+            def area(self, x):
+                return "none"  #@v1
+                return "NONE"  #@v2
+
+            @area.register
+            def _(self, x: int):
+                return x * x  #@v1
+                return x * x * x  #@v2
+
+
+        @libdispatch.render.register
+        def _(x: int):
+            return f"user {x}"  #@v1
+            return f"USER {x}"  #@v2
+
+
+        @fncache.memoize
+        def dispatch_base(x):
+            return describe(x)
+
+
+        @fncache.memoize
+        def dispatch_registered(x):
+            return describe(x)
+
+
+        @fncache.memoize
+        def dispatch_list(x):
+            return describe(x)
+
+
+        @fncache.memoize
+        def dispatch_method(x):
+            return Shape().area(x)
+
+
+        @fncache.memoize
+        def dispatch_method_base(x):
+            return Shape().area(x)
+
+
+        @fncache.memoize
+        def dispatch_library(x):
+            return libdispatch.render(x)
+
+
+        memoized_dispatcher = fncache.memoize(describe)
+
+        CALLS = {
+            "dispatch_base": (dispatch_base, ("s",)),
+            "dispatch_registered": (dispatch_registered, (4,)),
+            "dispatch_list": (dispatch_list, ([1, 2],)),
+            "dispatch_method": (dispatch_method, (3,)),
+            "dispatch_method_base": (dispatch_method_base, ("s",)),
+            "dispatch_library": (dispatch_library, (3,)),
+            "memoized_dispatcher": (memoized_dispatcher, (4,)),
+        }
+    """,
+}
+
+# -- 3. enum special methods -------------------------------------------------------------------
+PROGRAMS["enums"] = {
+    "main.py": """
+        import enum
+
+        import fncache
+
+
+        class WithStr(enum.Enum):
+            A = 1
+
+            def __str__(self):
+                return "a"  #@v1
+                return "A"  #@v2
+
+
+        class WithFormat(enum.Enum):
+            A = 1
+
+            def __format__(self, spec):
+                return "fa"  #@v1
+                return "FA"  #@v2
+
+
+        class WithRepr(enum.Enum):
+            A = 1
+
+            def __repr__(self):
+                return "ra"  #@v1
+                return "RA"  #@v2
+
+
+        class WithInit(enum.Enum):
+            A = (1, 2)
+
+            def __init__(self, a, b):
+                self.total = a + b  #@v1
+                self.total = a * b + 10  #@v2
+
+
+        class WithNew(enum.Enum):
+            def __new__(cls, value):
+                obj = object.__new__(cls)
+                obj._value_ = value
+                obj.double = value * 2  #@v1
+                obj.double = value * 3  #@v2
+                return obj
+
+            A = 1
+
+
+        class WithEq(enum.Enum):
+            A = 1
+            B = 2
+
+            def __eq__(self, other):
+                return True  #@v1
+                return self is other  #@v2
+
+            def __hash__(self):
+                return hash(self._name_)
+
+
+        class WithMissing(enum.Enum):
+            A = 1
+
+            @classmethod
+            def _missing_(cls, value):
+                return cls.A  #@v1
+                return None  #@v2
+
+
+        class LowerNames(enum.Enum):
+            def _generate_next_value_(name, start, count, last_values):
+                return name.lower()  #@v1
+                return name.upper()  #@v2
+
+
+        @fncache.memoize
+        def enum_str():
+            return str(WithStr.A)
+
+
+        @fncache.memoize
+        def enum_format():
+            return f"{WithFormat.A}"
+
+
+        @fncache.memoize
+        def enum_repr():
+            return repr(WithRepr.A)
+
+
+        @fncache.memoize
+        def enum_init():
+            return WithInit.A.total
+
+
+        @fncache.memoize
+        def enum_new():
+            return WithNew.A.double
+
+
+        @fncache.memoize
+        def enum_eq():
+            return WithEq.A == WithEq.B
+
+
+        @fncache.memoize
+        def enum_missing():
+            try:
+                return WithMissing(5).name
+            except ValueError:
+                return "no member"
+
+
+        @fncache.memoize
+        def enum_next_value():
+            made = LowerNames("Made", "X Y")
+            return made.X.value
+
+
+        CALLS = {
+            "enum_str": (enum_str, ()),
+            "enum_format": (enum_format, ()),
+            "enum_repr": (enum_repr, ()),
+            "enum_init": (enum_init, ()),
+            "enum_new": (enum_new, ()),
+            "enum_eq": (enum_eq, ()),
+            "enum_missing": (enum_missing, ()),
+            "enum_next_value": (enum_next_value, ()),
+        }
+    """,
+}
+
+# -- 8. function attributes --------------------------------------------------------------------
+PROGRAMS["function_attrs"] = {
+    "helpers.py": """
+        def scaled(x):
+            return x * scaled.factor
+
+
+        scaled.factor = 2  #@v1
+        scaled.factor = 3  #@v2
+
+
+        def lookup(key):
+            return lookup.table[key]
+
+
+        lookup.table = {"a": 1}  #@v1
+        lookup.table = {"a": 2}  #@v2
+
+
+        def via_bound(key):
+            return via_bound.get(key)
+
+
+        via_bound.get = {"a": 1}.get  #@v1
+        via_bound.get = {"a": 2}.get  #@v2
+    """,
+    "main.py": """
+        import fncache
+        from helpers import lookup, scaled, via_bound
+
+
+        def local_helper(x):
+            return x + local_helper.offset
+
+
+        local_helper.offset = 10  #@v1
+        local_helper.offset = 20  #@v2
+
+
+        @fncache.memoize
+        def attr_number(x):
+            return scaled(x)
+
+
+        @fncache.memoize
+        def attr_dict(key):
+            return lookup(key)
+
+
+        @fncache.memoize
+        def attr_in_main(x):
+            return local_helper(x)
+
+
+        @fncache.memoize
+        def attr_bound_method(key):
+            return via_bound(key)
+
+
+        CALLS = {
+            "attr_number": (attr_number, (5,)),
+            "attr_dict": (attr_dict, ("a",)),
+            "attr_bound_method": (attr_bound_method, ("a",)),
+            "attr_in_main": (attr_in_main, (5,)),
+        }
+    """,
+}
+
+# -- 9. module __getattr__ (PEP 562) -----------------------------------------------------------
+PROGRAMS["module_getattr"] = {
+    "settings.py": """
+        _LAZY = {"SCALE": 2}  #@v1
+        _LAZY = {"SCALE": 3}  #@v2
+
+
+        def __getattr__(name):
+            try:
+                return _LAZY[name]
+            except KeyError:
+                raise AttributeError(name) from None
+    """,
+    "offsets.py": """
+        def __getattr__(name):
+            if name == "OFFSET":
+                return 10  #@v1
+                return 20  #@v2
+            raise AttributeError(name)
+    """,
+    "flags.py": """
+        import sys
+        import types
+
+
+        class _Flags(types.ModuleType):
+            @property
+            def LEVEL(self):
+                return 1  #@v1
+                return 2  #@v2
+
+
+        sys.modules[__name__].__class__ = _Flags
+    """,
+    "lazysub/__init__.py": """
+        import importlib
+
+
+        def __getattr__(name):
+            return importlib.import_module(f".{name}", __name__)
+    """,
+    "lazysub/tools.py": """
+        def f(x):
+            return x * 7  #@v1
+            return x * 8  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import flags
+        import lazysub
+        import offsets
+        import settings
+
+
+        @fncache.memoize
+        def getattr_table(x):
+            return x * settings.SCALE
+
+
+        @fncache.memoize
+        def getattr_code(x):
+            return x + offsets.OFFSET
+
+
+        @fncache.memoize
+        def module_property(x):
+            return x + flags.LEVEL
+
+
+        @fncache.memoize
+        def lazy_submodule(x):
+            return lazysub.tools.f(x)
+
+
+        CALLS = {
+            "module_property": (module_property, (5,)),
+            "lazy_submodule": (lazy_submodule, (5,)),
+            "getattr_table": (getattr_table, (5,)),
+            "getattr_code": (getattr_code, (5,)),
+        }
+    """,
+}
+
+# -- 10. two namespaces with one __name__ ------------------------------------------------------
+PROGRAMS["run_path_plugins"] = {
+    "plugin_a.py": """
+        SCALE = 2  #@v1
+        SCALE = 3  #@v2
+
+
+        def apply(x):
+            return x * SCALE
+    """,
+    "plugin_b.py": """
+        SCALE = 100
+
+
+        def apply(x):
+            return x * SCALE
+    """,
+    "main.py": """
+        import os
+        import runpy
+
+        import fncache
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        PLUGIN_A = runpy.run_path(os.path.join(HERE, "plugin_a.py"))["apply"]
+        PLUGIN_B = runpy.run_path(os.path.join(HERE, "plugin_b.py"))["apply"]
+
+
+        @fncache.memoize
+        def both_plugins(x):
+            return PLUGIN_A(x) + PLUGIN_B(x)
+
+
+        CALLS = {"both_plugins": (both_plugins, (1,))}
+    """,
+}
+
+# -- 14. classes built on abc.ABC, typing.Protocol, collections.abc ----------------------------
+PROGRAMS["abc_classes"] = {
+    "main.py": """
+        import abc
+        import collections.abc
+        import typing
+
+        import fncache
+
+
+        class Base(abc.ABC):
+            @abc.abstractmethod
+            def f(self, x): ...
+
+
+        class Impl(Base):
+            def f(self, x):
+                return x * 2  #@v1
+                return x * 3  #@v2
+
+
+        class SupportsDouble(typing.Protocol):
+            def double(self) -> int: ...
+
+
+        @typing.runtime_checkable
+        class Closable(typing.Protocol):
+            def close(self) -> None: ...
+
+
+        class Doubler(SupportsDouble):
+            def __init__(self, v):
+                self.v = v
+
+            def double(self):
+                return self.v * 2  #@v1
+                return self.v * 4  #@v2
+
+
+        class Bag(collections.abc.Mapping):
+            def __init__(self, items):
+                self._items = dict(items)
+
+            def __getitem__(self, key):
+                return self._items[key] + 1  #@v1
+                return self._items[key] + 2  #@v2
+
+            def __iter__(self):
+                return iter(self._items)
+
+            def __len__(self):
+                return len(self._items)
+
+
+        @fncache.memoize
+        def abc_used(x):
+            return Impl().f(x)
+
+
+        @fncache.memoize
+        def abc_argument(obj, x):
+            return obj.f(x)
+
+
+        @fncache.memoize
+        def protocol_used(x):
+            return Doubler(x).double() + isinstance(Doubler(x), Closable)
+
+
+        @fncache.memoize
+        def mapping_argument(bag):
+            return bag["a"]
+
+
+        CALLS = {
+            "abc_used": (abc_used, (5,)),
+            "abc_argument": (abc_argument, (Impl(), 5)),
+            "protocol_used": (protocol_used, (5,)),
+            "mapping_argument": (mapping_argument, (Bag({"a": 1}),)),
+        }
+    """,
+}
+
+# -- 15. globals that cannot be pickled --------------------------------------------------------
+PROGRAMS["unpicklable_globals"] = {
+    "main.py": """
+        import functools
+        import logging
+        import sqlite3
+        import threading
+
+        import fncache
+
+        LOCK = threading.Lock()
+        HANDLER = logging.StreamHandler()
+        CONN = sqlite3.connect(":memory:")
+        LOCAL = threading.local()
+
+
+        class Counter:
+            lock = threading.Lock()
+
+            def bump(self, x):
+                with self.lock:
+                    return x + 1  #@v1
+                    return x + 2  #@v2
+
+
+        class Lazy:
+            def __init__(self, v):
+                self.v = v
+
+            @functools.cached_property
+            def double(self):
+                return self.v * 2  #@v1
+                return self.v * 3  #@v2
+
+
+        @fncache.memoize
+        def with_lock(x):
+            with LOCK:
+                return x * 2  #@v1
+                return x * 3  #@v2
+
+
+        @fncache.memoize
+        def with_handler(x):
+            assert HANDLER is not None
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        @fncache.memoize
+        def with_connection(x):
+            return CONN.execute("select ? * 2", (x,)).fetchone()[0]  #@v1
+            return CONN.execute("select ? * 3", (x,)).fetchone()[0]  #@v2
+
+
+        @fncache.memoize
+        def with_thread_local(x):
+            LOCAL.seen = x
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        @fncache.memoize
+        def class_lock(x):
+            return Counter().bump(x)
+
+
+        @fncache.memoize
+        def cached_property_used(x):
+            return Lazy(x).double
+
+
+        @fncache.memoize
+        def cached_property_argument(obj):
+            return obj.double
+
+
+        CALLS = {
+            "with_lock": (with_lock, (5,)),
+            "with_handler": (with_handler, (5,)),
+            "with_connection": (with_connection, (5,)),
+            "with_thread_local": (with_thread_local, (5,)),
+            "class_lock": (class_lock, (5,)),
+            "cached_property_used": (cached_property_used, (5,)),
+            "cached_property_argument": (cached_property_argument, (Lazy(5),)),
+        }
+    """,
+}
+
+
+def _write(dest: Path, files: dict[str, str], version: str) -> None:
+    for rel, template in files.items():
+        text = harness.render(textwrap.dedent(template).lstrip("\n"), version)
+        if rel == "main.py":
+            text += _FOOTER
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@functools.cache
+def program_runs(program: str) -> dict[str, Any]:
+    """Run one program as v1, v2, then v1 again at the same path; each in a fresh interpreter."""
+    root = harness.tempdir(f"fncache-sound-{program}-")
+    store, where = root / "cache", root / "project"
+    runs = {}
+    for name, version, seed in [("v1", "v1", 1), ("v2", "v2", 2), ("v1_again", "v1", 3)]:
+        _write(where, PROGRAMS[program], version)
+        runs[name] = harness.run_json(["main.py"], where, harness.child_env(store, seed))
+    return runs
+
+
+def _entries(main_template: str) -> list[str]:
+    """The entry points a program's CALLS table names, in order."""
+    body = main_template.split("CALLS = {", 1)[1]
+    return [line.strip().split('"')[1] for line in body.splitlines() if line.strip().startswith('"')]
+
+
+ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main.py"])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("program", "entry"), ENTRIES, ids=[f"{p}.{e}" for p, e in ENTRIES])
+def test_edit_is_never_served_the_old_result(program, entry):
+    """After an edit the result depends on, the call computes anew; undoing the edit hits again."""
+    runs = program_runs(program)
+    v1, v2, again = (runs[r][entry] for r in ("v1", "v2", "v1_again"))
+    for run in (v1, v2, again):
+        assert "error" not in run, f"{entry}: {run.get('error')}"
+    assert not v1["hit"] and not v2["hit"]
+    assert v2["result"] != v1["result"], f"{entry}: version 2 was served version 1's result"
+    assert v2["key"] != v1["key"]
+    assert again["key"] == v1["key"] and again["hit"], f"{entry}: version 1 did not hit again"
+    assert again["result"] == v1["result"]
+
+
+# ---------------------------------------------------------------------------------------------
+# In-process rules and reports
+# ---------------------------------------------------------------------------------------------
+
+def test_function_attribute_set_in_process_changes_the_key(tmp_path):
+    """Setting a helper's attribute in a running process gives a new key; setting it back, the old."""
+    m = import_source("sound_fnattr", "def helper(x):\n    return x * helper.scale\n"
+                      "helper.scale = 2\ndef f(x):\n    return helper(x)\n", tmp_path, keep=False)
+    k1 = fncache.key_for(m.f, 1)
+    m.helper.scale = 3
+    k2 = fncache.key_for(m.f, 1)
+    m.helper.extra = "new attribute"
+    k3 = fncache.key_for(m.f, 1)
+    del m.helper.extra
+    m.helper.scale = 2
+    assert len({k1, k2, k3}) == 3
+    assert fncache.key_for(m.f, 1) == k1
+
+
+_SERVICE = """
+import threading
+
+class Service:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.threshold = 3
+
+SERVICE = Service()
+LOCK = threading.Lock()
+
+def f(x):
+    return x > SERVICE.threshold
+
+def g(x):
+    with LOCK:
+        return x
+"""
+
+
+def test_a_value_that_cannot_be_keyed_is_named_with_the_fixes(tmp_path):
+    """A user object holding a lock is data, not infrastructure: the error names the global and the fixes."""
+    m = import_source("sound_service", _SERVICE, tmp_path, keep=False)
+    with pytest.raises(fncache.UnhashableArgument) as info:
+        fncache.key_for(m.f, 1)
+    message = str(info.value)
+    assert "global SERVICE" in message
+    for fix in ("fncache.ref", "fncache.register", "version="):
+        assert fix in message
+
+
+def test_infrastructure_is_keyed_by_name_and_logged_once(tmp_path, caplog):
+    """A module-level lock is keyed by type and name, reported on the fingerprint, logged once at INFO."""
+    m = import_source("sound_lock", _SERVICE, tmp_path, keep=False)
+    with caplog.at_level(logging.INFO, logger="fncache"):
+        k1 = fncache.key_for(m.g, 1)
+        assert fncache.key_for(m.g, 1) == k1
+        m.LOCK = threading.Lock()  # another lock object: still the same infrastructure
+        assert fncache.key_for(m.g, 1) == k1
+    assert fingerprint(m.g).infrastructure == ("global LOCK (_thread.lock)",)
+    assert fingerprint(m.g).by_name == {
+        "global LOCK (_thread.lock)": "cannot be pickled: keyed by type and name"}
+    notes = [r for r in caplog.records if "global LOCK" in r.getMessage()]
+    assert len(notes) == 1 and notes[0].levelno == logging.INFO
+
+
+@pytest.mark.slow
+def test_doctor_reports_what_is_keyed_by_name(tmp_path):
+    """fncache doctor lists the globals a function's key holds by type and name, not content."""
+    job = write(tmp_path / "job.py", """
+        import logging
+        import threading
+
+        import fncache
+
+        LOCK = threading.Lock()
+        HANDLER = logging.StreamHandler()
+
+
+        @fncache.memoize
+        def guarded(x):
+            with LOCK:
+                HANDLER.flush()
+                return x
+
+
+        @fncache.memoize
+        def plain(x):
+            return x
+    """)
+    checks = {}
+    for name in ("guarded", "plain"):
+        proc = subprocess.run([sys.executable, "-m", "fncache", "doctor", "--dir", str(tmp_path / "c"),
+                               f"{job}:{name}", "--json"], capture_output=True, text=True, timeout=300,
+                              env=harness.child_env())
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        checks[name] = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["keyed by name"]
+    assert "global LOCK (_thread.lock)" in checks["guarded"]["detail"]
+    assert "global HANDLER (logging.StreamHandler)" in checks["guarded"]["detail"]
+    assert "content" in checks["plain"]["detail"] and "LOCK" not in checks["plain"]["detail"]
+
+
+# -- 14. one digest for a class before and after Python caches things in it ---------------------
+
+def _fresh_classes() -> list[type]:
+    """New class objects on every call, so every example starts with no run-time caches."""
+
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def f(self, x): ...
+
+    class Impl(Base):
+        def f(self, x):
+            return x * 2
+
+    class SupportsClose(typing.Protocol):
+        def close(self) -> None: ...
+
+    @typing.runtime_checkable
+    class Closable(typing.Protocol):
+        def close(self) -> None: ...
+
+    class Closer(SupportsClose):
+        def close(self) -> None:
+            return None
+
+    class Bag(collections.abc.Mapping):  # type: ignore[type-arg]
+        def __init__(self, items=()):
+            self._items = dict(items)
+
+        def __getitem__(self, key):
+            return self._items[key]
+
+        def __iter__(self):
+            return iter(self._items)
+
+        def __len__(self):
+            return len(self._items)
+
+    class Lazy:
+        lock = threading.Lock()
+
+        @functools.cached_property
+        def double(self):
+            return 2
+
+    return [Base, Impl, SupportsClose, Closable, Closer, Bag, Lazy]
+
+
+def _touch(op: str, classes: list[type]) -> None:
+    """One thing ordinary code does with classes that makes Python cache something in them."""
+    base, impl, _, closable, closer, bag, lazy = classes
+    if op == "pickle":
+        for cls in (impl, closer, bag):
+            cloudpickle.dumps(cls())  # copyreg fills __slotnames__
+    elif op == "copy":
+        for cls in (impl, closer, bag, lazy):
+            copy.copy(cls())
+            copy.deepcopy(cls())
+    elif op == "isinstance":
+        isinstance(impl(), base)
+        isinstance(closer(), closable)
+        isinstance({}, bag)
+        issubclass(dict, bag)
+    elif op == "register":
+        base.register(int)
+        bag.register(dict)
+    elif op == "cached_property":
+        assert lazy().double == 2
+
+
+@given(st.lists(st.sampled_from(["pickle", "copy", "isinstance", "register", "cached_property"]),
+                max_size=6))
+@settings(max_examples=25, deadline=None)
+def test_class_digest_ignores_run_time_caches(ops):
+    """Pickling, copying, isinstance, ABC.register and cached_property never change a class's digest."""
+    classes = _fresh_classes()
+    before = [fingerprint(c).digest for c in classes]
+    for op in ops:
+        _touch(op, classes)
+    assert [fingerprint(c).digest for c in classes] == before
+    assert [_hasher.digest(c) for c in classes] == [_hasher.digest(c) for c in _fresh_classes()]
+
+
+_ROUND_TRIP = """
+import abc, collections.abc, json, sys, typing
+
+import cloudpickle
+
+from fncache._fingerprint import fingerprint
+
+if sys.argv[1] == "dump":
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def f(self, x): ...
+
+    class Impl(Base):
+        def f(self, x):
+            return x * 2
+
+    class SupportsClose(typing.Protocol):
+        def close(self) -> None: ...
+
+    class Closer(SupportsClose):
+        def close(self):
+            return None
+
+    class Bag(collections.abc.Mapping):
+        def __getitem__(self, key):
+            return 1
+
+        def __iter__(self):
+            return iter(())
+
+        def __len__(self):
+            return 0
+
+    FACTOR = 3
+
+    def helper(x):
+        return x + FACTOR
+
+    class Scaled(Base):
+        def f(self, x):
+            return helper(x) * FACTOR
+
+    def uses(x):
+        return Scaled().f(x)
+
+    classes = [Base, Impl, SupportsClose, Closer, Bag, Scaled, uses]
+    Base.register(int)
+    with open(sys.argv[2], "wb") as f:
+        cloudpickle.dump(classes, f)
+else:
+    with open(sys.argv[2], "rb") as f:
+        classes = cloudpickle.load(f)
+print(json.dumps([fingerprint(c).digest.hex() for c in classes]))
+"""
+
+
+def test_class_digest_survives_a_cloudpickle_round_trip_to_another_process(tmp_path):
+    """Classes built on ABC, Protocol and collections.abc (and their globals) keep their digest elsewhere."""
+    script = write(tmp_path / "round_trip.py", _ROUND_TRIP)
+    payload = str(tmp_path / "classes.pkl")
+    env = {"PYTHONPATH": str(harness.REPO)}
+    dumped = last_json(run_py(script, "dump", payload, env=env, seed="1"))
+    loaded = last_json(run_py(script, "load", payload, env=env, seed="2"))
+    assert loaded == dumped
+
+
+def test_an_argument_that_cannot_be_keyed_is_named_with_the_fixes():
+    """An unpicklable argument's error names the parameter and says how to key it."""
+
+    def f(conn, x):
+        return x
+
+    with pytest.raises(fncache.UnhashableArgument) as info:
+        fncache.key_for(f, threading.Lock(), 1)
+    assert info.value.parameter == "conn"
+    assert "'conn'" in str(info.value)
+    for fix in ("fncache.ref", "fncache.register"):
+        assert fix in str(info.value)
+
+
+def test_two_namespaces_with_one_name_get_their_own_labels(tmp_path):
+    """Globals of two run_path namespaces (both ``<run_path>``) are two components, in visiting order."""
+    import runpy
+
+    for name, scale in (("a", 2), ("b", 100)):
+        write(tmp_path / f"plugin_{name}.py", f"SCALE = {scale}\ndef apply(x):\n    return x * SCALE\n")
+    first = runpy.run_path(str(tmp_path / "plugin_a.py"))["apply"]
+    second = runpy.run_path(str(tmp_path / "plugin_b.py"))["apply"]
+
+    def both(x):
+        return first(x) + second(x)
+
+    comps = fingerprint(both).components
+    assert comps["global <run_path>.SCALE"] != comps["global <run_path>#2.SCALE"]
+    assert {"function <run_path>.apply", "function <run_path>.apply#2"} <= set(comps)
+
+
+def test_a_library_imported_in_the_body_is_keyed_by_name_before_and_after_it_runs(tmp_path):
+    """A lazily imported library gives one key before its first import and after; it is not imported early."""
+    script = write(tmp_path / "lazy_lib.py", """
+        import json
+        import sys
+
+        import fncache
+
+
+        @fncache.memoize(store="memory://")
+        def f(x):
+            import colorsys
+            return colorsys.rgb_to_hsv(x, x, x)
+
+
+        before = f.key(1)
+        imported_early = "colorsys" in sys.modules
+        f(1)
+        print(json.dumps({"same": before == f.key(1), "imported_early": imported_early,
+                          "components": sorted(f._fingerprint().components)}))
+    """)
+    out = last_json(run_py(script, env={"PYTHONPATH": str(harness.REPO)}))
+    assert out["same"] and not out["imported_early"]
+    assert "import colorsys" in out["components"]
+
+
+def test_what_a_helper_held_in_a_value_keys_by_name_is_reported_too(tmp_path):
+    """A helper reached through a dict of functions passes its by-name items up to the root's report."""
+    m = import_source("sound_nested", "import threading\nLOCK = threading.Lock()\n"
+                      "def locked(x):\n    with LOCK:\n        return x\n"
+                      "HANDLERS = {'a': locked}\n"
+                      "def f(x):\n    return HANDLERS['a'](x)\n", tmp_path, keep=False)
+    assert fingerprint(m.f).infrastructure == ("locked: global LOCK (_thread.lock)",)
