@@ -1,0 +1,180 @@
+"""Which code is the user's: fingerprinted by value, while library code enters by reference.
+
+"User code" is code outside the standard library and installed distributions (site-packages): scripts,
+``__main__``, notebooks, ``exec``-made functions, local modules, editable installs. :func:`track` and
+:func:`untrack` widen or narrow the set; each call bumps a generation number, and every fingerprint made
+under an older generation is stale wherever it is held.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import site
+import sys
+import sysconfig
+import types
+from typing import Any
+
+from fncache._errors import ArgumentTypeError
+
+__all__ = ["is_user_code", "is_user_module", "track", "untrack"]
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots: set[str] = set()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(name)
+        if p:
+            roots.add(os.path.realpath(p))
+    try:
+        roots.update(os.path.realpath(p) for p in site.getsitepackages())
+    except AttributeError:  # pragma: no cover - virtualenv's old site.py
+        pass
+    user_site = getattr(site, "USER_SITE", None)
+    if user_site:
+        roots.add(os.path.realpath(user_site))
+    for p in sys.path:
+        if p and os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"):
+            roots.add(os.path.realpath(p))
+    return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
+
+
+_LIB_ROOTS = _library_roots()
+_overrides: dict[str, bool] = {}
+# Bumped by track()/untrack(): fingerprints made before then no longer apply, wherever they are kept.
+_generation = [0]
+_user_module_cache: dict[str, bool] = {}
+
+
+def _override(what: str, modules: tuple[str, ...], user: bool) -> None:
+    for m in modules:
+        if not isinstance(m, str) or not m:
+            raise ArgumentTypeError(f"{what}: expected module names, got {m!r}")
+    for m in modules:
+        _overrides[m] = user
+    _user_module_cache.clear()
+    # Every fingerprint made before now is stale, wherever it is held (caches, memoized functions).
+    _generation[0] += 1
+
+
+def track(*modules: str) -> None:
+    """Treat these modules (and their submodules) as user code: fingerprinted by value.
+
+    For your own package installed into site-packages, e.g. ``fncache.track("mypkg")``.
+    """
+    _override("track", modules, True)
+
+
+def untrack(*modules: str) -> None:
+    """Treat these modules (and their submodules) as library code: taken by reference only."""
+    _override("untrack", modules, False)
+
+
+def is_user_module(name: str | None) -> bool:
+    """Whether code of module ``name`` is fingerprinted by value (see the module docstring)."""
+    if not name:
+        return True
+    found = _user_module_cache.get(name)
+    if found is None:
+        found = _user_module_cache[name] = _is_user_module(name)
+    return found
+
+
+def _is_user_module(name: str) -> bool:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        decided = _overrides.get(".".join(parts[:i]))
+        if decided is not None:
+            return decided
+    if name == "__main__" or name == "__mp_main__":
+        return True  # whatever runs as the main script is the user's, even from site-packages
+    if parts[0] == "fncache":
+        return False
+    if name in sys.builtin_module_names:
+        return False
+    mod = sys.modules.get(name)
+    if mod is None:
+        # Not importable by that name (exec, a module built by hand): only by value is safe.
+        return True
+    spec = getattr(mod, "__spec__", None)
+    if spec is not None and spec.origin in ("built-in", "frozen"):
+        return False
+    path = getattr(mod, "__file__", None)
+    if not path:
+        return True  # notebooks, exec'd namespaces
+    real = os.path.realpath(path)
+    return not real.startswith(_LIB_ROOTS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Code objects
+# ---------------------------------------------------------------------------------------------
+
+def _library_location(name: str) -> bool | None:
+    """Whether a module not imported yet would be library code (None: not found), without importing.
+
+    Only the top-level package is looked up, so no package's ``__init__`` runs to find out.
+    """
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        decided = _overrides.get(".".join(parts[:i]))
+        if decided is not None:
+            return not decided
+    if parts[0] == "fncache" or parts[0] in sys.builtin_module_names:
+        return True
+    top = sys.modules.get(parts[0])
+    if top is not None:
+        return not is_user_module(parts[0])
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    where = spec.origin or next(iter(spec.submodule_search_locations or ()), None)
+    if not where:
+        return False  # a namespace package without a location: treat as the user's
+    return os.path.realpath(where).startswith(_LIB_ROOTS)
+
+
+def is_user_code(obj: Any) -> bool:
+    """Whether a function or class is fingerprinted by value.
+
+    A function whose globals are not its module's dict was rebuilt by value (cloudpickle, a worker
+    process): it is the user's whatever its ``__module__`` says, or a worker whose ``__main__`` is a
+    library's would key it by name alone.
+    """
+    module = getattr(obj, "__module__", None)
+    if is_user_module(module):
+        return True
+    if isinstance(obj, types.FunctionType):
+        mod = sys.modules.get(module or "")
+        if mod is not None and obj.__globals__ is getattr(mod, "__dict__", None):
+            return False
+        # ``collections.abc.MutableMapping.clear`` lives in ``_collections_abc``: code of a library
+        # file under another module's name is still a library's.
+        return not _library_file(obj.__code__.co_filename)
+    return False
+
+
+_library_files: dict[str, bool] = {}
+
+
+def _library_file(filename: str) -> bool:
+    found = _library_files.get(filename)
+    if found is None:
+        found = _library_files[filename] = filename.startswith("<frozen ") or (
+            os.path.isabs(filename) and os.path.realpath(filename).startswith(_LIB_ROOTS))
+    return found
+
+
+def _unwrap_memoized(obj: Any) -> Any:
+    # A memoized function read as a helper is fingerprinted as the function it wraps.
+    inner = getattr(type(obj), "__fncache_wraps__", None)
+    if inner is not None:
+        return inner(obj)
+    return obj
+

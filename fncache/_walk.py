@@ -1,0 +1,590 @@
+"""The walk: one fingerprint computation, from a root function or class through what it reaches.
+
+Each user function, class, global, closure variable, module attribute and body import it reaches becomes a
+named component with a digest (see :mod:`fncache._fingerprint` for the labels). Along the way the walk
+records what to watch (dict entries and attributes by identity, mutable values by content) so the
+fingerprint can later be revalidated with identity checks alone.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import enum
+import functools
+import importlib
+import importlib.util
+import io
+import logging
+import mmap
+import sys
+import types
+import typing
+from typing import Any
+
+from fncache import _hasher
+from fncache._code_digest import Import, absolute_import, code_digest, code_names, globals_written
+from fncache._errors import UnhashableArgument
+from fncache._usercode import (
+    _library_file,
+    _library_location,
+    _unwrap_memoized,
+    is_user_code,
+    is_user_module,
+)
+
+log = logging.getLogger("fncache")
+
+_MISSING = object()
+# Class attributes that describe where or how a class was written, not what it does, and those that
+# Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
+# cannot even be pickled), ``__slotnames__`` (copyreg adds it at the first pickle or copy of an
+# instance), typing's protocol bookkeeping, ``__abstractmethods__`` (derived from the methods). A class
+# must have one digest before and after these appear, and after a round trip through cloudpickle.
+_CLASS_SKIP = frozenset({
+    "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__firstlineno__",
+    "__static_attributes__", "__orig_bases__", "__parameters__", "__type_params__",
+    "_abc_impl", "_abc_registry", "_abc_cache", "_abc_negative_cache", "_abc_negative_cache_version",
+    "__abstractmethods__", "__slotnames__",
+    "_is_protocol", "__protocol_attrs__", "__non_callable_proto_members__",
+    "__callable_proto_members_only__",
+})
+# What the enum machinery writes into an enum's class dict, all derived from the members and bases
+# (which are hashed): everything else, ``__str__``, ``__init__``, ``_missing_``... is the user's own
+# and counts. A user-written ``__new__`` is kept by enum as ``__new_member__``, which counts too.
+_ENUM_DERIVED = frozenset({
+    "_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_",
+    "_unhashable_values_map_", "_hashable_values_", "_member_type_", "_value_repr_", "_use_args_",
+    "_new_member_", "_flag_mask_", "_singles_mask_", "_all_bits_", "_inverted_",
+})
+# Values whose content is data even when their type is a library's: one that cannot be pickled is
+# an error to report, never a piece of infrastructure to key by name. An open file or a memory map
+# is read for its content, so it is data too.
+_DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, memoryview,
+                                 types.SimpleNamespace, types.MappingProxyType, functools.partial,
+                                 collections.deque, io.IOBase, mmap.mmap)
+_DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
+_SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, fn), leave it out "
+               "of the class's __getstate__, or pin the function's code with version=")
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
+
+
+# The tokens of values keyed by name (``Fingerprint.by_name`` finds them among the components).
+STATE = ("state",)  # modified by the function while it ran (mark_state)
+REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
+
+
+def _submodule(package: str, name: str) -> None:
+    """Import ``package.name`` if it is a user submodule that exists (a name only read otherwise)."""
+    full = f"{package}.{name}"
+    if full in sys.modules or not name.isidentifier():
+        return
+    try:
+        spec = importlib.util.find_spec(full)
+    except (ImportError, ValueError):
+        return
+    if spec is not None and spec.origin and not _library_file(spec.origin):
+        _imported(full)
+
+
+def _imported(name: str) -> types.ModuleType | None:
+    """The module an import in a function body names, imported now if it is user code.
+
+    The function imports it when it runs anyway (the key is made just before); importing it here is
+    what lets its code count in the key of the very first call. Library modules are never imported
+    here: they count by name.
+    """
+    mod = sys.modules.get(name)
+    if mod is not None or _library_location(name) is not False:
+        return mod
+    try:
+        return importlib.import_module(name)
+    except Exception as e:  # the function's own import would fail the same way, or is guarded
+        log.debug("fingerprint: could not import %s: %s", name, e)
+        return sys.modules.get(name)
+
+
+def _is_immutable(v: Any) -> bool:
+    t = type(v)
+    if t in _IMMUTABLE:
+        return True
+    if t is tuple or t is frozenset:
+        return all(_is_immutable(x) for x in v)
+    return False
+
+
+def _wrapped_user_code(value: Any) -> Any:
+    """The user function or class a library wrapper object stands for (``__wrapped__``), or None."""
+    if isinstance(value, (types.FunctionType, type)) or not callable(value):
+        return None
+    try:
+        inner = vars(value).get("__wrapped__")
+    except TypeError:  # no __dict__
+        return None
+    if isinstance(inner, (types.FunctionType, type)) and not is_user_code(type(value)) \
+            and is_user_code(inner):
+        return inner
+    return None
+
+
+
+def _is_user_object(obj: Any) -> bool:
+    return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
+
+
+def _is_infrastructure(value: Any) -> bool:
+    """Whether a value that cannot be pickled is infrastructure (a lock, a connection, a handler).
+
+    Such a value is keyed by its type and the name it is read under, as library code is. A value
+    whose content is the user's data (a container, an instance of a user class, an array) is not:
+    keying it by name could return a result computed from other content.
+    """
+    t = type(value)
+    if isinstance(value, _DATA_TYPES) or is_user_code(t):
+        return False
+    return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
+
+
+def _written_by_typing(name: str, value: Any) -> bool:
+    """Whether a protocol class's ``__init__``/``__subclasshook__`` is typing's, not the user's.
+
+    typing writes them at class creation and replaces ``__init__`` by ``object.__init__`` at the
+    first instance; cloudpickle copies its ``_proto_hook`` closure by value into another process.
+    """
+    if name == "__init__":
+        return value is object.__init__ or (getattr(value, "__module__", None) == "typing"
+                                            and not _is_user_object(value))
+    if name == "__subclasshook__":
+        return getattr(value, "__module__", None) == "typing" and \
+            getattr(value, "__qualname__", "").endswith("_proto_hook")
+    return False
+
+
+class _UnkeyableValue(UnhashableArgument):
+    """A value the code reads cannot be keyed; the message names where it is read."""
+
+
+_logged_by_name: set[str] = set()
+
+
+class _Walk:
+    """One fingerprint computation, rooted at a function or class."""
+
+    def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None) -> None:
+        self.root_module = getattr(root, "__module__", None) or ""
+        self.components: dict[str, str] = {}
+        self.labels: dict[int, str] = {}
+        self.keep: list[Any] = []  # objects whose id() is in labels must stay alive meanwhile
+        self.taken: set[str] = set()
+        self.namespaces: dict[int, str] = {}
+        self.namespace_names: set[str] = set()
+        self.dict_watches: list[tuple[Any, str, Any]] = []
+        self.attr_watches: list[tuple[Any, str, Any]] = []
+        self.len_watches: list[tuple[Any, int]] = []
+        self.mutable: list[tuple[Any, bytes]] = []
+        self.versions = versions
+        self.distributions: set[str] = set()
+        self.cacheable = True
+        self.state: dict[int, Any] = state or {}  # what mark_state() recorded for this root
+        self.private: list[int] = []  # ids of mutable values read through closures and defaults
+        self.by_name: dict[str, None] = {}
+        self.unpicklable_values: list[Any] = []
+        self.where = "the function"
+        # A root function's namespace is named first: it is the one written without a prefix. A
+        # class's is whichever its methods read first (after cloudpickle, methods hold a copy of
+        # their module's globals, not the module the class claims).
+        self.root_namespace = self.root_module
+        if isinstance(root, types.FunctionType):
+            self.root_namespace = self.namespace(root.__globals__)
+
+    # -- labels --------------------------------------------------------------------------------
+    def _name(self, module: str | None, qualname: str) -> str:
+        if not module or module == self.root_module:
+            return qualname
+        return f"{module}.{qualname}"
+
+    def label(self, kind: str, obj: Any) -> tuple[str, bool]:
+        """(label, new) for obj; distinct objects with one name get #2, #3 in visiting order."""
+        found = self.labels.get(id(obj))
+        if found is not None:
+            return found, False
+        base = f"{kind} {self._name(getattr(obj, '__module__', None), getattr(obj, '__qualname__', '?'))}"
+        name, n = base, 1
+        while name in self.taken:
+            n += 1
+            name = f"{base}#{n}"
+        self.taken.add(name)
+        self.labels[id(obj)] = name
+        self.keep.append(obj)
+        return name, True
+
+    def namespace(self, mapping: dict[str, Any]) -> str:
+        """A module namespace's name in labels: its ``__name__``, made unique per namespace object.
+
+        Two ``runpy.run_path`` namespaces are both ``<run_path>``: the second one seen is
+        ``<run_path>#2``, so neither's globals overwrite the other's in the key. Visiting order is
+        deterministic, so the names are the same in every process.
+        """
+        found = self.namespaces.get(id(mapping))
+        if found is not None:
+            return found
+        base = mapping.get("__name__")
+        base = base if isinstance(base, str) else "?"
+        name, n = base, 1
+        while name in self.namespace_names:
+            n += 1
+            name = f"{base}#{n}"
+        self.namespace_names.add(name)
+        self.namespaces[id(mapping)] = name
+        self.keep.append(mapping)
+        return name
+
+    def global_label(self, g: dict[str, Any], name: str) -> str:
+        ns = self.namespace(g)
+        return f"global {name}" if ns == self.root_namespace else f"global {ns}.{name}"
+
+    # -- values --------------------------------------------------------------------------------
+    def read(self, value: Any, where: str, code_names: set[str] | None = None) -> Any:
+        """:meth:`reference` of a value read at ``where`` (named in errors and by-name reports)."""
+        outer, self.where = self.where, where
+        try:
+            return self.reference(value, code_names)
+        finally:
+            self.where = outer
+
+    def reference(self, value: Any, code_names: set[str] | None = None) -> Any:
+        """The token that stands for ``value`` where it is read; visits user code it reaches."""
+        if self.state and id(value) in self.state:
+            return STATE  # written by this function: keyed by where it is read, not content
+        value = _unwrap_memoized(value)
+        if isinstance(value, types.FunctionType):
+            if is_user_code(value):
+                return ("function", self.visit_function(value))
+            return self.library_function(value)
+        if isinstance(value, type):
+            if is_user_code(value):
+                return ("class", self.visit_class(value))
+            return self.library_ref(value)
+        if isinstance(value, types.ModuleType):
+            if is_user_module(value.__name__):
+                if code_names:
+                    self.visit_module_attrs(value, code_names)
+            else:
+                if code_names:
+                    self.visit_library_attrs(value, code_names)
+                if self.versions:
+                    self.distributions.add(value.__name__.split(".")[0])
+            return ("module", value.__name__)
+        if isinstance(value, types.BuiltinFunctionType) and (
+            value.__self__ is None or isinstance(value.__self__, types.ModuleType)
+        ):
+            return ("builtin", getattr(value, "__module__", None), value.__qualname__)
+        wrapped = _wrapped_user_code(value)
+        if wrapped is not None:
+            # functools.lru_cache, numba.njit and the like pickle by name: follow what they wrap.
+            return ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
+        try:
+            d = _hasher.digest(value)
+        except UnhashableArgument as e:
+            return self.unpicklable(value, e)
+        if not _is_immutable(value):
+            self.mutable.append((value, d))
+        return ("value", d)
+
+    def private_reference(self, value: Any, where: str, code_names: set[str] | None = None) -> Any:
+        """:meth:`read` for a closure value or a default (see ``Fingerprint.changes``)."""
+        n = len(self.mutable)
+        token = self.read(value, where, code_names)
+        if len(self.mutable) > n and self.mutable[n][0] is value:
+            self.private.append(id(value))
+        return token
+    def unpicklable(self, value: Any, error: UnhashableArgument) -> Any:
+        """Infrastructure that cannot be pickled is keyed by type and name; anything else raises."""
+        if isinstance(error, _UnkeyableValue):
+            raise error  # already names the place it was read
+        t = type(value)
+        tname = f"{t.__module__}.{t.__qualname__}"
+        if not _is_infrastructure(value):
+            raise _UnkeyableValue(f"{self.where} cannot be hashed: {error}; {_SUGGESTION}",
+                                  type_name=t.__qualname__) from error
+        report = f"{self.where} ({tname})"
+        self.by_name[report] = None
+        self.unpicklable_values.append(value)
+        if report not in _logged_by_name:
+            _logged_by_name.add(report)
+            log.info("%s cannot be pickled: keyed by its type and name, not its content", report)
+        return ("by-name", self.library_ref(t), self.user_code_held(value))
+
+    def library_ref(self, obj: Any) -> Any:
+        module = getattr(obj, "__module__", None)
+        if self.versions and module:
+            self.distributions.add(module.split(".")[0])
+        return ("ref", module, getattr(obj, "__qualname__", None))
+
+    def library_function(self, fn: types.FunctionType) -> Any:
+        """A library function by name, plus the user code it holds (a singledispatch registry)."""
+        ref = self.library_ref(fn)
+        held = self.user_code_held(fn)
+        return ("wrapper", ref, held) if held else ref
+
+    def user_code_held(self, obj: Any) -> tuple[Any, ...]:
+        """Tokens of the user code in a library object's ``__dict__``: ``__wrapped__``, a registry.
+
+        ``functools.singledispatch`` of a library function with the user's implementations
+        registered, a library wrapper that keeps the user function it wraps: their code counts.
+        """
+        try:
+            d = vars(obj)
+        except TypeError:
+            return ()
+        held = []
+        for name in sorted(d):
+            value = d[name]
+            if isinstance(value, (dict, types.MappingProxyType)):
+                if any(_is_user_object(k) or _is_user_object(v) for k, v in value.items()):
+                    self.dict_watches.append((d, name, value))
+                    held.append((name, self.mapping(value)))
+                elif name == "registry":
+                    # Only the library's own entries so far: a registration made later must be seen.
+                    self.dict_watches.append((d, name, value))
+                    self.len_watches.append((value, len(value)))
+            elif _is_user_object(value):
+                self.dict_watches.append((d, name, value))
+                held.append((name, self.reference(value)))
+        return tuple(held)
+
+    def mapping(self, m: Any) -> Any:
+        """A dict of functions or classes (a dispatch registry), item by item, watched by identity."""
+        self.len_watches.append((m, len(m)))
+        items = []
+        for k, v in m.items():
+            self.dict_watches.append((m, k, v))
+            items.append((self.reference(k), self.reference(v)))
+        return ("mapping", tuple(items))
+
+    def attribute(self, value: Any, where: str) -> Any:
+        """A function attribute: a registry of user code item by item, anything else as a value.
+
+        A method bound to a library object (singledispatch's ``_clear_cache``, a cache's ``clear``)
+        is a capability, not data: by name, or the content of the cache behind it would count.
+        """
+        if isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+            owner = value.__self__
+            if _is_infrastructure(owner) and not isinstance(owner, (type, types.ModuleType)) \
+                    and not _is_user_object(getattr(value, "__func__", None)):
+                return ("bound", self.library_ref(type(owner)), value.__name__)
+        if isinstance(value, (dict, types.MappingProxyType)) and any(
+            _is_user_object(k) or _is_user_object(v) for k, v in value.items()
+        ):
+            outer, self.where = self.where, where
+            try:
+                return self.mapping(value)
+            finally:
+                self.where = outer
+        return self.read(value, where)
+
+    def visit_module_attrs(self, mod: types.ModuleType, names: set[str]) -> None:
+        md = vars(mod)
+        ns = self.namespace(md)
+        if "__getattr__" in md and "__path__" in md:
+            # A package whose ``__getattr__`` imports submodules lazily: ``pkg.sub.func`` must count
+            # on the first call too, before anything has imported ``sub``.
+            for attr in sorted(names):
+                if attr not in md:
+                    _submodule(mod.__name__, attr)
+        missing = []
+        for attr in sorted(names):
+            v = md.get(attr, _MISSING)
+            if v is _MISSING:
+                missing.append(attr)
+                continue
+            self.dict_watches.append((md, attr, v))
+            label = f"attr {ns}.{attr}"
+            if label not in self.components:
+                self.components[label] = ""  # placeholder: ends cycles through the module
+                # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
+                self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
+        if type(mod) is not types.ModuleType and _is_user_object(type(mod)):
+            # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
+            # attributes too.
+            self.attr_watches.append((mod, "__class__", type(mod)))
+            label = f"attr {ns}.__class__"
+            if label not in self.components:
+                self.components[label] = ""
+                self.components[label] = _hasher.digest(self.read(type(mod), label)).hex()
+        if missing:
+            # A name the module does not define may be served by its ``__getattr__`` (PEP 562):
+            # its code (and what it reads) counts, and defining the name later changes the answer.
+            hook = md.get("__getattr__", _MISSING)
+            self.dict_watches.append((md, "__getattr__", hook))
+            if hook is not _MISSING:
+                self.dict_watches.extend((md, attr, _MISSING) for attr in missing)
+                label = f"attr {ns}.__getattr__"
+                if label not in self.components:
+                    self.components[label] = ""
+                    self.components[label] = _hasher.digest(self.read(hook, label, names)).hex()
+
+    def visit_library_attrs(self, mod: types.ModuleType, names: set[str]) -> None:
+        """Library functions read as ``lib.func`` that hold user code (a dispatch registry)."""
+        md = vars(mod)
+        for attr in sorted(names):
+            v = md.get(attr)
+            if not isinstance(v, types.FunctionType) or not v.__dict__:
+                continue
+            self.dict_watches.append((md, attr, v))
+            token = self.library_function(v)
+            if token[0] == "wrapper":
+                self.components[f"attr {mod.__name__}.{attr}"] = _hasher.digest(token).hex()
+
+    def visit_import(self, imp: Import, g: dict[str, Any], names: set[str]) -> None:
+        """An import in a function body, followed as a module-level import would be."""
+        name = absolute_import(imp, g)
+        if name is None:
+            return  # a relative import outside a package fails when the function runs
+        label = f"import {name}"
+        if label in self.components:
+            return
+        self.components[label] = ""
+        mod = sys.modules.get(name)
+        library = (not is_user_module(name)) if mod is not None else _library_location(name)
+        if library:
+            # By name, imported or not: the same token before and after the function first runs.
+            if self.versions:
+                self.distributions.add(name.split(".")[0])
+            self.components[label] = _hasher.digest(("module", name)).hex()
+            return
+        mod = _imported(name)
+        self.dict_watches.append((sys.modules, name, _MISSING if mod is None else mod))
+        if mod is None:
+            self.components[label] = _hasher.digest(("missing-module", name)).hex()
+            return
+        if hasattr(mod, "__path__"):
+            # ``from . import sub``: a submodule the import itself loads.
+            for item in imp.fromlist:
+                if item != "*" and item not in vars(mod):
+                    sub = _imported(f"{name}.{item}")
+                    self.dict_watches.append((sys.modules, f"{name}.{item}",
+                                              _MISSING if sub is None else sub))
+        token = [self.reference(mod, names)]
+        if not imp.fromlist and "." in name:
+            # ``import a.b.c`` binds ``a``: the code reads on through it.
+            token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
+        self.components[label] = _hasher.digest(tuple(token)).hex()
+
+    # -- functions and classes -----------------------------------------------------------------
+    def visit_function(self, fn: types.FunctionType) -> str:
+        label, new = self.label("function", fn)
+        if not new:
+            return label
+        code = fn.__code__
+        qual = label.split(" ", 1)[1]
+        self.attr_watches.append((fn, "__code__", code))
+        self.attr_watches.append((fn, "__defaults__", fn.__defaults__))
+        self.attr_watches.append((fn, "__kwdefaults__", fn.__kwdefaults__))
+        # Element by element, so a mutable default the function writes to (a memo dict) can be told
+        # apart from the others.
+        defaults = tuple(self.private_reference(v, f"a default of {qual}") for v in fn.__defaults__ or ())
+        kwdefaults = tuple((k, self.private_reference(v, f"default {qual}.{k}"))
+                           for k, v in (fn.__kwdefaults__ or {}).items())
+        # Its attributes (``helper.scale = 2``, a dispatch registry, ``__wrapped__``) are part of
+        # what it is; setting one later changes the dict's size or an entry's identity.
+        fd = fn.__dict__
+        self.len_watches.append((fd, len(fd)))
+        attrs = []
+        for name in sorted(fd):
+            value = fd[name]
+            self.dict_watches.append((fd, name, value))
+            attrs.append((name, self.attribute(value, f"attribute {qual}.{name}")))
+        self.components[label] = _hasher.digest(
+            (code_digest(code), fn.__qualname__, defaults, kwdefaults)
+            + ((tuple(attrs),) if attrs else ())
+        ).hex()
+        names_read, all_names, imports = code_names(code)
+        for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell: a name assigned later in the enclosing scope
+                value = _MISSING
+            self.attr_watches.append((cell, "cell_contents", value))
+            clabel = f"closure {qual}.{var}"
+            token = ("unbound",) if value is _MISSING else self.private_reference(value, clabel, all_names)
+            self.components[clabel] = _hasher.digest(token).hex()
+        g = fn.__globals__
+        b = vars(builtins)
+        written = globals_written(code)
+        for name in names_read:
+            if name in written and not isinstance(
+                    g.get(name), (types.FunctionType, type, types.ModuleType)):
+                # Rebound by this function's own code (a call counter): state it writes, keyed by
+                # name and not watched, or no call would hit again. A by-value read of the same
+                # global elsewhere in the walk takes precedence (it keeps the value in the key), and
+                # code (a function, class or module bound to it) is followed as usual.
+                glabel = f"global {self._name(g.get('__name__'), name)}"
+                self.components.setdefault(glabel, _hasher.digest(REBOUND).hex())
+                continue
+            value = g.get(name, _MISSING)
+            self.dict_watches.append((g, name, value))
+            glabel = self.global_label(g, name)
+            if value is _MISSING:
+                if name in b:
+                    continue  # a builtin; the Python version is part of every key
+                token = ("missing",)
+            else:
+                token = self.read(value, glabel, all_names)
+            self.components[glabel] = _hasher.digest(token).hex()
+        for imp in imports:
+            self.visit_import(imp, g, all_names)
+        return label
+
+    def visit_class(self, cls: type) -> str:
+        label, new = self.label("class", cls)
+        if not new:
+            return label
+        qual = label.split(" ", 1)[1]
+        d = cls.__dict__
+        self.len_watches.append((d, len(d)))
+        items = []
+        is_enum = isinstance(cls, enum.EnumMeta)
+        is_protocol = typing.Protocol in cls.__mro__
+        if is_enum:
+            # An enum's members cannot change after creation; its bookkeeping maps (_member_map_ and
+            # friends) are derived from them, so the members stand for all of it, hashed once.
+            members = tuple((n, m._value_) for n, m in cls.__members__.items())  # type: ignore[attr-defined]
+            items.append(("__members__", ("value", _hasher.digest(members))))
+        for name in sorted(d):
+            if name in _CLASS_SKIP:
+                continue
+            value = d[name]
+            if is_enum and (name in cls.__members__  # type: ignore[attr-defined]
+                            or (name in _ENUM_DERIVED and not _is_user_object(value))):
+                continue
+            if name == "__annotations__" and value == {}:
+                continue  # created empty by the first read of cls.__annotations__ (3.10+)
+            if is_protocol and _written_by_typing(name, value):
+                continue
+            self.dict_watches.append((d, name, value))
+            items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))
+        bases = tuple(self.reference(b) for b in cls.__bases__)
+        meta = self.reference(type(cls))
+        self.components[label] = _hasher.digest((cls.__qualname__, bases, meta, tuple(items))).hex()
+        return label
+
+    def class_item(self, value: Any, where: str) -> Any:
+        if isinstance(value, (classmethod, staticmethod)):
+            return (type(value).__name__, self.read(value.__func__, where))
+        if isinstance(value, property):
+            return ("property",) + tuple(
+                self.read(f, where) if f is not None else None for f in (value.fget, value.fset, value.fdel)
+            )
+        # Descriptors of functools hold the user's function: its code counts (a cached_property
+        # also holds a lock on 3.11, which cannot be pickled).
+        if isinstance(value, functools.singledispatchmethod):
+            return ("singledispatchmethod", self.read(value.dispatcher, where), self.read(value.func, where))
+        if isinstance(value, functools.cached_property):
+            return ("cached_property", self.read(value.func, where), value.attrname)
+        if isinstance(value, functools.partialmethod):
+            return ("partialmethod", self.read(value.func, where),
+                    tuple(self.read(a, where) for a in value.args),
+                    tuple((k, self.read(v, where)) for k, v in sorted(value.keywords.items())))
+        return self.read(value, where)
+
