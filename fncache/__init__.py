@@ -10,6 +10,7 @@ must not be written to disk unencrypted (entries are plain pickles; see the READ
 """
 
 from fncache._errors import (
+    ArgumentTypeError,
     ConfigError,
     FncacheError,
     IntegrityError,
@@ -37,6 +38,7 @@ def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 __all__ = [
+    "ArgumentTypeError",
     "CacheInfo",
     "ConfigError",
     "FncacheError",

@@ -52,10 +52,6 @@ class Binder:
         ) or not params
         self._n = len(params)
         defaults = [p.default for p in params]
-        self._required = 0
-        for i, d in enumerate(defaults):
-            if d is _P.empty:
-                self._required = i + 1
         # tails[k]: the defaults that complete a call given k positional arguments
         self._tails = [
             tuple(defaults[k:]) if all(d is not _P.empty for d in defaults[k:]) else None

@@ -8,6 +8,7 @@ so ``except TypeError`` keeps working for code that does not know fncache.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "ConfigError",
     "FncacheError",
     "IntegrityError",
@@ -23,6 +24,10 @@ class FncacheError(Exception):
 
 class ConfigError(FncacheError, ValueError):
     """An option given to fncache is invalid; the message names the option."""
+
+
+class ArgumentTypeError(FncacheError, TypeError):
+    """A function of fncache's API (``register``, ``ref``, ``track``...) got an argument of the wrong type."""
 
 
 class UnhashableArgument(FncacheError, TypeError):

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from fncache import _depends
+from fncache._errors import ArgumentTypeError
 
 __all__ = ["File", "file"]
 
@@ -30,7 +31,8 @@ class File(os.PathLike):  # type: ignore[type-arg]
         if isinstance(path, File):
             path = path.path
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"fncache.file: path must be a str or os.PathLike, got {type(path).__name__}")
+            raise ArgumentTypeError(
+                f"fncache.file: path must be a str or os.PathLike, got {type(path).__name__}")
         self.path: str = os.fspath(path)
 
     def __fspath__(self) -> str:

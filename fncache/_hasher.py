@@ -44,7 +44,7 @@ from typing import Any
 import cloudpickle
 import xxhash
 
-from fncache._errors import UnhashableArgument
+from fncache._errors import ArgumentTypeError, UnhashableArgument
 
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
 
@@ -94,11 +94,11 @@ def register(type_: type, fn: Callable[[Any], Any]) -> None:
     once, in this process; register in an imported module so child processes register too.
     """
     if not isinstance(type_, type):
-        raise TypeError(f"register: type_ must be a class, got {type(type_).__name__}")
+        raise ArgumentTypeError(f"register: type_ must be a class, got {type(type_).__name__}")
     if not callable(fn):
-        raise TypeError(f"register: fn must be callable, got {type(fn).__name__}")
+        raise ArgumentTypeError(f"register: fn must be callable, got {type(fn).__name__}")
     if type_ in _NOT_REGISTRABLE:
-        raise TypeError(f"register: {type_.__name__} is hashed by value and cannot be overridden")
+        raise ArgumentTypeError(f"register: {type_.__name__} is hashed by value and cannot be overridden")
     with _registry_lock:
         _registry[type_] = fn
         _handlers.clear()
@@ -122,7 +122,7 @@ def ref(obj: Any, token: Any) -> Any:
     if isinstance(obj, (str, bytes, int, float, complex, tuple, frozenset)) or obj is None:
         # Small ints, strings and the like are shared by identity across the whole process: keying
         # one object by a token would key every equal value by it.
-        raise TypeError(f"ref: a {type(obj).__name__} is hashed by value; pass it as it is")
+        raise ArgumentTypeError(f"ref: a {type(obj).__name__} is hashed by value; pass it as it is")
     key = id(obj)
     try:
         weakref.finalize(obj, _refs.pop, key, None)

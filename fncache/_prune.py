@@ -1,6 +1,6 @@
 """Removing entries by age and size, for ``fncache clear --older-than/--larger-than`` and ``prune``.
 
-Each helper takes any :class:`~fncache.stores.Store` and works from :meth:`Store.entries` (the
+Each function takes any :class:`~fncache.stores.Store` and works from :meth:`Store.entries` (the
 metadata written beside each value), so it never reads or unpickles a value. Safe to run while
 other processes use the store: an entry added meanwhile may or may not be considered, and an entry
 that another process deletes first simply does not count. Sizes are the stored sizes of the values
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["clear_larger_than", "clear_older_than", "matches", "plan_prune", "prune_to_size", "select"]
+__all__ = ["matches", "plan_prune", "select"]
 
 
 def _bound(name: str, value: float) -> float:
@@ -24,10 +24,6 @@ def _bound(name: str, value: float) -> float:
             or value < 0:
         raise ConfigError(f"{name}: expected a non-negative number, got {value!r}")
     return float(value)
-
-
-def _delete(store: Store, entries: Iterable[EntryInfo]) -> int:
-    return sum(1 for e in entries if store.delete(e.key))
 
 
 def matches(info: EntryInfo, function: str | None) -> bool:
@@ -63,20 +59,6 @@ def select(
     ]
 
 
-def clear_older_than(store: Store, seconds: float, *, function: str | None = None) -> int:
-    """Remove the entries created more than ``seconds`` ago; returns how many were removed.
-
-    ``function`` limits it to one function's entries. Raises :class:`~fncache.ConfigError` for a
-    negative or non-numeric age, and :class:`~fncache.StoreError` if the store fails.
-    """
-    return _delete(store, select(store, function=function, older_than=seconds))
-
-
-def clear_larger_than(store: Store, nbytes: int, *, function: str | None = None) -> int:
-    """Remove the entries whose stored value is larger than ``nbytes``; returns how many."""
-    return _delete(store, select(store, function=function, larger_than=nbytes))
-
-
 def plan_prune(store: Store, max_bytes: int) -> list[EntryInfo]:
     """The entries :func:`prune_to_size` would remove, least recently used first."""
     limit = _bound("max_size", max_bytes)
@@ -89,13 +71,3 @@ def plan_prune(store: Store, max_bytes: int) -> list[EntryInfo]:
         out.append(e)
         total -= e.size
     return out
-
-
-def prune_to_size(store: Store, max_bytes: int) -> int:
-    """Remove entries, least recently used first, until their total size is at most ``max_bytes``.
-
-    "Used" is the last read where the store records reads (``EntryInfo.accessed``), else the
-    creation time: stores that do not track reads lose their oldest entries first. Returns how many
-    entries were removed. One pass over one listing: entries written meanwhile are not counted.
-    """
-    return _delete(store, plan_prune(store, max_bytes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -83,3 +84,38 @@ def import_source(name: str, source: str, directory: Path, *, keep: bool = True)
         sys.path.remove(str(directory))
         if not keep:
             sys.modules.pop(name, None)
+
+
+def clear_older_than(store: Any, seconds: float) -> int:
+    """Delete what ``fncache clear --older-than`` selects; returns how many were removed."""
+    from fncache._prune import select
+
+    return sum(1 for e in select(store, older_than=seconds) if store.delete(e.key))
+
+
+def clear_larger_than(store: Any, nbytes: int) -> int:
+    """Delete what ``fncache clear --larger-than`` selects; returns how many were removed."""
+    from fncache._prune import select
+
+    return sum(1 for e in select(store, larger_than=nbytes) if store.delete(e.key))
+
+
+def prune_to_size(store: Any, max_bytes: int) -> int:
+    """Delete what ``fncache prune --max-size`` plans to remove; returns how many were removed."""
+    from fncache._prune import plan_prune
+
+    return sum(1 for e in plan_prune(store, max_bytes) if store.delete(e.key))
+
+
+def fncache_warnings(caplog: Any) -> list[str]:
+    """The messages logged at WARNING on the ``fncache`` logger that ``caplog`` captured."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == "fncache" and r.levelno == logging.WARNING]
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m fncache ARGS`` in a subprocess; fail on a traceback."""
+    proc = subprocess.run([sys.executable, "-m", "fncache", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, **(env or {})))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc

@@ -18,11 +18,6 @@ from .helpers import run_py, write
 CALLS = fncache.ref(collections.Counter(), "test-call-counter")
 
 
-@pytest.fixture
-def store(tmp_path):
-    return str(tmp_path / "cache")
-
-
 def test_second_call_is_a_hit_and_forms_of_one_call_share_it(store):
     """f(1), f(a=1) and f(1, b=default) compute once; another argument computes again."""
 
@@ -398,6 +393,7 @@ def _count(path):
     return path.read_text().count("features") if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_second_process_hits_edit_misses_revert_hits(tmp_path):
     """A new process hits; an edit to the __main__ function misses; reverting it hits again."""
     script = write(tmp_path / "proj" / "pipeline.py", SCRIPT_V1)
@@ -431,6 +427,7 @@ def test_second_process_hits_edit_misses_revert_hits(tmp_path):
     assert _count(count) == 3, "reverting the edit did not hit the old entry"
 
 
+@pytest.mark.slow
 def test_same_script_in_two_checkouts_shares_entries(tmp_path):
     """The same code run from two directories computes once (keys are path-independent)."""
     a = write(tmp_path / "a" / "job.py", SCRIPT_V1)
@@ -469,6 +466,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_wrapper_works_in_spawned_child_processes(tmp_path):
     """A memoized function sent to a spawn pool runs there and its results are hits for the parent."""
     write(tmp_path / "mods" / "workmod.py", WORKER_MODULE)
@@ -501,6 +499,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_main_function_wrapper_pickles_into_a_subprocess(tmp_path):
     """A __main__ function's wrapper travels by value to another interpreter and hits there."""
     script = write(tmp_path / "main_pickle.py", MAIN_PICKLE_SCRIPT)
@@ -583,5 +582,5 @@ def test_track_after_first_call_applies_to_the_next_call(store, tmp_path):
         by_value = f.key(1)
         assert by_value != by_name
     finally:
-        fncache._fingerprint._overrides.pop("trackme_lib", None)
-        fncache._fingerprint._user_module_cache.clear()
+        fncache._usercode._overrides.pop("trackme_lib", None)
+        fncache._usercode._user_module_cache.clear()

@@ -27,8 +27,9 @@ import pytest
 import fncache
 from fncache import _codec
 from fncache._errors import IntegrityError, StoreError
-from fncache._prune import clear_larger_than, clear_older_than, prune_to_size
 from fncache.stores import open_store
+
+from .helpers import clear_larger_than, clear_older_than, fncache_warnings, prune_to_size
 
 
 def _append(path: str, text: str) -> None:
@@ -48,11 +49,6 @@ def _make(x: int, size: int, log: str) -> dict[str, Any]:
     """A value of about ``size`` bytes that names its own argument; counts its computations."""
     _append(log, str(x))
     return {"x": x, "data": bytes([x % 256]) * size}
-
-
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "fncache" and r.levelno == logging.WARNING]
 
 
 # -- crash safety ----------------------------------------------------------------------------------
@@ -118,6 +114,7 @@ def _crash_verify(store: str, log: str, out: Any) -> None:
         out.put({"exception": repr(e)})
 
 
+@pytest.mark.slow
 def test_writers_killed_at_random_moments_never_leave_a_damaged_entry(tmp_path):
     """50 writers SIGKILLed mid-store leave every entry missing or exact, and the store usable."""
     ctx = multiprocessing.get_context("fork")
@@ -246,13 +243,13 @@ def test_damaged_entry_is_detected_logged_removed_and_recomputed(tmp_path, caplo
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(1, size, log) == _make(1, size, os.devnull)
         assert _count(log) == 3  # 1, 2, then 1 again
-        assert len(_warnings(caplog)) == 1, _warnings(caplog)
+        assert len(fncache_warnings(caplog)) == 1, fncache_warnings(caplog)
         # The damaged entry was replaced by a sound one: the next call is a quiet hit.
         value, _ = _codec.decode(f.store.get(key), key)
         assert value == _make(1, size, os.devnull)
         assert f(1, size, log) == _make(1, size, os.devnull)
         assert _count(log) == 3
-        assert len(_warnings(caplog)) == 1
+        assert len(fncache_warnings(caplog)) == 1
 
 
 def test_every_single_byte_flip_is_caught_or_harmless(caplog):
@@ -270,7 +267,7 @@ def test_every_single_byte_flip_is_caught_or_harmless(caplog):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="fncache"):
             assert f(5, 40, log) == _make(5, 40, log)
-        if not _warnings(caplog):
+        if not fncache_warnings(caplog):
             missed.append(at)
     # Only the zero padding between the checksum and the aligned body is not covered.
     assert all(trailer_end <= at < header.body_offset for at in missed), missed
@@ -284,7 +281,7 @@ def test_verified_frame_whose_pickle_does_not_load_is_a_logged_miss(tmp_path, ca
     f.store.set(key, _forge(b"\x80\x05garbage", key), {"function": f.function_id})
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3, 10, log) == _make(3, 10, os.devnull)
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
     assert _count(log) == 1
 
 
@@ -340,7 +337,7 @@ def test_expire_applies_to_entries_stored_without_one(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert short(1, 10, log) == _make(1, 10, os.devnull)
     assert _count(log) == 2
-    assert _warnings(caplog) == []  # an expired entry is routine, not damage
+    assert fncache_warnings(caplog) == []  # an expired entry is routine, not damage
     assert short(1, 10, log) == _make(1, 10, os.devnull)
     assert _count(log) == 2
 
@@ -445,7 +442,7 @@ def test_unhashable_argument_with_on_unhashable_call_runs_uncached_and_warns_onc
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert [f(lock, i) for i in range(3)] == [0, 1, 2]
     assert ran == [0, 1, 2]
-    assert len(_warnings(caplog)) == 1 and "'value'" in _warnings(caplog)[0]
+    assert len(fncache_warnings(caplog)) == 1 and "'value'" in fncache_warnings(caplog)[0]
 
 
 def _make_lock(log: str) -> Any:
@@ -462,7 +459,7 @@ def test_unpicklable_result_is_returned_and_not_stored(tmp_path, caplog):
     assert all(type(r) is type(threading.Lock()) for r in results)
     assert _count(log) == 3
     assert not f.check_call_in_cache(log)
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
 
 
 class _Boom(Exception):
@@ -537,6 +534,7 @@ def full_disk(tmp_path):
         subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
+@pytest.mark.slow
 def test_full_disk_is_a_logged_miss_and_the_value_is_returned(full_disk, tmp_path, caplog):
     """When the disk is full the value is still returned; the failed write is one warning."""
     log = str(tmp_path / "computed.log")
@@ -545,11 +543,12 @@ def test_full_disk_is_a_logged_miss_and_the_value_is_returned(full_disk, tmp_pat
         for _ in range(3):
             assert f(1, 3_000_000, log) == _make(1, 3_000_000, os.devnull)
     assert _count(log) == 3
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
     assert f.cache_info().errors == 3
     assert f(2, 100, log) == _make(2, 100, os.devnull)  # small entries still fit
 
 
+@pytest.mark.slow
 def test_full_disk_raises_with_on_store_error_raise(full_disk, tmp_path):
     """With on_store_error="raise" a full disk raises StoreError (an OSError)."""
     f = fncache.memoize(store=str(full_disk / "cache"), on_store_error="raise")(_make)
@@ -575,6 +574,7 @@ def _read_only(path: Path) -> Iterator[None]:
         subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("mount"), reason="needs mount")
 @pytest.mark.parametrize("layout", ["empty read-only directory", "read-only existing cache"])
 def test_read_only_store_is_a_logged_miss(tmp_path, caplog, layout):
@@ -590,7 +590,7 @@ def test_read_only_store_is_a_logged_miss(tmp_path, caplog, layout):
         with caplog.at_level(logging.WARNING, logger="fncache"):
             assert [f(x, 10, log)["x"] for x in (1, 1, 2)] == [1, 1, 2]
         assert _count(log) == 3
-        assert 1 <= len(_warnings(caplog)) <= 2  # the failed write (and a failed read, per kind)
+        assert 1 <= len(fncache_warnings(caplog)) <= 2  # the failed write (and a failed read, per kind)
         strict = fncache.memoize(store=str(store), on_store_error="raise")(_make)
         with pytest.raises(StoreError):
             strict(3, 10, log)

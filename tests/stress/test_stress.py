@@ -25,8 +25,9 @@ import pytest
 
 from fncache import _codec
 from fncache._errors import IntegrityError
-from fncache._prune import clear_older_than, prune_to_size
 from fncache.stores import open_store
+
+from ..helpers import clear_older_than, prune_to_size
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SECONDS = float(os.environ.get("FNCACHE_STRESS_SECONDS", "180"))
