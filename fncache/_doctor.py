@@ -17,8 +17,6 @@ Checks, each reported with a verdict and a one-line detail:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import shutil
@@ -31,7 +29,7 @@ from typing import Any
 
 from fncache.stores import Store
 
-__all__ = ["Check", "Report", "load_target", "run"]
+__all__ = ["Check", "Report", "run"]
 
 
 @dataclass
@@ -61,35 +59,12 @@ class Report:
         return "\n".join(lines)
 
 
-def load_target(target: str) -> Any:
-    """The object named by ``path/to/script.py:func`` or ``package.module:qualname``."""
-    where, sep, qualname = target.rpartition(":")
-    if not sep or not where or not qualname:
-        raise ValueError(f"expected SCRIPT.py:FUNC or MODULE:QUALNAME, got {target!r}")
-    if where.endswith(".py") or os.sep in where:
-        path = os.path.abspath(where)
-        if not os.path.exists(path):
-            raise ValueError(f"no such script: {where!r}")
-        sys.path.insert(0, os.path.dirname(path))
-        name = os.path.splitext(os.path.basename(path))[0]
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(where)
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def _probe(target: str) -> None:
     """Entry point of the subprocesses: print the target's fingerprint as JSON."""
     from fncache._fingerprint import fingerprint
+    from fncache._targets import load_target
 
-    obj = load_target(target)
+    obj, _ = load_target(target)
     obj = getattr(obj, "__wrapped__", obj)
     fp = fingerprint(obj)
     print(json.dumps({"digest": fp.digest.hex(), "components": fp.components,

@@ -17,15 +17,12 @@ Not for: diffing source code; keep your version control for that.
 from __future__ import annotations
 
 import datetime
-import importlib
-import os
-import runpy
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fncache._hasher import digest
+from fncache._targets import load_target
 
 __all__ = [
     "CodeVersion",
@@ -367,35 +364,35 @@ class FunctionExplanation:
         return "\n".join(lines)
 
 
-def _load(target: str) -> tuple[Any, str]:
-    """Import ``MODULE:QUALNAME`` or ``path/script.py:QUALNAME``: (object, the id entries use)."""
-    where, sep, qualname = target.rpartition(":")
-    if not sep or not where or not qualname:
-        raise ValueError(f"expected MODULE:QUALNAME or SCRIPT.py:QUALNAME, got {target!r}")
-    if where.endswith(".py") or os.sep in where or os.path.isfile(where):
-        path = os.path.abspath(where)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such script: {where}")
-        # Run as a script would be, but not as __main__: its `if __name__ == "__main__"` block stays
-        # out. Entries made by running it are filed under __main__.
-        sys.path.insert(0, os.path.dirname(path))
-        try:
-            namespace = runpy.run_path(path, run_name="__mp_main__")
-        finally:
-            try:
-                sys.path.remove(os.path.dirname(path))
-            except ValueError:  # pragma: no cover - the script removed it itself
-                pass
-        obj: Any = namespace
-        parts = qualname.split(".")
-        obj = namespace[parts[0]]
-        for part in parts[1:]:
-            obj = getattr(obj, part)
-        return obj, f"__main__:{qualname}"
-    obj = importlib.import_module(where)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj, target
+def _resolve(target: Any, import_code: bool) -> tuple[Any, str, str | None]:
+    """(the memoized function or None, the function id, why the code could not be loaded)."""
+    from fncache._memoize import Memoized
+
+    if not isinstance(target, str):
+        m = target if isinstance(target, Memoized) else Memoized(target)
+        return m, m.function_id, None
+    if not import_code:
+        return None, target, None
+    try:
+        obj, function_id = load_target(target)
+    except Exception as e:  # an import runs user code: any failure means "unknown"
+        return None, target, f"{type(e).__name__}: {e}"
+    m = obj if isinstance(obj, Memoized) else Memoized(obj)
+    return m, function_id if function_id.startswith("__main__:") else m.function_id, None
+
+
+def _code_versions(entries: list[Any]) -> tuple[dict[str, list[Any]], dict[str, _Side]]:
+    """Entries grouped by what made their code part (components, version, inputs, Python)."""
+    groups: dict[str, list[Any]] = {}
+    sides: dict[str, _Side] = {}
+    for entry in entries:
+        side = _Side.of_entry(entry.meta)
+        side.args = None
+        ident = digest((sorted(side.components.items()), side.version, side.depends_on,
+                        side.python)).hex()
+        groups.setdefault(ident, []).append(entry)
+        sides[ident] = side
+    return groups, sides
 
 
 def explain_function(store: Any, target: Any, *, import_code: bool = True) -> FunctionExplanation:
@@ -406,23 +403,7 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
     current code), or any ``function id`` as stored when ``import_code`` is false or the import
     fails. ``store`` may be ``None`` for a memoized function's own store. Reads the store only.
     """
-    from fncache._memoize import Memoized
-
-    m: Any = None
-    error = None
-    function_id = target if isinstance(target, str) else None
-    if isinstance(target, str) and import_code:
-        try:
-            obj, function_id = _load(target)
-        except Exception as e:  # an import runs user code: any failure means "unknown"
-            error = f"{type(e).__name__}: {e}"
-        else:
-            m = obj if isinstance(obj, Memoized) else Memoized(obj)
-            if not function_id.startswith("__main__:"):
-                function_id = m.function_id
-    elif not isinstance(target, str):
-        m = target if isinstance(target, Memoized) else Memoized(target)
-        function_id = m.function_id
+    m, function_id, error = _resolve(target, import_code)
     if store is None:
         if m is None:
             raise ValueError("explain_function: a store is needed to explain a function by name")
@@ -431,15 +412,7 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
     entries = _entries_of(store, function_id)
     if not entries:
         return FunctionExplanation(function_id, NEW, 0, error=error)
-    groups: dict[str, list[Any]] = {}
-    sides: dict[str, _Side] = {}
-    for entry in entries:
-        side = _Side.of_entry(entry.meta)
-        side.args = None
-        ident = digest((sorted(side.components.items()), side.version, side.depends_on,
-                        side.python)).hex()
-        groups.setdefault(ident, []).append(entry)
-        sides[ident] = side
+    groups, sides = _code_versions(entries)
     newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
     order = sorted(groups, key=lambda i: -newest[i])
     root = _root(function_id)
