@@ -1,6 +1,14 @@
-"""Shared pytest configuration: real-server fixtures (``tests/servers.py``), opt-in stress runs."""
+"""Shared pytest configuration: fixtures used by several test modules, real-server fixtures
+(``tests/servers.py``), opt-in stress runs.
+
+``python -m pytest -m "not slow"`` skips the subprocess-heavy tests (``@pytest.mark.slow``) for a quick
+loop; the default ``python -m pytest`` runs everything.
+"""
 
 import importlib.util
+from typing import Any
+
+import pytest
 
 
 def _servers_module() -> str:
@@ -36,3 +44,17 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     for item in items:
         if "stress" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def store(tmp_path: Any) -> str:
+    """A fresh disk store directory (its URL) for the test."""
+    return str(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def runs() -> Any:
+    """The fixture project run as v1, v2, v1 again and v1 elsewhere (fixtures_code/harness.py)."""
+    from .helpers import load_harness
+
+    return load_harness().project_runs()

@@ -17,8 +17,6 @@ import pathlib
 import pickle
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +27,8 @@ import diskcache
 import pytest
 
 import fncache
+
+from .helpers import cli, fncache_warnings
 
 SECRET = b"correct horse battery staple"
 SECRETS = pytest.mark.parametrize("secret", [None, SECRET], ids=["no-secret", "secret"])
@@ -57,11 +57,6 @@ def _big(x: int) -> bytes:
 def _slow_value(x: int) -> dict[str, int]:
     time.sleep(1.0)
     return {"x": x, "double": 2 * x}
-
-
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "fncache" and r.levelno == logging.WARNING]
 
 
 def _sql(cache: pathlib.Path, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -103,13 +98,6 @@ def _no_hang(seconds: int = 20) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "fncache", *args], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, **(env or {})))
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 # -- rows of every storage mode --------------------------------------------------------------------
@@ -167,16 +155,17 @@ def test_planted_row_of_any_mode_is_removed_unread_and_recomputed(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == _value(3)
     assert not marker.exists()
-    assert any("not one fncache wrote" in w or "rejected" in w for w in _warnings(caplog))
+    assert any("not one fncache wrote" in w or "rejected" in w for w in fncache_warnings(caplog))
     # The planted row was replaced by fncache's own entry, which the next call hits quietly.
     assert _sql(cache, "SELECT mode FROM Cache WHERE key = ?", (key,))[0][0] == 1
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == _value(3)
-    assert _warnings(caplog) == [] and f.cache_info().hits >= 1
+    assert fncache_warnings(caplog) == [] and f.cache_info().hits >= 1
     assert not marker.exists()
 
 
+@pytest.mark.slow
 @SECRETS
 def test_planted_rows_are_not_loaded_by_listing_or_clearing(tmp_path, secret):
     """info, ls, clear and prune read metadata only: planted pickle rows never run there either."""
@@ -189,7 +178,7 @@ def test_planted_rows_are_not_loaded_by_listing_or_clearing(tmp_path, secret):
         meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
         _plant(cache, key, ROWS[row](marker), meta)
     for args in (["info"], ["ls"], ["prune", "--max-size", "1", "-y"], ["clear", "-y"]):
-        proc = _cli(*args, "--dir", str(cache))
+        proc = cli(*args, "--dir", str(cache))
         assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
     assert _sql(cache, "SELECT COUNT(*) FROM Cache")[0][0] == 0
@@ -261,6 +250,7 @@ BAD_META: list[Any] = [
 ]
 
 
+@pytest.mark.slow
 def test_malformed_metadata_is_listed_as_damaged_and_never_crashes_a_command(tmp_path):
     """Valid JSON of the wrong types (or no JSON) shows as damaged in info/ls; clear and prune work."""
     marker = tmp_path / "PWNED"
@@ -271,17 +261,17 @@ def test_malformed_metadata_is_listed_as_damaged_and_never_crashes_a_command(tmp
         _sql(cache, "UPDATE Cache SET fncache_meta = ? WHERE key = ?", (meta, f.key(x)))
     f(100)  # one healthy entry
     n_bad = len(BAD_META) + 1
-    proc = _cli("info", "--dir", str(cache), "--json")
+    proc = cli("info", "--dir", str(cache), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["entries"] == n_bad + 1 and data["damaged"] == n_bad
-    proc = _cli("ls", "--dir", str(cache))
+    proc = cli("ls", "--dir", str(cache))
     assert proc.returncode == 0 and "(damaged)" in proc.stdout, proc.stdout + proc.stderr
-    proc = _cli("clear", "--dir", str(cache), "--older-than", "1h", "-y")
+    proc = cli("clear", "--dir", str(cache), "--older-than", "1h", "-y")
     assert proc.returncode == 0, proc.stderr
-    proc = _cli("clear", "--dir", str(cache), "--function", "(damaged)", "--dry-run", "--json")
+    proc = cli("clear", "--dir", str(cache), "--function", "(damaged)", "--dry-run", "--json")
     assert proc.returncode == 0, proc.stderr
-    proc = _cli("prune", "--dir", str(cache), "--max-size", "0", "-y")
+    proc = cli("prune", "--dir", str(cache), "--max-size", "0", "-y")
     assert proc.returncode == 0, proc.stderr
     assert len(f.store) == 0
     assert not marker.exists()
@@ -355,7 +345,7 @@ def test_read_of_an_escaping_value_file_touches_nothing_outside(tmp_path, caplog
     f, victims = _store_with_escape(tmp_path, kind, secret, mmap_mode=mmap_mode)
     with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == _value(3)
-    assert any("not one fncache wrote" in w for w in _warnings(caplog)), _warnings(caplog)
+    assert any("not one fncache wrote" in w for w in fncache_warnings(caplog)), fncache_warnings(caplog)
     _untouched(victims)
     with _no_hang():
         assert f(3) == _value(3)
@@ -393,7 +383,7 @@ def test_cli_cleanup_of_an_escaping_row_touches_nothing_outside(tmp_path, kind, 
     """fncache clear/prune remove the planted row (a real subprocess) and no file outside the store."""
     f, victims = _store_with_escape(tmp_path, kind)
     time.sleep(0.05)
-    proc = _cli(*command, "--dir", str(tmp_path / "cache"))
+    proc = cli(*command, "--dir", str(tmp_path / "cache"))
     assert proc.returncode == 0, proc.stderr
     assert not _sql(tmp_path / "cache", "SELECT 1 FROM Cache WHERE key = ?", (f.key(3),))
     _untouched(victims)
@@ -431,5 +421,5 @@ def test_entry_of_one_key_copied_or_swapped_to_another_is_rejected(tmp_path, cap
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(1) == func(1)
         assert f(2) == func(2)
-    assert len(_warnings(caplog)) >= 2
+    assert len(fncache_warnings(caplog)) >= 2
     assert f(1) == func(1) and f(2) == func(2)

@@ -55,6 +55,7 @@ def info(cache: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_info_reports_entries_and_bytes(filled):
     """info shows the store, its entry count, size and number of functions."""
     _, _, cache = filled
@@ -66,6 +67,7 @@ def test_info_reports_entries_and_bytes(filled):
     assert "entries:   5" in text and cache in text
 
 
+@pytest.mark.slow
 def test_ls_groups_by_function(filled):
     """ls lists each function with its entry count, largest first."""
     _, _, cache = filled
@@ -74,6 +76,7 @@ def test_ls_groups_by_function(filled):
     assert "__main__:small" in fncache_cmd("ls", "--dir", cache).stdout
 
 
+@pytest.mark.slow
 def test_clear_by_function_leaves_others(filled):
     """clear --function removes only that function's entries."""
     _, _, cache = filled
@@ -83,6 +86,7 @@ def test_clear_by_function_leaves_others(filled):
     assert info(cache)["entries"] == 2
 
 
+@pytest.mark.slow
 def test_clear_dry_run_removes_nothing(filled):
     """--dry-run says what would go and deletes nothing."""
     _, _, cache = filled
@@ -91,6 +95,7 @@ def test_clear_dry_run_removes_nothing(filled):
     assert info(cache)["entries"] == 5
 
 
+@pytest.mark.slow
 def test_clear_by_age_and_size(filled):
     """--older-than removes only entries written before the cutoff; --larger-than only big ones."""
     tmp_path, script, cache = filled
@@ -103,6 +108,7 @@ def test_clear_by_age_and_size(filled):
     assert info(cache)["entries"] == 3
 
 
+@pytest.mark.slow
 def test_clear_everything(filled):
     """clear with no filter removes every entry."""
     _, _, cache = filled
@@ -111,6 +117,7 @@ def test_clear_everything(filled):
     assert info(cache)["entries"] == 0
 
 
+@pytest.mark.slow
 def test_entries_cleared_from_cli_are_recomputed(filled):
     """After clear, the function computes again and the store fills again."""
     tmp_path, script, cache = filled
@@ -119,6 +126,7 @@ def test_entries_cleared_from_cli_are_recomputed(filled):
     assert info(cache)["entries"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, needle",
     [
@@ -136,6 +144,7 @@ def test_bad_arguments_exit_2_naming_the_option(args, needle, tmp_path):
     assert needle in proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_store_exits_1(tmp_path):
     """A cache directory that does not exist is reported, with exit status 1, and not created."""
     missing = tmp_path / "nope"
@@ -145,6 +154,7 @@ def test_missing_store_exits_1(tmp_path):
     assert not missing.exists()
 
 
+@pytest.mark.slow
 def test_console_script_is_installed():
     """The fncache console script runs (the package is installed, not only importable)."""
     import os
@@ -178,6 +188,7 @@ def unstable(x):
 """
 
 
+@pytest.mark.slow
 def test_doctor_passes_a_stable_function(tmp_path):
     """doctor checks environment, store and key stability, and exits 0 when all pass."""
     job = write(tmp_path / "job.py", DOCTOR_JOB)
@@ -189,6 +200,7 @@ def test_doctor_passes_a_stable_function(tmp_path):
     assert checks["permissions"]["ok"]
 
 
+@pytest.mark.slow
 def test_doctor_names_the_component_that_makes_keys_unstable(tmp_path):
     """A global that depends on the hash seed is reported by name, with exit status 1."""
     job = write(tmp_path / "job.py", DOCTOR_JOB)
@@ -197,6 +209,7 @@ def test_doctor_names_the_component_that_makes_keys_unstable(tmp_path):
     assert "global SALT" in proc.stdout
 
 
+@pytest.mark.slow
 def test_doctor_flags_a_cache_directory_others_can_write(tmp_path):
     """A group- or world-writable cache directory fails the permissions check."""
     cache = tmp_path / "c"
@@ -207,6 +220,7 @@ def test_doctor_flags_a_cache_directory_others_can_write(tmp_path):
     assert "chmod 700" in proc.stdout
 
 
+@pytest.mark.slow
 def test_prune_to_a_size_removes_oldest_first(filled):
     """prune --max-size removes entries until the store fits, oldest (least recently used) first."""
     tmp_path, script, cache = filled
@@ -222,6 +236,7 @@ def test_prune_to_a_size_removes_oldest_first(filled):
     assert rows == {"__main__:large": 1}, rows
 
 
+@pytest.mark.slow
 def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
     """Scanning a store shows a counter when stderr is a terminal and nothing when it is piped."""
     import os

@@ -160,6 +160,7 @@ def _race(tmp_path: Path, lock: bool) -> tuple[list[dict[str, Any]], Counter[int
     return reports, _computations(log)
 
 
+@pytest.mark.slow
 def test_processes_and_threads_race_without_locking(tmp_path):
     """8 processes x 2 threads making 500 calls over 50 keys all get correct results, no errors."""
     reports, computed = _race(tmp_path, lock=False)
@@ -174,6 +175,7 @@ def test_processes_and_threads_race_without_locking(tmp_path):
     assert _assert_store_sound(tmp_path / "cache") == KEYS
 
 
+@pytest.mark.slow
 def test_processes_and_threads_race_with_locking_compute_each_key_once(tmp_path):
     """With lock=True, 8 processes x 2 threads over 50 keys compute every key exactly once."""
     reports, computed = _race(tmp_path, lock=True)
@@ -190,6 +192,7 @@ def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_waiters_recover_from_a_lock_holder_killed_with_sigkill(tmp_path):
     """When the process computing a key is SIGKILLed, waiters proceed once its lease expires."""
     script = _script(tmp_path, "one.py", SINGLE_CALL)
@@ -213,6 +216,7 @@ def test_waiters_recover_from_a_lock_holder_killed_with_sigkill(tmp_path):
     assert elapsed >= lease - 0.5  # and they did wait for the lease to run out
 
 
+@pytest.mark.slow
 def test_waiter_stops_waiting_for_a_live_but_slow_holder_after_the_timeout(tmp_path):
     """A waiter blocked by a live holder that outlasts lock_timeout computes the value itself."""
     script = _script(tmp_path, "one.py", SINGLE_CALL)

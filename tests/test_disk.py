@@ -25,7 +25,7 @@ from fncache.stores import open_store
 from fncache.stores._diskfs import ValueFiles
 from fncache.stores.disk import COLUMNS, ORPHAN_GRACE, DiskStore
 
-from .helpers import REPO, run_py, write
+from .helpers import REPO, cli, run_py, write
 
 FILL = """
 import json, sys
@@ -46,13 +46,6 @@ if __name__ == "__main__":
     print(json.dumps({"ok": out == ({"x": arg} if kind == "value" else b"\\x01" * arg),
                       "hits": f.cache_info().hits}))
 """
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "fncache", *args], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, **(env or {})))
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def _fill(tmp_path: Path) -> tuple[Path, Path]:
@@ -148,13 +141,13 @@ def test_value_files_of_killed_writers_are_reported_and_swept_after_the_grace_pe
 
     orphan = _kill_mid_write(script, cache, 200 * 2**20)
     assert len(store) == 1  # the killed write published nothing
-    info = json.loads(_cli("info", "--dir", str(cache), "--json").stdout)
+    info = json.loads(cli("info", "--dir", str(cache), "--json").stdout)
     assert info["orphans"] == 0  # younger than the grace period: maybe a writer still at work
     _age(orphan, ORPHAN_GRACE + 60)
-    info = json.loads(_cli("info", "--dir", str(cache), "--json").stdout)
+    info = json.loads(cli("info", "--dir", str(cache), "--json").stdout)
     assert (info["orphans"], info["orphan_bytes"]) == (1, orphan.stat().st_size)
 
-    proc = _cli("prune", "--dir", str(cache), "--max-size", "1GB", "-y")
+    proc = cli("prune", "--dir", str(cache), "--max-size", "1GB", "-y")
     assert proc.returncode == 0 and "1 orphaned files" in proc.stdout, proc.stdout + proc.stderr
     assert not orphan.exists()
     # Another orphan, for clear: a copy of the entry's file under a name no row references.
@@ -162,7 +155,7 @@ def test_value_files_of_killed_writers_are_reported_and_swept_after_the_grace_pe
     copy.parent.mkdir(parents=True)
     copy.write_bytes(Path(store.db.files.path(healthy)).read_bytes())
     _age(copy, ORPHAN_GRACE + 60)
-    proc = _cli("clear", "--dir", str(cache), "--older-than", "100d", "-y")
+    proc = cli("clear", "--dir", str(cache), "--older-than", "100d", "-y")
     assert proc.returncode == 0 and "1 orphaned files" in proc.stdout, proc.stdout + proc.stderr
     assert not copy.exists()
     # The entry's own file, older still, was never an orphan.
@@ -197,6 +190,7 @@ def _moved_aside(cache: Path) -> list[str]:
     return [p.name for p in cache.iterdir() if re.fullmatch(r"cache\.db\.corrupt-[0-9TZ]+", p.name)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(DAMAGE))
 def test_damaged_database_is_moved_aside_and_a_fresh_one_started(tmp_path, how):
     """A garbage or truncated cache.db is moved aside with a WARNING; calls work again at once."""
@@ -210,21 +204,23 @@ def test_damaged_database_is_moved_aside_and_a_fresh_one_started(tmp_path, how):
     assert "damaged" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(DAMAGE))
 def test_doctor_reports_a_damaged_database(tmp_path, how):
     """fncache doctor fails and names the damaged database it moved aside."""
     _, cache = _damaged_store(tmp_path, how)
-    proc = _cli("doctor", "--dir", str(cache))
+    proc = cli("doctor", "--dir", str(cache))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if "database" in ln)
     assert line.startswith("BAD") and "cache.db.corrupt-" in line, proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(DAMAGE))
 def test_clear_recovers_a_damaged_database(tmp_path, how):
     """fncache clear on a damaged store succeeds, and the store works afterwards."""
     script, cache = _damaged_store(tmp_path, how)
-    proc = _cli("clear", "--dir", str(cache), "-y")
+    proc = cli("clear", "--dir", str(cache), "-y")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(_moved_aside(cache)) == 1
     run_py(script, str(cache), "value", "1")
@@ -269,6 +265,7 @@ def test_every_directory_and_file_created_is_private_under_umask_000(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("secret", [None, "s3cret"], ids=["no-secret", "secret"])
 def test_parent_writable_by_others_warns_and_fails_doctor_unless_a_secret_is_set(
         tmp_path, caplog, monkeypatch, secret):
@@ -289,7 +286,7 @@ def test_parent_writable_by_others_warns_and_fails_doctor_unless_a_secret_is_set
         store.close()
     warned = [r.getMessage() for r in caplog.records if "writable by others" in r.getMessage()]
     assert bool(warned) == (secret is None), warned
-    proc = _cli("doctor", "--dir", str(cache), env=env)
+    proc = cli("doctor", "--dir", str(cache), env=env)
     line = next(ln for ln in proc.stdout.splitlines() if "parent directories" in ln)
     assert line.startswith("ok" if secret else "BAD"), proc.stdout
     assert proc.returncode == (0 if secret else 1), proc.stdout

@@ -46,16 +46,13 @@ REASONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def runs():
-    return harness.project_runs()
-
-
+@pytest.mark.slow
 def test_first_run_explains_new_functions(runs):
     """Before anything is stored, every call is a miss of a new function."""
     assert {e["status"] for e in runs["v1"]["explain"].values()} == {"new function"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REASONS))
 def test_miss_after_an_edit_names_the_edit(runs, name):
     """After version 2's edit, the call misses and explain names exactly what was edited."""
@@ -66,6 +63,7 @@ def test_miss_after_an_edit_names_the_edit(runs, name):
     assert all(d["old"] != d["new"] for d in e["differences"])
 
 
+@pytest.mark.slow
 def test_unaffected_calls_are_hits(runs):
     """Calls whose key version 2 kept are explained as hits; back at version 1, all are."""
     kept = set(runs["v2"]["keys"]) - set(REASONS)
@@ -213,6 +211,7 @@ def test_explain_function_by_module_name(store, tmp_path):
     assert gone.entries == 1 and gone.versions[0].differences == []
 
 
+@pytest.mark.slow
 def test_explain_function_for_a_script(tmp_path):
     """SCRIPT.py:QUALNAME runs the script (not as __main__) and compares its __main__ entries."""
     script = tmp_path / "job.py"

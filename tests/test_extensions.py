@@ -73,6 +73,22 @@ def test_register_refuses_what_it_cannot_honour():
         fncache.register("Handle", repr)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("call", [
+    lambda: fncache.register(dict, repr),
+    lambda: fncache.register("Handle", repr),
+    lambda: fncache.ref(3, "token"),
+    lambda: fncache.track(3),
+    lambda: fncache.untrack(""),
+    lambda: fncache.file(3),
+])
+def test_wrong_argument_types_raise_a_fncache_error_that_is_a_type_error(call):
+    """Misuse of the API raises ArgumentTypeError: catchable as FncacheError and as TypeError."""
+    with pytest.raises(fncache.ArgumentTypeError) as caught:
+        call()
+    assert isinstance(caught.value, fncache.FncacheError) and isinstance(caught.value, TypeError)
+
+
+@pytest.mark.slow
 def test_hooks_hold_in_a_spawned_worker(ext):
     """A spawned worker that imports the same module hashes hooked types exactly as this process."""
     here = ext.digests()

@@ -27,6 +27,7 @@ print(json.dumps({"result": load(fncache.file(sys.argv[2])), "computed": len(cal
 """
 
 
+@pytest.mark.slow
 def test_edited_file_misses_and_revert_hits(tmp_path: Path) -> None:
     """A data file edited between runs gives a new result; the original content hits its old entry."""
     script = write(tmp_path / "job.py", SCRIPT)
@@ -45,6 +46,7 @@ def test_edited_file_misses_and_revert_hits(tmp_path: Path) -> None:
     assert run() == {"result": 6, "computed": 0}
 
 
+@pytest.mark.slow
 def test_same_file_elsewhere_shares_the_key(tmp_path: Path) -> None:
     """The key follows the base name and content, not the directory, so another checkout hits."""
     script = write(tmp_path / "job.py", SCRIPT)

@@ -64,16 +64,13 @@ KEPT = {
 }
 
 
-@pytest.fixture(scope="module")
-def runs():
-    return harness.project_runs()
-
-
+@pytest.mark.slow
 def test_every_scenario_is_classified(runs):
     """Each scenario of the fixture project is asserted on by one of the lists above."""
     assert set(runs["v1"]["keys"]) == set(CHANGED) | set(KEPT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CHANGED))
 def test_edit_changes_the_key(runs, name):
     """Editing something the function reaches gives a new key; undoing the edit restores the old."""
@@ -82,6 +79,7 @@ def test_edit_changes_the_key(runs, name):
     assert again == v1, f"{name}: version 1 at the same path gave another key the second time"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KEPT))
 def test_edit_keeps_the_key(runs, name):
     """Formatting-only and unrelated edits keep the key."""
@@ -89,6 +87,7 @@ def test_edit_keeps_the_key(runs, name):
     assert v1 == v2 == again, f"{name}: {KEPT[name]} changed the key"
 
 
+@pytest.mark.slow
 def test_same_keys_in_two_checkout_directories(runs):
     """One tree copied to two directories, run with other hash seeds, gives the same keys."""
     a, b = runs["paths"]
@@ -97,6 +96,7 @@ def test_same_keys_in_two_checkout_directories(runs):
     assert runs["v1_elsewhere"]["components"] == runs["v1"]["components"]
 
 
+@pytest.mark.slow
 def test_results_are_served_from_the_store_in_the_second_checkout(runs):
     """The second checkout's calls hit the entries the first one stored."""
     statuses = {n: e["status"] for n, e in runs["v1_elsewhere"]["explain"].items()}
@@ -104,6 +104,7 @@ def test_results_are_served_from_the_store_in_the_second_checkout(runs):
     assert runs["v1_elsewhere"]["results"] == runs["v1"]["results"]
 
 
+@pytest.mark.slow
 def test_components_name_what_was_read(runs):
     """Components are labelled by what the code reads, relative to the function's own module."""
     comps = runs["v1"]["components"]
@@ -119,6 +120,7 @@ def test_components_name_what_was_read(runs):
     assert not any("BIG" in label for label in comps["control_main"])
 
 
+@pytest.mark.slow
 def test_track_versions_adds_the_versions_of_installed_distributions(runs):
     """track_versions=True adds one component per distribution reached (numpy here), by version."""
     np = pytest.importorskip("numpy")

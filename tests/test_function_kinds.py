@@ -26,11 +26,6 @@ def _fresh_counts() -> None:
     CALLS.clear()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    return str(tmp_path / "store")
-
-
 # -- coroutine functions ------------------------------------------------------------------------
 
 
@@ -387,6 +382,7 @@ def _run_kinds(script: Path, tmp_path: Path) -> tuple[list[object], list[str]]:
     return json.loads(proc.stdout), sorted(counts.read_text().split())
 
 
+@pytest.mark.slow
 def test_every_kind_hits_in_a_new_process_and_edits_invalidate(tmp_path: Path) -> None:
     """Each kind computes once, hits from a new process, and misses after its own code changes."""
     script = write(tmp_path / "kinds.py", KINDS_SCRIPT)

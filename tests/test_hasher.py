@@ -40,6 +40,7 @@ def case_runs(tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 def test_digests_identical_across_seeds_and_checkouts(case_runs):
     """Every case digests the same under PYTHONHASHSEED 1, 2 and random, from two directories."""
     reference = case_runs["seed1-a"]
@@ -49,6 +50,7 @@ def test_digests_identical_across_seeds_and_checkouts(case_runs):
         assert not diff, f"{name} differs on {sorted(diff)}"
 
 
+@pytest.mark.slow
 def test_cloudpickle_roundtrip_in_another_process_keeps_digest(case_runs):
     """Dynamic functions and classes digest the same after a cloudpickle trip to another process."""
     loaded = case_runs["roundtrip-b"]
@@ -57,6 +59,7 @@ def test_cloudpickle_roundtrip_in_another_process_keeps_digest(case_runs):
         assert d == case_runs["seed1-a"][name], name
 
 
+@pytest.mark.slow
 def test_distinct_values_are_not_conflated(case_runs):
     """Numbers, strings, containers and dtypes that compare equal or look alike still differ."""
     d = case_runs["seed1-a"]
@@ -73,12 +76,14 @@ def test_distinct_values_are_not_conflated(case_runs):
         assert len(set(got)) == len(got), group
 
 
+@pytest.mark.slow
 def test_sharing_and_interning_do_not_matter(case_runs):
     """A list of one shared string and of two equal but distinct strings digest alike."""
     d = case_runs["seed1-a"]
     assert d["interning_shared"] == d["interning_runtime"]
 
 
+@pytest.mark.slow
 def test_array_layouts_hash_alike(case_runs):
     """Equal arrays in C order, Fortran order and as a strided view give one digest."""
     d = case_runs["seed1-a"]

@@ -544,6 +544,7 @@ print(f(3), f(3))
 """
 
 
+@pytest.mark.slow
 def test_main_functions_hit_from_a_new_interpreter_with_another_hash_seed(tmp_path):
     """A __main__ script's cache is hit by the next run, even under another PYTHONHASHSEED."""
     script = tmp_path / "script.py"
@@ -575,6 +576,7 @@ exec(compile(cell, name, "exec"), __main__.__dict__)
 """
 
 
+@pytest.mark.slow
 def test_notebook_functions_hit_after_a_kernel_restart(tmp_path):
     """A function defined in a notebook cell hits from a new kernel with another cell file name."""
     script = tmp_path / "kernel.py"
@@ -624,6 +626,7 @@ def test_source_edits_need_a_reload_and_helper_edits_invalidate(tmp_path, monkey
         sys.modules.pop("memory_edit_mod", None)
 
 
+@pytest.mark.slow
 def test_a_joblib_script_runs_unchanged_but_for_the_import(tmp_path):
     """A joblib.Memory script, with only its import changed, computes nothing when rerun."""
     pytest.importorskip("joblib")

@@ -20,6 +20,7 @@ KEY = "0123456789abcdef" * 2
 
 # -- import ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_import_is_light():
     """``import fncache`` imports none of numpy, pandas, polars, torch, pyarrow, redis or s3fs."""
     code = ("import sys, fncache; print(__import__('json').dumps(sorted(m for m in "

@@ -51,6 +51,7 @@ def test_readme_block_selection_follows_the_rule(tmp_path: Path) -> None:
     assert readme_blocks(fake) == [(3, "print(1)\n"), (20, "print(2)\n")]
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run(tmp_path: Path) -> None:
     """Every runnable python block of the README exits 0, in order, on one temporary store."""
     blocks = readme_blocks()
@@ -75,6 +76,7 @@ def statuses(stdout: str) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs_and_hits_on_the_second_run(example: Path, tmp_path: Path) -> None:
     """An example computes on a fresh store and, run again, reads every step back."""
@@ -85,6 +87,7 @@ def test_example_runs_and_hits_on_the_second_run(example: Path, tmp_path: Path) 
     assert second["hit"] and not second["miss"], second
 
 
+@pytest.mark.slow
 def test_pipeline_parameter_change_recomputes_only_the_steps_it_reaches(tmp_path: Path) -> None:
     """``--alpha`` changes the fit: the steps using it compute, the features come from the cache."""
     env = {"FNCACHE_DIR": str(tmp_path / "store")}
@@ -96,6 +99,7 @@ def test_pipeline_parameter_change_recomputes_only_the_steps_it_reaches(tmp_path
     assert changed["skip"] == ["load"]
 
 
+@pytest.mark.slow
 def test_demo_tells_its_story(tmp_path: Path) -> None:
     """The demo misses, hits in a new process, hits after a comment edit, misses after a helper
     edit, and hits again after the revert."""

@@ -26,6 +26,8 @@ import fncache
 from fncache import _codec
 from fncache.stores import open_store
 
+from .helpers import fncache_warnings
+
 SECRET = b"correct horse battery staple"
 
 
@@ -41,11 +43,6 @@ class _Plant:
 
 def _value(x: int) -> dict[str, int]:
     return {"x": x, "double": 2 * x}
-
-
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "fncache" and r.levelno == logging.WARNING]
 
 
 def _frame(value: Any, key: str, secret: bytes | None = None) -> bytes:
@@ -113,14 +110,14 @@ def test_with_a_secret_a_planted_entry_is_never_unpickled(tmp_path, caplog, how)
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == _value(3)
     assert not marker.exists()
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
     # The planted entry was replaced by a signed one, which the next call hits quietly.
     frame = f.store.get(key)
     assert _codec.read_header(frame).signed
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == _value(3)
-    assert _warnings(caplog) == []
+    assert fncache_warnings(caplog) == []
 
 
 def test_secret_from_environment_protects_like_an_explicit_one(tmp_path, caplog, monkeypatch):
@@ -133,14 +130,14 @@ def test_secret_from_environment_protects_like_an_explicit_one(tmp_path, caplog,
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(4) == _value(4)
     assert not marker.exists()
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
     assert _codec.read_header(f.store.get(key)).signed
     # What it signed verifies under the same secret given explicitly.
     explicit = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
     assert explicit.check_call_in_cache(4)
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert explicit(4) == _value(4)
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
 
 
 def test_unsigned_entries_are_recomputed_once_a_secret_is_set(tmp_path, caplog):
@@ -152,7 +149,7 @@ def test_unsigned_entries_are_recomputed_once_a_secret_is_set(tmp_path, caplog):
     assert not _codec.read_header(signed.store.get(key)).signed
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert signed(5) == _value(5)
-    assert len(_warnings(caplog)) == 1
+    assert len(fncache_warnings(caplog)) == 1
     assert _codec.read_header(signed.store.get(key)).signed
 
 
@@ -191,5 +188,5 @@ def test_without_a_secret_a_bare_planted_pickle_is_not_loaded(tmp_path, caplog):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="fncache"):
             assert f(7) == _value(7)
-        assert len(_warnings(caplog)) == 1
+        assert len(fncache_warnings(caplog)) == 1
     assert not marker.exists()

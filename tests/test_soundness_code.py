@@ -1028,6 +1028,7 @@ print(json.dumps([fingerprint(c).digest.hex() for c in classes]))
 """
 
 
+@pytest.mark.slow
 def test_class_digest_survives_a_cloudpickle_round_trip_to_another_process(tmp_path):
     """Classes built on ABC, Protocol and collections.abc (and their globals) keep their digest elsewhere."""
     script = write(tmp_path / "round_trip.py", _ROUND_TRIP)
@@ -1069,6 +1070,7 @@ def test_two_namespaces_with_one_name_get_their_own_labels(tmp_path):
     assert {"function <run_path>.apply", "function <run_path>.apply#2"} <= set(comps)
 
 
+@pytest.mark.slow
 def test_a_library_imported_in_the_body_is_keyed_by_name_before_and_after_it_runs(tmp_path):
     """A lazily imported library gives one key before its first import and after; it is not imported early."""
     script = write(tmp_path / "lazy_lib.py", """

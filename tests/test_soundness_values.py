@@ -253,6 +253,7 @@ print(json.dumps({"reader": out, "writer_hits": writer(1), "info": writer.cache_
 '''
 
 
+@pytest.mark.slow
 def test_state_one_function_writes_is_content_for_the_others(tmp_path):
     """After one memoized function appends to a list, another that only reads it keys it by content."""
     out = _run_script(tmp_path, "leak.py", _STATE_LEAK)
@@ -284,6 +285,7 @@ print(json.dumps({
 '''
 
 
+@pytest.mark.slow
 def test_a_global_the_function_rebinds_is_keyed_by_name(tmp_path):
     """``global n; n += 1`` in the function does not stop it from hitting, and explain says why."""
     out = _run_script(tmp_path, "counter.py", _COUNTER)
@@ -351,6 +353,7 @@ print(json.dumps(out))
 '''
 
 
+@pytest.mark.slow
 def test_an_input_changed_by_another_thread_mid_call_is_not_stored(tmp_path):
     """A global rebound or mutated by another thread while the function runs: result not stored."""
     out = _run_script(tmp_path, "midcall.py", _MIDCALL)
@@ -395,6 +398,7 @@ print(json.dumps(out))
 '''
 
 
+@pytest.mark.slow
 def test_state_the_function_writes_is_recognised(tmp_path):
     """A list the function appends to, or a dict in its closure, does not make every call miss."""
     out = _run_script(tmp_path, "own.py", _OWN_WRITES)
@@ -461,6 +465,7 @@ print(json.dumps(out))
 '''
 
 
+@pytest.mark.slow
 def test_an_input_changed_by_another_task_or_in_a_depends_on_file_is_not_stored(tmp_path):
     """A global rebound by another asyncio task, or a ``depends_on`` file rewritten mid-call."""
     out = _run_script(tmp_path, "midcall2.py", _MIDCALL_TASK_AND_FILE, str(tmp_path / "data.txt"))

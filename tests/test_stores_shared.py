@@ -74,23 +74,27 @@ def _assert_one_winner(store: Any) -> None:
     assert bytes(value) == b"racer-%d" % winners[0]
 
 
+@pytest.mark.slow
 def test_race_disk(tmp_path):
     """Of 16 processes adding one key to a disk store at once, exactly one wins."""
     _assert_one_winner(open_store(str(tmp_path / "cache")))
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_race_redis(redis_server):
     """Of 16 processes adding one key to a Redis store at once, exactly one wins."""
     _assert_one_winner(open_store(redis_server.url, prefix=f"{new_key()}:"))
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_race_redis_chunked(redis_server):
     """The create-only race has one winner for chunked Redis values too."""
     _assert_one_winner(open_store(redis_server.url, prefix=f"{new_key()}:", chunk_size=3))
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_race_s3(s3_env):
     """Of 16 processes adding one key to an S3 store at once, exactly one wins (If-None-Match)."""
@@ -122,17 +126,20 @@ def _assert_dead_holder_expires(store: Any) -> None:
     assert waited < 5
 
 
+@pytest.mark.slow
 def test_killed_lock_holder_disk(tmp_path):
     """A disk lock whose holder was SIGKILLed is free again once its lease ran out."""
     _assert_dead_holder_expires(open_store(str(tmp_path / "cache")))
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_killed_lock_holder_redis(redis_server):
     """A Redis lock whose holder was SIGKILLed is free again once its lease ran out."""
     _assert_dead_holder_expires(open_store(redis_server.url, prefix=f"{new_key()}:"))
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_killed_lock_holder_s3(s3_env):
     """An S3 lease whose holder was SIGKILLed is taken over once its expiry time passed."""
@@ -158,6 +165,7 @@ def test_redis_stopped_server_raises_store_error(redis_factory):
     assert time.monotonic() - started < 15
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_redis_hung_server_times_out(redis_factory):
     """A Redis server that stops answering (SIGSTOP) makes a read fail by socket timeout, not hang;
@@ -328,6 +336,7 @@ def _add_in_child(store: Any, key: str) -> None:
     os._exit(0 if store.add(key, b"from-child", META) else 1)
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_redis_store_survives_fork(redis_server):
     """A store used before ``fork`` reconnects in the child rather than share the parent socket."""
@@ -363,6 +372,7 @@ def test_s3_stopped_server_raises_store_error(s3_factory, monkeypatch):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_s3_store_survives_fork(s3_env):
     """A store used before ``fork`` makes a new client in the child (loops are per process)."""

@@ -18,6 +18,7 @@ def test_py_typed_marker_ships():
     assert (REPO / "fncache" / "py.typed").exists()
 
 
+@pytest.mark.slow
 def test_memoize_keeps_the_signature_for_type_checkers(tmp_path):
     """A memoized function keeps its parameter and return types (ParamSpec): misuse is an error."""
     pytest.importorskip("mypy")
