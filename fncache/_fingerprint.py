@@ -605,6 +605,7 @@ class _Walk:
         self.keep: list[Any] = []  # objects whose id() is in labels must stay alive meanwhile
         self.taken: set[str] = set()
         self.namespaces: dict[int, str] = {}
+        self.module_names: dict[int, set[str]] = {}  # names visited per user module (visit_module_attrs)
         self.namespace_names: set[str] = set()
         self.dict_watches: list[tuple[Any, str, Any]] = []
         self.attr_watches: list[tuple[Any, str, Any]] = []
@@ -821,6 +822,14 @@ class _Walk:
             for attr in sorted(names):
                 if attr not in md:
                     _submodule(mod.__name__, attr)
+        # One module is reached from several pieces of code, each reading other names through it
+        # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
+        # visited, and a set already covered ends the visit (which also ends cycles of imports).
+        seen = self.module_names.setdefault(id(mod), set())
+        if names <= seen:
+            return
+        seen |= names
+        self.keep.append(mod)
         missing = []
         for attr in sorted(names):
             v = md.get(attr, _MISSING)
@@ -833,6 +842,8 @@ class _Walk:
                 self.components[label] = ""  # placeholder: ends cycles through the module
                 # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
                 self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
+            elif isinstance(v, types.ModuleType):
+                self.read(v, label, names)  # a submodule seen before: these names read on through it
         if type(mod) is not types.ModuleType and _is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
