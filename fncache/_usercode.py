@@ -8,7 +8,9 @@ under an older generation is stale wherever it is held.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import logging
 import os
 import site
 import sys
@@ -19,6 +21,8 @@ from typing import Any
 from fncache._errors import ArgumentTypeError
 
 __all__ = ["is_user_code", "is_user_module", "track", "untrack"]
+
+log = logging.getLogger("fncache")
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -138,6 +142,36 @@ def _library_location(name: str) -> bool | None:
     if not where:
         return False  # a namespace package without a location: treat as the user's
     return os.path.realpath(where).startswith(_LIB_ROOTS)
+
+
+def _submodule(package: str, name: str) -> None:
+    """Import ``package.name`` if it is a user submodule that exists (a name only read otherwise)."""
+    full = f"{package}.{name}"
+    if full in sys.modules or not name.isidentifier():
+        return
+    try:
+        spec = importlib.util.find_spec(full)
+    except (ImportError, ValueError):
+        return
+    if spec is not None and spec.origin and not _library_file(spec.origin):
+        _imported(full)
+
+
+def _imported(name: str) -> types.ModuleType | None:
+    """The module an import in a function body names, imported now if it is user code.
+
+    The function imports it when it runs anyway (the key is made just before); importing it here is
+    what lets its code count in the key of the very first call. Library modules are never imported
+    here: they count by name.
+    """
+    mod = sys.modules.get(name)
+    if mod is not None or _library_location(name) is not False:
+        return mod
+    try:
+        return importlib.import_module(name)
+    except Exception as e:  # the function's own import would fail the same way, or is guarded
+        log.debug("fingerprint: could not import %s: %s", name, e)
+        return sys.modules.get(name)
 
 
 def is_user_code(obj: Any) -> bool:

@@ -12,8 +12,6 @@ import builtins
 import collections
 import enum
 import functools
-import importlib
-import importlib.util
 import io
 import logging
 import mmap
@@ -26,8 +24,9 @@ from fncache import _hasher
 from fncache._code_digest import Import, absolute_import, code_digest, code_names, globals_written
 from fncache._errors import UnhashableArgument
 from fncache._usercode import (
-    _library_file,
+    _imported,
     _library_location,
+    _submodule,
     _unwrap_memoized,
     is_user_code,
     is_user_module,
@@ -72,36 +71,6 @@ _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ell
 # The tokens of values keyed by name (``Fingerprint.by_name`` finds them among the components).
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
-
-
-def _submodule(package: str, name: str) -> None:
-    """Import ``package.name`` if it is a user submodule that exists (a name only read otherwise)."""
-    full = f"{package}.{name}"
-    if full in sys.modules or not name.isidentifier():
-        return
-    try:
-        spec = importlib.util.find_spec(full)
-    except (ImportError, ValueError):
-        return
-    if spec is not None and spec.origin and not _library_file(spec.origin):
-        _imported(full)
-
-
-def _imported(name: str) -> types.ModuleType | None:
-    """The module an import in a function body names, imported now if it is user code.
-
-    The function imports it when it runs anyway (the key is made just before); importing it here is
-    what lets its code count in the key of the very first call. Library modules are never imported
-    here: they count by name.
-    """
-    mod = sys.modules.get(name)
-    if mod is not None or _library_location(name) is not False:
-        return mod
-    try:
-        return importlib.import_module(name)
-    except Exception as e:  # the function's own import would fail the same way, or is guarded
-        log.debug("fingerprint: could not import %s: %s", name, e)
-        return sys.modules.get(name)
 
 
 def _is_immutable(v: Any) -> bool:
@@ -177,6 +146,7 @@ class _Walk:
         self.keep: list[Any] = []  # objects whose id() is in labels must stay alive meanwhile
         self.taken: set[str] = set()
         self.namespaces: dict[int, str] = {}
+        self.module_names: dict[int, set[str]] = {}  # names visited per user module (visit_module_attrs)
         self.namespace_names: set[str] = set()
         self.dict_watches: list[tuple[Any, str, Any]] = []
         self.attr_watches: list[tuple[Any, str, Any]] = []
@@ -392,6 +362,14 @@ class _Walk:
             for attr in sorted(names):
                 if attr not in md:
                     _submodule(mod.__name__, attr)
+        # One module is reached from several pieces of code, each reading other names through it
+        # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
+        # visited, and a set already covered ends the visit (which also ends cycles of imports).
+        seen = self.module_names.setdefault(id(mod), set())
+        if names <= seen:
+            return
+        seen |= names
+        self.keep.append(mod)
         missing = []
         for attr in sorted(names):
             v = md.get(attr, _MISSING)
@@ -404,6 +382,8 @@ class _Walk:
                 self.components[label] = ""  # placeholder: ends cycles through the module
                 # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
                 self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
+            elif isinstance(v, types.ModuleType):
+                self.read(v, label, names)  # a submodule seen before: these names read on through it
         if type(mod) is not types.ModuleType and _is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.

@@ -91,8 +91,40 @@ PROGRAMS["body_imports"] = {
             return x * 10  #@v1
             return x * 20  #@v2
     """,
+    "lazypkg/both.py": """
+        def first(xs):
+            from .sub2 import n
+            import lazypkg.plain
+            return lazypkg.plain.p(n(xs))
+
+
+        def second(xs):
+            from lazypkg import sub2
+            return sub2.m(xs)
+    """,
+    "lazypkg/plain.py": """
+        def p(x):
+            return x
+    """,
+    "lazypkg/sub2.py": """
+        def n(x):
+            return x
+
+
+        def m(x):
+            return x * 7  #@v1
+            return x * 8  #@v2
+    """,
     "lazypkg/api.py": """
         import fncache
+        from lazypkg.both import first, second
+
+
+        @fncache.memoize
+        def one_module_two_paths(x):
+            # ``first`` reaches lazypkg through one import, ``second`` through another that reads a
+            # further name on it: both names must count.
+            return first(x) + second(x)
 
 
         @fncache.memoize
@@ -108,7 +140,7 @@ PROGRAMS["body_imports"] = {
     """,
     "main.py": """
         import fncache
-        from lazypkg.api import relative_from, relative_module
+        from lazypkg.api import one_module_two_paths, relative_from, relative_module
 
 
         @fncache.memoize
@@ -144,6 +176,7 @@ PROGRAMS["body_imports"] = {
             "import_in_nested_function": (import_in_nested_function, (5,)),
             "relative_from": (relative_from, (5,)),
             "relative_module": (relative_module, (5,)),
+            "one_module_two_paths": (one_module_two_paths, (5,)),
         }
     """,
 }
