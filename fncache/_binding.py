@@ -25,31 +25,14 @@ class Binder:
     """Binds calls of one function; built once per memoized function."""
 
     def __init__(self, func: Callable[..., Any], ignore: Iterable[str] = ()) -> None:
-        self.signature: inspect.Signature | None
-        try:
-            self.signature = inspect.signature(func)
-        except (TypeError, ValueError):
-            # Some builtins have no signature: take the arguments as given, keyword order included
-            # (which of them are named parameters is unknown).
-            self.signature = None
-        ignore = list(ignore)
+        self.signature = _signature(func)
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
-        for name in ignore:
-            if not isinstance(name, str):
-                raise ConfigError(f"ignore: expected parameter names, got {name!r}")
-            if self.signature is not None and name not in names:
-                raise ConfigError(
-                    f"ignore: {name!r} is not a parameter of {getattr(func, '__qualname__', func)}"
-                    f" (parameters: {', '.join(names) or 'none'})"
-                )
-        self.ignore = frozenset(ignore)
+        self.ignore = _checked_ignore(func, ignore, names if self.signature is not None else None)
         self.names = tuple(n for n in names if n not in self.ignore)
         self._keep = tuple(i for i, n in enumerate(names) if n not in self.ignore)
         self._kinds = tuple(p.kind for p in params)
-        self._simple = bool(params) and all(
-            p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) for p in params
-        ) or not params
+        self._simple = all(p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) for p in params)
         self._n = len(params)
         defaults = [p.default for p in params]
         # tails[k]: the defaults that complete a call given k positional arguments
@@ -82,3 +65,26 @@ class Binder:
                 value = tuple(value.items())
             out.append(value)
         return tuple(out)
+
+
+def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        # Some builtins have no signature: take the arguments as given, keyword order included
+        # (which of them are named parameters is unknown).
+        return None
+
+
+def _checked_ignore(func: Any, ignore: Iterable[str], names: list[str] | None) -> frozenset[str]:
+    """``ignore=`` as a set, each a parameter name (``names`` is None when the signature is unknown)."""
+    ignore = list(ignore)
+    for name in ignore:
+        if not isinstance(name, str):
+            raise ConfigError(f"ignore: expected parameter names, got {name!r}")
+        if names is not None and name not in names:
+            raise ConfigError(
+                f"ignore: {name!r} is not a parameter of {getattr(func, '__qualname__', func)}"
+                f" (parameters: {', '.join(names) or 'none'})"
+            )
+    return frozenset(ignore)
