@@ -17,9 +17,12 @@ take a Python detour. What makes the stream canonical, and why each step is need
   dynamic ones with file names, line numbers and random class-tracker ids. ``reducer_override`` instead
   replaces them with the digest of :mod:`fncache._fingerprint`, which covers code, constants, defaults,
   closures, the globals read and the user helpers and classes reached, and nothing positional.
-* **Buffers straight into the digest.** Protocol-5 out-of-band buffers (numpy, pandas, arrow) are
-  hashed where they lie, never copied into the stream; numpy arrays are first put in C order, so equal
-  arrays in C order, Fortran order or as strided views give one digest while dtype and shape still count.
+* **Buffers straight into the digest.** Arrays, tensors and tables are keyed by canonical tokens
+  (:mod:`fncache._buffers`): their buffers are digested where they lie, in a layout-free form (C order
+  for numpy and torch, logical values for Arrow), so strides, offsets, chunking, read-only flags and
+  memory maps never change a key while dtype, shape, nulls and values do. Any other protocol-5 buffer
+  is digested as its bytes alone (``persistent_id``): the pickler would otherwise record its read-only
+  flag.
 * **Extension points** (:func:`register`, ``__fncache_token__``, :func:`ref`) run inside
   ``reducer_override``/``persistent_id``, never through ``dispatch_table`` (which the C pickler reads
   once at construction, so late registrations would be silently ignored).
@@ -173,15 +176,9 @@ def _handle_weakref(h: _Hasher, obj: Any) -> Any:
 
 
 def _handle_ndarray(h: _Hasher, a: Any) -> Any:
-    np = sys.modules["numpy"]
-    if a.dtype.hasobject:
-        # Pointers are not content: hash the elements themselves.
-        return (_Token, ("ndarray-object", a.dtype, a.shape, a.reshape(-1).tolist()))
-    c = np.ascontiguousarray(a)  # no copy for C-contiguous arrays
-    if c.size and not c.flags.c_contiguous:  # pragma: no cover - ascontiguousarray guarantees it
-        c = c.copy(order="C")
-    flat = c.reshape(-1).view(np.uint8) if c.size else b""
-    return (_Token, ("ndarray", a.dtype, a.shape, pickle.PickleBuffer(flat)))
+    from fncache._buffers import ndarray_token
+
+    return (_Token, ndarray_token(a))
 
 
 def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], Any]:
@@ -191,6 +188,9 @@ def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], A
         return (_Token, ("registered", name, fn(obj)))
 
     return handle
+
+
+_VALUE_LIBRARIES = frozenset({"numpy", "torch", "polars", "pyarrow", "pandas"})
 
 
 def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
@@ -215,7 +215,7 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
     np = sys.modules.get("numpy")
     if np is not None and t in (np.ndarray, np.memmap):
         return _handle_ndarray
-    if "torch" in sys.modules or "polars" in sys.modules or "pyarrow" in sys.modules:
+    if np is not None or not _VALUE_LIBRARIES.isdisjoint(sys.modules):
         from fncache._buffers import resolve
 
         handler: Callable[[_Hasher, Any], Any] | None = resolve(t)
@@ -267,17 +267,25 @@ class _Hasher(cloudpickle.Pickler):
         self.fast = not cyclic
 
     def _take_buffer(self, buf: pickle.PickleBuffer) -> bool:
+        self._buffers.append(self._buffer_digest(buf))
+        return False  # out of band: the stream only records that a buffer was here
+
+    @staticmethod
+    def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
+        # Length and digest of the bytes only: where they live and whether they are writable is
+        # not content.
         try:
             view = buf.raw()
-        except BufferError:  # not contiguous: copy it (rare; numpy arrays never get here)
+        except BufferError:  # not contiguous: copy it (rare)
             view = memoryview(bytes(memoryview(buf)))
-        self._buffers.append(len(view).to_bytes(8, "little") + _digest_of(view))
-        return False  # out of band: the stream only records that a buffer was here
+        return len(view).to_bytes(8, "little") + _digest_of(view)
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
         if t is set or t is frozenset:
             return ("set" if t is set else "frozenset", _set_token(obj))
+        if t is pickle.PickleBuffer:
+            return ("buffer", self._buffer_digest(obj))
         if _refs:
             hit = _refs.get(id(obj), _MISSING)
             if hit is not _MISSING:
@@ -362,7 +370,7 @@ def _digest(obj: Any) -> bytes:
     pool = _pool()
     h = pool.pop() if pool else _Hasher()
     try:
-        return h.hash(obj)
+        found = h.hash(obj)
     except ValueError as e:
         if "fast mode" not in str(e):
             raise _explain_failure(obj, e) from e
@@ -375,8 +383,12 @@ def _digest(obj: Any) -> bytes:
         ) from e
     except Exception as e:  # pickling errors surface as many types (TypeError, PicklingError, ...)
         raise _explain_failure(obj, e) from e
-    finally:
+    else:
+        # Only a pickler whose last use succeeded goes back to the pool: after an error the C
+        # pickler may keep state (fast mode's nesting depth), and every later cyclic value hashed
+        # with it would fail.
         pool.append(h)
+        return found
     # A cycle: rare, so a fresh memoizing pickler is fine.
     try:
         return _Hasher(cyclic=True).hash(obj)
