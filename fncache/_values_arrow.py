@@ -352,6 +352,7 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
 
 def _content(chunks: Any) -> tuple[Any, ...]:
     s = _Streams()
+    s.count("/n", 0)  # no chunks at all is an empty column, like one empty chunk
     for chunk in chunks:
         _walk(s, "", chunk)
     return s.result()

@@ -57,13 +57,18 @@ def tensor_token(t: Any) -> Any:
     """A tensor as described in the module docstring, or ``NotImplemented`` for other layouts."""
     torch = sys.modules["torch"]
     kind = f"{type(t).__module__}.{type(t).__qualname__}"  # a Parameter is not a plain Tensor
-    head = (kind, bool(t.requires_grad), _state(torch, t))
+    state = _state(torch, t)
     masked = sys.modules.get("torch.masked")
     if masked is not None and isinstance(t, masked.MaskedTensor):
+        # Its data and mask live in its __dict__: keyed below, with the masked-out data zeroed.
+        if isinstance(state, dict):
+            state = {k: v for k, v in state.items() if k not in ("_masked_data", "_masked_mask")}
+        head = (kind, bool(t.requires_grad), state)
         data, mask = t.get_data(), t.get_mask()
         if data.layout is torch.strided:
             data = data.masked_fill(~mask, 0)
         return (*head, "masked", tensor_token(mask), tensor_token(data))
+    head = (kind, bool(t.requires_grad), state)
     if t.is_nested:
         return (*head, "nested", str(t.layout), str(t.dtype),
                 tuple(_strided(torch, c) for c in t.unbind()))
