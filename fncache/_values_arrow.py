@@ -37,7 +37,7 @@ __all__ = ["array_token", "chunked_token", "record_batch_token", "schema_desc", 
            "type_desc"]
 
 # Rows per block when null slots are zeroed in a scratch copy: small enough to stay in cache.
-_BLOCK = 1 << 16
+_BLOCK = 1 << 15
 
 
 def _np() -> Any:
@@ -268,16 +268,26 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: Any) ->
         s.update(name, out)
 
 
-def _lengths(np: Any, arr: Any, valid: Any) -> tuple[Any, int, int]:
-    """Per-slot lengths (0 for nulls) and the first and last offset of a list-like array."""
-    large = arr.type.id in _LARGE_IDS
-    dtype = np.int64 if large else np.int32
+def _lengths(s: _Streams, name: str, np: Any, arr: Any, valid: Any) -> tuple[int, int, int]:
+    """Feed per-slot lengths (0 for nulls) of a list-like array to ``name``, block by block.
+
+    Returns the first and last offset and the total length of the non-null slots.
+    """
+    dtype = np.dtype(np.int64 if arr.type.id in _LARGE_IDS else np.int32)
     n, off = len(arr), arr.offset
-    offsets = np.frombuffer(arr.buffers()[1], dtype=dtype, count=n + 1, offset=off * np.dtype(dtype).itemsize)
-    lengths = np.diff(offsets)
-    if valid is not None:
-        lengths *= valid
-    return lengths, int(offsets[0]), int(offsets[-1])
+    offsets = np.frombuffer(arr.buffers()[1], dtype=dtype, count=n + 1, offset=off * dtype.itemsize)
+    scratch = np.empty(min(n, _BLOCK), dtype=dtype)
+    total = 0
+    for i in range(0, n, _BLOCK):
+        k = min(_BLOCK, n - i)
+        out = scratch[:k]
+        np.subtract(offsets[i + 1:i + 1 + k], offsets[i:i + k], out=out)
+        if valid is not None:
+            np.multiply(out, valid[i:i + _BLOCK], out=out, casting="unsafe")
+            total += int(out.sum())
+        s.update(name, out)
+    first, last = int(offsets[0]), int(offsets[-1])
+    return first, last, (last - first if valid is None else total)
 
 
 _LARGE_IDS: set[int] = set()
@@ -299,8 +309,9 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
     valid = None
     vstream = s.bitstream(path + "/v")
     if nulls:
-        valid = _unpack(np, arr.buffers()[0], arr.offset, n)
-        vstream.add_bools(valid)
+        bitmap = arr.buffers()[0]
+        vstream.add_bitmap(bitmap, arr.offset, n, nulls)
+        valid = _unpack(np, bitmap, arr.offset, n)
     else:
         vstream.add_ones(n, lazy=True)
     if isinstance(t, pa.StructType):
@@ -311,8 +322,7 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
         _walk(s, path + "/0", (arr.drop_null() if nulls else arr).flatten())
         return
     if isinstance(t, (pa.ListType, pa.LargeListType, pa.MapType)):
-        lengths, _, _ = _lengths(np, arr, valid)
-        s.update(path + "/l", lengths)
+        _lengths(s, path + "/l", np, arr, valid)
         if isinstance(t, pa.MapType):
             entries = pa.struct([t.key_field, t.item_field])
             arr = arr.view(pa.list_(pa.field("entries", entries, nullable=False)))
@@ -320,13 +330,15 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
         return
     if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
             or pa.types.is_large_binary(t):
-        lengths, first, last = _lengths(np, arr, valid)
-        if valid is not None and int(lengths.sum()) != last - first:
-            # A null slot with a non-empty range (allowed): drop those bytes.
-            filled = arr.fill_null(pa.scalar(b"" if "binary" in str(t) else "", t))
-            lengths, first, last = _lengths(np, filled, None)
-            arr = filled
-        s.update(path + "/l", lengths)
+        first, last, total = _lengths(s, path + "/l", np, arr, valid)
+        if total != last - first:
+            # A null slot with a non-empty range (allowed): its bytes are not content. The
+            # filled array has the same lengths (0 for nulls), so only the bytes are re-read.
+            arr = arr.fill_null(pa.scalar(b"" if "binary" in str(t) else "", t))
+            offsets = arr.buffers()[1]
+            dtype = np.int64 if t.id in _LARGE_IDS else np.int32
+            ends = np.frombuffer(offsets, dtype=dtype, count=n + 1, offset=arr.offset * np.dtype(dtype).itemsize)
+            first, last = int(ends[0]), int(ends[-1])
         s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
         return
     if t == pa.bool_():
