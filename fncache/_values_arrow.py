@@ -268,15 +268,21 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: Any) ->
         s.update(name, out)
 
 
+def _offsets(np: Any, arr: Any) -> Any:
+    """The ``len(arr) + 1`` offsets of a string, binary or list array, where they lie."""
+    dtype = np.dtype(np.int64 if arr.type.id in _LARGE_IDS else np.int32)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1,
+                         offset=arr.offset * dtype.itemsize)
+
+
 def _lengths(s: _Streams, name: str, np: Any, arr: Any, valid: Any) -> tuple[int, int, int]:
     """Feed per-slot lengths (0 for nulls) of a list-like array to ``name``, block by block.
 
     Returns the first and last offset and the total length of the non-null slots.
     """
-    dtype = np.dtype(np.int64 if arr.type.id in _LARGE_IDS else np.int32)
-    n, off = len(arr), arr.offset
-    offsets = np.frombuffer(arr.buffers()[1], dtype=dtype, count=n + 1, offset=off * dtype.itemsize)
-    scratch = np.empty(min(n, _BLOCK), dtype=dtype)
+    n = len(arr)
+    offsets = _offsets(np, arr)
+    scratch = np.empty(min(n, _BLOCK), dtype=offsets.dtype)
     total = 0
     for i in range(0, n, _BLOCK):
         k = min(_BLOCK, n - i)
@@ -284,7 +290,7 @@ def _lengths(s: _Streams, name: str, np: Any, arr: Any, valid: Any) -> tuple[int
         np.subtract(offsets[i + 1:i + 1 + k], offsets[i:i + k], out=out)
         if valid is not None:
             np.multiply(out, valid[i:i + _BLOCK], out=out, casting="unsafe")
-            total += int(out.sum())
+            total += int(np.add.reduce(out, dtype=np.int64))
         s.update(name, out)
     first, last = int(offsets[0]), int(offsets[-1])
     return first, last, (last - first if valid is None else total)
@@ -334,10 +340,9 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
         if total != last - first:
             # A null slot with a non-empty range (allowed): its bytes are not content. The
             # filled array has the same lengths (0 for nulls), so only the bytes are re-read.
-            arr = arr.fill_null(pa.scalar(b"" if "binary" in str(t) else "", t))
-            offsets = arr.buffers()[1]
-            dtype = np.int64 if t.id in _LARGE_IDS else np.int32
-            ends = np.frombuffer(offsets, dtype=dtype, count=n + 1, offset=arr.offset * np.dtype(dtype).itemsize)
+            empty = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b""
+            arr = arr.fill_null(pa.scalar(empty, t))
+            ends = _offsets(np, arr)
             first, last = int(ends[0]), int(ends[-1])
         s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
         return

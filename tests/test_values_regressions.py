@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-import textwrap
 import warnings
 
 import numpy as np
@@ -188,6 +187,29 @@ def test_9_validity_bitmaps_without_nulls_and_bytes_under_nulls_do_not_count():
     assert H(junk) == H(fresh)
     assert H(pa.table({"a": [1, None]}).drop_null()) == H(pa.table({"a": pa.array([1])}))
     assert H(pl.Series([1, None, 3]).drop_nulls()) == H(pl.Series([1, 3]))
+
+
+def test_9_bytes_under_null_strings_and_long_columns_do_not_count():
+    """(9) Strings whose null slots keep bytes, and columns longer than a block, key by values."""
+    bits = pa.py_buffer(np.packbits([True, False, True], bitorder="little"))
+    offsets = pa.py_buffer(np.array([0, 1, 3, 4], np.int32))
+    masked = pa.Array.from_buffers(pa.string(), 3, [bits, offsets, pa.py_buffer(b"abbc")])
+    assert masked.to_pylist() == ["a", None, "c"]  # the null slot still spans "bb"
+    assert H(masked) == H(pa.array(["a", None, "c"]))
+    rng = np.random.default_rng(0)
+    n = 200_003
+    values = rng.integers(0, 100, n)
+    nulls = rng.random(n) < 0.2
+    base = pa.array(values, mask=nulls)
+    for typ in (pa.int64(), pa.int16(), pa.string(), pa.decimal128(24, 2), pa.bool_()):
+        col = pa.array(values.astype(bool), mask=nulls) if typ == pa.bool_() else base.cast(typ)
+        fresh = pa.array(col.to_pylist()[5:], typ)
+        assert H(col.slice(5)) == H(fresh), typ
+        assert H(pa.chunked_array([col.slice(5, 70_001), col.slice(70_006)])) == \
+            H(pa.chunked_array([fresh])), typ
+        changed = col.to_pylist()[5:]
+        changed[150_000] = None if changed[150_000] is not None else changed[150_001]
+        assert H(pa.array(changed, typ)) != H(fresh), typ
 
 
 def test_10_chunk_boundaries_do_not_count_for_arrays_either():
