@@ -315,6 +315,16 @@ def test_documented_value_choices():
     odd = np.array([1, 2, 0], np.uint8).view(np.bool_)
     assert H(odd) == H(np.array([True, True, False]))
     assert H(pa.array(["x", "y"]).dictionary_encode()) != H(pa.array(["x", "y"]))
+    dict_type = pa.dictionary(pa.int8(), pa.string())
+    def enc(indices, dictionary):
+        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int8()), dictionary)
+
+    one = pa.chunked_array([enc([0, 1, 0], ["x", "y"])])
+    other = pa.chunked_array([enc([1], ["y", "x", "unused"]), enc([0, 1], ["y", "x"])],
+                             type=dict_type)
+    assert H(one) == H(other)
+    ree = pa.RunEndEncodedArray.from_arrays([2, 3], ["a", "b"])
+    assert H(ree) == H(pa.RunEndEncodedArray.from_arrays([1, 2, 3], ["a", "a", "b"]))
 
 
 def test_documented_tensor_choices():
