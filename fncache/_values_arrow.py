@@ -37,7 +37,7 @@ __all__ = ["array_token", "chunked_token", "record_batch_token", "schema_desc", 
            "type_desc"]
 
 # Rows per block when null slots are zeroed in a scratch copy: small enough to stay in cache.
-_BLOCK = 1 << 15
+_BLOCK = 1 << 14
 
 
 def _np() -> Any:
