@@ -350,6 +350,13 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
         bits = s.bitstream(path + "/d")
         if valid is None:
             bits.add_bitmap(arr.buffers()[1], arr.offset, n, 0)
+        elif arr.offset % 8 == 0:
+            # Value bits AND validity bits, a byte at a time: null slots read as 0.
+            start, nbytes = arr.offset // 8, (n + 7) // 8
+            data, bitmap = arr.buffers()[1], arr.buffers()[0]
+            anded = np.bitwise_and(np.frombuffer(data, np.uint8, count=nbytes, offset=start),
+                                   np.frombuffer(bitmap, np.uint8, count=nbytes, offset=start))
+            bits.add_bitmap(anded, 0, n, 0)
         else:
             bits.add_bools(_unpack(np, arr.buffers()[1], arr.offset, n) & valid)
         return
