@@ -261,14 +261,9 @@ class _Hasher(cloudpickle.Pickler):
 
     def __init__(self, cyclic: bool = False) -> None:
         self._sink = _Sink()
-        self._buffers: list[bytes] = []
-        super().__init__(self._sink, protocol=_PROTOCOL, buffer_callback=self._take_buffer)
+        super().__init__(self._sink, protocol=_PROTOCOL)
         self.cyclic = cyclic
         self.fast = not cyclic
-
-    def _take_buffer(self, buf: pickle.PickleBuffer) -> bool:
-        self._buffers.append(self._buffer_digest(buf))
-        return False  # out of band: the stream only records that a buffer was here
 
     @staticmethod
     def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
@@ -312,13 +307,10 @@ class _Hasher(cloudpickle.Pickler):
     def hash(self, obj: Any) -> bytes:
         sink = self._sink
         sink.h.reset()
-        self._buffers.clear()
         try:
             self.dump(obj)
         finally:
             self.clear_memo()
-        if self._buffers:
-            sink.h.update(b"".join(self._buffers))
         return sink.h.digest()
 
 
