@@ -367,8 +367,13 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
     if width and width % 8 == 0:
         _fixed(s, path + "/d", np, arr, width // 8, valid)
         return
-    # Unions and anything unknown: element by element, through their Python values.
+    # Unions and anything unknown: element by element, through their Python values (and, for a
+    # union, which child each value comes from: 1 as int8 and 1 as int64 are different values).
     from fncache._hasher import digest
+
+    if isinstance(t, pa.UnionType):
+        # (``UnionArray.type_codes`` ignores a slice's offset: read the buffer.)
+        s.update(path + "/t", np.frombuffer(arr.buffers()[1], np.int8, count=n, offset=arr.offset))
 
     for value in arr.to_pylist():
         s.update(path + "/py", digest(value))

@@ -323,6 +323,12 @@ def test_documented_value_choices():
     other = pa.chunked_array([enc([1], ["y", "x", "unused"]), enc([0, 1], ["y", "x"])],
                              type=dict_type)
     assert H(one) == H(other)
+    def union(codes, small, big):
+        return pa.UnionArray.from_sparse(pa.array(codes, pa.int8()),
+                                         [pa.array(small, pa.int8()), pa.array(big, pa.int64())])
+
+    assert H(union([0, 1], [1, 0], [0, 1])) != H(union([1, 0], [0, 1], [1, 0]))  # both [1, 1]
+    assert H(union([0, 1], [1, 0], [0, 1]).slice(1)) == H(union([1], [0], [1]))
     ree = pa.RunEndEncodedArray.from_arrays([2, 3], ["a", "b"])
     assert H(ree) == H(pa.RunEndEncodedArray.from_arrays([1, 2, 3], ["a", "a", "b"]))
 
