@@ -263,6 +263,9 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: Any) ->
     scratch = np.empty((min(n, _BLOCK),) + values.shape[1:], dtype=values.dtype)
     for i in range(0, n, _BLOCK):
         block = values[i:i + _BLOCK]
+        if valid[i:i + _BLOCK].all():  # nulls often come in runs: most blocks need no copy
+            s.update(name, block)
+            continue
         out = scratch[:len(block)]
         np.multiply(block, mask[i:i + _BLOCK], out=out, casting="unsafe")
         s.update(name, out)

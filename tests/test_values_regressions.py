@@ -199,9 +199,12 @@ def test_9_bytes_under_null_strings_and_long_columns_do_not_count():
     rng = np.random.default_rng(0)
     n = 200_003
     values = rng.integers(0, 100, n)
-    nulls = rng.random(n) < 0.2
-    base = pa.array(values, mask=nulls)
-    for typ in (pa.int64(), pa.int16(), pa.string(), pa.decimal128(24, 2), pa.bool_()):
+    scattered = rng.random(n) < 0.2
+    clustered = np.zeros(n, bool)
+    clustered[100_000:100_500] = True  # most blocks have no null at all
+    for nulls, typ in [(m, t) for m in (scattered, clustered) for t in
+                       (pa.int64(), pa.int16(), pa.string(), pa.decimal128(24, 2), pa.bool_())]:
+        base = pa.array(values, mask=nulls)  # keeps the values under the nulls
         col = pa.array(values.astype(bool), mask=nulls) if typ == pa.bool_() else base.cast(typ)
         fresh = pa.array(col.to_pylist()[5:], typ)
         assert H(col.slice(5)) == H(fresh), typ
