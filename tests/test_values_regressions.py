@@ -409,3 +409,32 @@ def test_memoize_hits_a_value_read_back_in_another_process(tmp_path):
     assert last_json(run_py(script, store, "write", data, env=env)) == 0
     assert last_json(run_py(script, store, "read", data, env=env)) == 1
     assert json.dumps(sys.version_info[:2]) != ""
+
+
+def test_pandas_dtypes_and_indexes_keyed_in_full():
+    """Categoricals, zoned datetimes, MultiIndexes: equal builds agree, each real difference counts."""
+    def frame(tz="UTC", ordered=False, cats=("a", "b"), names=("k", "n")):
+        idx = pd.MultiIndex.from_arrays([["x", "y", "x"], [1, 2, 3]], names=list(names))
+        return pd.DataFrame({"c": pd.Categorical(["a", "b", "a"], categories=list(cats), ordered=ordered),
+                             "t": pd.date_range("2000", periods=3, tz=tz),
+                             "o": pd.Series([1, "x", None], dtype=object).values}, index=idx)
+
+    base = frame()
+    rebuilt = pd.concat([frame().iloc[:1], frame().iloc[1:]])
+    assert H(base) == H(rebuilt)
+    assert len({H(base), H(frame(tz="Europe/Paris")), H(frame(ordered=True)),
+                H(frame(cats=("a", "b", "z"))), H(frame(names=("k", "m")))}) == 5
+
+
+def test_polars_nested_columns_slice_like_fresh_ones():
+    """polars list and struct columns sliced or chunked key like fresh ones; a nested change counts."""
+    rows = {"l": [[1, 2], None, [], [3, None]], "st": [{"a": 1, "b": "x"}, None, {"a": None, "b": "y"},
+                                                     {"a": 4, "b": None}]}
+    df = pl.DataFrame(rows)
+    for start in range(1, 4):
+        fresh = pl.DataFrame({k: v[start:] for k, v in rows.items()}, schema=df.schema)
+        assert H(df.slice(start)) == H(fresh), start
+    chunked = pl.concat([df[:1], df[1:3], df[3:]], rechunk=False)
+    assert H(chunked) == H(df)
+    changed = dict(rows, l=[[1, 2], None, [], [3, 0]])
+    assert H(pl.DataFrame(changed, schema=df.schema)) != H(df)
