@@ -1,128 +1,186 @@
-"""Hashing handlers for array and table libraries whose own pickling is slow or not canonical.
+"""Canonical keys for arrays, tensors and tables: which handler takes which type, and numpy itself.
 
-Each handler is called by :mod:`fncache._hasher` (from ``reducer_override``) for one type, and only
-once that library is already imported by the user: nothing here imports numpy, torch, polars or
-pyarrow at module level. A handler returns a reduce value, a ``(_Token, (kind, ...))`` tuple whose
-buffers go straight into the digest as protocol-5 out-of-band buffers (hashed where they lie, never
-copied into the stream), or ``NotImplemented`` to let the library's own pickling decide.
+The value handlers are called by :mod:`fncache._hasher` (from ``reducer_override``) for one type,
+and only once that library is already imported by the user: nothing here imports numpy, torch,
+pandas, polars or pyarrow at module level. A handler returns a reduce value ``(_Token, (kind,
+...))`` whose parts are small: the handlers digest large buffers themselves (xxh3-128, where the
+bytes lie), so a buffer's read-only flag, its address and where it lives never reach the stream.
 
-What each covers, and why:
+The contract every handler keeps: equal type, dtype or schema, shape, names, nulls and values give
+one key; anything else gives another. Layout is not content: memory order, strides, offsets,
+chunking, validity bitmaps without nulls, bytes under nulls or masks, padding. Where a canonical
+path fails on a value the library can pickle (a new layout, an exotic dtype) the library's own
+pickling decides instead (logged at DEBUG): at worst a needless miss, never an error.
 
-* **torch tensors**: ``Tensor.__reduce_ex__`` goes through ``torch.save``'s storage machinery
-  (slow, and a view pickles its whole storage). A strided tensor is hashed as dtype, shape,
-  ``requires_grad`` and its elements in C order, so a tensor and its non-contiguous copy agree.
-  Tensors on another device are copied to the CPU first; sparse, quantized and other layouts take
-  torch's own pickling.
-* **polars frames and series**: polars pickles through its IPC writer (hundreds of milliseconds for
-  a 10-column million-row frame). They are hashed as their Arrow form (zero-copy), one chunk per
-  column, so the chunking left by earlier appends does not change the key, with string views as
-  plain strings (a view's padding bytes are undefined), and nullable columns as a validity mask
-  plus their non-null values (bytes under nulls and past a bitmap's end are undefined too).
-* **pyarrow tables**: hashed with one chunk per column and nulls as a mask, for the same reasons;
-  arrays and record batches pickle their buffers out of band already and are left to that.
-
-pandas needs no handler: its frames pickle numeric blocks as out-of-band numpy buffers and object
-columns element by element (through the hasher's ndarray handler): already fast and correct.
+One module per library: :mod:`fncache._values_arrow` (pyarrow, and the Arrow form of polars and
+pandas columns), :mod:`fncache._values_pandas`, :mod:`fncache._values_polars`,
+:mod:`fncache._values_torch`. numpy arrays are handled here, as the others reuse them.
 """
 
 from __future__ import annotations
 
-import pickle
+import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["handle_arrow_table", "handle_polars", "handle_torch", "resolve"]
+import xxhash
+
+__all__ = ["c_order_digest", "masked_array_token", "ndarray_token", "resolve", "token"]
+
+_log = logging.getLogger("fncache")
+
+# Bytes per block when a non-contiguous array is put in C order piece by piece (cache-sized).
+_BLOCK_BYTES = 1 << 22
 
 
-def _token() -> Any:
+def token(*parts: Any) -> Any:
+    """A reduce value standing for ``parts`` in the hash stream."""
     from fncache._hasher import _Token
 
-    return _Token
+    return (_Token, parts)
 
 
-def handle_torch(h: Any, t: Any) -> Any:
-    """A strided tensor as (dtype, shape, requires_grad, C-order element bytes)."""
-    torch = sys.modules["torch"]
-    if t.layout is not torch.strided or t.is_quantized:
-        return NotImplemented
-    data = t.detach()
-    if data.device.type != "cpu":
-        data = data.cpu()
-    # Lazy conjugate / negative views carry a flag, not different bytes: materialise them.
-    data = data.resolve_conj().resolve_neg().contiguous()
-    if data.numel():
-        flat = data.reshape(-1).view(torch.uint8).numpy()
-        payload: Any = pickle.PickleBuffer(flat)
-    else:
-        payload = b""
-    kind = f"{type(t).__module__}.{type(t).__qualname__}"  # a Parameter is not a plain Tensor
-    return (_token(), (kind, str(t.dtype), tuple(t.shape), bool(t.requires_grad), payload))
+# ---------------------------------------------------------------------------------------------
+# numpy
+# ---------------------------------------------------------------------------------------------
 
 
-def _plain_strings(pa: Any, arrow: Any) -> Any:
-    """Arrow data with string/binary *views* cast to plain large strings/binaries.
+def _pieces(np: Any, a: Any) -> Any:
+    """C-contiguous pieces whose concatenation is ``a`` in C order, without one big copy.
 
-    A view array stores short strings inline and long ones as (buffer, offset) pointers whose
-    padding bytes are not defined, so equal columns can differ byte for byte; offsets and data
-    cannot.
+    Blocks of whole rows are gathered into cache-sized copies; only when a single row is larger
+    than a block and not contiguous (e.g. the transpose of a tall matrix) is the array copied
+    whole: streaming such a row would read the whole array once per row.
     """
-    views = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
-    if isinstance(arrow, pa.Table):
-        fields = [f.with_type(views.get(f.type, f.type)) for f in arrow.schema]
-        schema = pa.schema(fields, metadata=arrow.schema.metadata)
-        return arrow if schema.equals(arrow.schema) else arrow.cast(schema)
-    target = views.get(arrow.type)
-    return arrow if target is None else arrow.cast(target)
+    if a.flags.c_contiguous:
+        yield a
+        return
+    if a.ndim <= 1 and a.nbytes > _BLOCK_BYTES:
+        step = max(1, _BLOCK_BYTES // a.itemsize)
+        for i in range(0, a.shape[0], step):
+            yield np.ascontiguousarray(a[i:i + step])
+        return
+    if a.nbytes <= _BLOCK_BYTES or a.ndim <= 1:
+        yield np.ascontiguousarray(a)
+        return
+    rows = _BLOCK_BYTES // max(1, a.nbytes // a.shape[0])
+    if rows == 0:
+        yield np.ascontiguousarray(a)
+        return
+    for i in range(0, a.shape[0], rows):
+        yield np.ascontiguousarray(a[i:i + rows])
 
 
-def handle_polars(h: Any, obj: Any) -> Any:
-    """A polars DataFrame or Series as its single-chunk Arrow form."""
-    pl = sys.modules["polars"]
-    import pyarrow as pa
-
-    if isinstance(obj, pl.DataFrame):
-        table = _plain_strings(pa, obj.rechunk().to_arrow()).combine_chunks()
-        return (_token(), ("polars.DataFrame", table.schema, [_one(c) for c in table.columns]))
-    if isinstance(obj, pl.Series):
-        arrow = _plain_strings(pa, obj.rechunk().to_arrow())
-        return (_token(), ("polars.Series", obj.name, arrow.type, _canonical_array(arrow)))
-    return NotImplemented
-
-
-def _one(column: Any) -> Any:
-    chunks = column.chunks
-    if len(chunks) != 1:
-        return ("chunks", [_canonical_array(c) for c in chunks])
-    return _canonical_array(chunks[0])
+def c_order_digest(np: Any, a: Any) -> tuple[int, bytes]:
+    """(byte count, xxh3-128) of ``a``'s elements in C order, whatever its memory layout."""
+    if a.flags.c_contiguous:
+        flat = a.reshape(-1).view(np.uint8) if a.size else b""
+        return len(flat), xxhash.xxh3_128_digest(flat)
+    h = xxhash.xxh3_128()
+    n = 0
+    for piece in _pieces(np, a):
+        flat = piece.reshape(-1).view(np.uint8)
+        h.update(flat)
+        n += flat.size
+    return n, h.digest()
 
 
-def _canonical_array(arr: Any) -> Any:
-    """An Arrow array, or for one with a validity bitmap: (mask, the non-null values).
-
-    Bits past the end of a bitmap and the bytes under null slots are undefined in Arrow, so equal
-    arrays can differ there; a boolean mask and the array without its nulls cannot.
-    """
-    if arr.buffers()[0] is None:
-        return arr
-    mask = arr.is_valid().to_numpy(zero_copy_only=False)
-    return ("masked", mask, arr.drop_null())
+_packed: dict[Any, Any] = {}
 
 
-def handle_arrow_table(h: Any, table: Any) -> Any:
-    """A pyarrow Table with one chunk per column (pickled as arrays, buffers out of band)."""
-    combined = table.combine_chunks()
-    return (_token(), ("pyarrow.Table", combined.schema, [_one(c) for c in combined.columns]))
+def _without_padding(np: Any, a: Any) -> Any:
+    """A structured array with its fields packed: padding bytes are undefined, not content."""
+    dt = a.dtype
+    packed = _packed.get(dt)
+    if packed is None:
+        from numpy.lib import recfunctions
+
+        packed = _packed[dt] = recfunctions.repack_fields(dt, align=False, recurse=True)
+    return a if packed == dt and packed.itemsize == dt.itemsize else a.astype(packed)
+
+
+def ndarray_token(a: Any) -> tuple[Any, ...]:
+    """A numpy array (or memmap: where the bytes live is not content) as dtype, shape, elements."""
+    np = sys.modules["numpy"]
+    dt = a.dtype
+    if dt.hasobject:
+        # Pointers are not content: hash the elements themselves.
+        return ("ndarray-object", dt, a.shape, a.reshape(-1).tolist())
+    body = a
+    if dt.names is not None:
+        body = _without_padding(np, a)
+    elif dt == np.bool_ and a.size and a.view(np.uint8).max() > 1:
+        body = a.view(np.uint8) != 0  # a bool byte other than 0/1 is True, as numpy reads it
+    return ("ndarray", dt, a.shape, *c_order_digest(np, body))
+
+
+def masked_array_token(a: Any) -> tuple[Any, ...]:
+    """A numpy masked array: data with masked slots zeroed, the mask only if something is masked."""
+    np = sys.modules["numpy"]
+    mask = np.ma.getmaskarray(a)
+    masked = bool(np.ascontiguousarray(mask).view(np.uint8).any()) if mask.size else False
+    data = np.ma.getdata(a)
+    if masked:
+        data = a.filled(np.zeros(1, dtype=a.dtype)[0])
+    return (f"{type(a).__module__}.{type(a).__qualname__}", ndarray_token(data),
+            ndarray_token(mask) if masked else None, a.fill_value, bool(a.hardmask))
+
+
+# ---------------------------------------------------------------------------------------------
+# Dispatch
+# ---------------------------------------------------------------------------------------------
+
+
+def _guarded(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    """A handler that leaves a value it cannot take apart to the library's own pickling."""
+
+    def handle(h: Any, obj: Any) -> Any:
+        try:
+            parts = fn(obj)
+        except Exception as e:  # a layout or dtype the canonical path does not know
+            _log.debug("fncache: hashing a %s through its pickle (%s: %s)",
+                       type(obj).__qualname__, type(e).__name__, e)
+            return NotImplemented
+        return NotImplemented if parts is NotImplemented else token(*parts)
+
+    return handle
 
 
 def resolve(t: type) -> Any:
     """The handler for type ``t`` from an already imported library, or ``None``."""
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy.ma" in sys.modules and issubclass(t, np.ma.MaskedArray):
+        return _guarded(masked_array_token)
     torch = sys.modules.get("torch")
     if torch is not None and issubclass(t, torch.Tensor):
-        return handle_torch
+        from fncache._values_torch import tensor_token
+
+        return _guarded(tensor_token)
     pl = sys.modules.get("polars")
     if pl is not None and issubclass(t, (pl.DataFrame, pl.Series)):
-        return handle_polars
+        from fncache._values_polars import polars_token
+
+        return _guarded(polars_token)
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        from fncache._values_pandas import pandas_handler
+
+        found = pandas_handler(pd, t)
+        if found is not None:
+            return _guarded(found)
     pa = sys.modules.get("pyarrow")
-    if pa is not None and t is pa.Table:
-        return handle_arrow_table
+    if pa is not None:
+        from fncache import _values_arrow as arrow
+
+        for base, fn in ((pa.Table, arrow.table_token), (pa.RecordBatch, arrow.record_batch_token),
+                         (pa.ChunkedArray, arrow.chunked_token), (pa.Array, arrow.array_token)):
+            if issubclass(t, base):
+                return _guarded(fn)
+        if t is pa.Schema:
+            return _guarded(lambda s: ("pyarrow.Schema", arrow.schema_desc(s)))
+        if issubclass(t, pa.DataType):
+            return _guarded(lambda d: ("pyarrow.DataType", arrow.type_desc(d)))
+        if t is pa.Field:
+            return _guarded(lambda f: ("pyarrow.Field", arrow.field_desc(f)))
     return None

@@ -17,9 +17,12 @@ take a Python detour. What makes the stream canonical, and why each step is need
   dynamic ones with file names, line numbers and random class-tracker ids. ``reducer_override`` instead
   replaces them with the digest of :mod:`fncache._fingerprint`, which covers code, constants, defaults,
   closures, the globals read and the user helpers and classes reached, and nothing positional.
-* **Buffers straight into the digest.** Protocol-5 out-of-band buffers (numpy, pandas, arrow) are
-  hashed where they lie, never copied into the stream; numpy arrays are first put in C order, so equal
-  arrays in C order, Fortran order or as strided views give one digest while dtype and shape still count.
+* **Buffers straight into the digest.** Arrays, tensors and tables are keyed by canonical tokens
+  (:mod:`fncache._buffers`): their buffers are digested where they lie, in a layout-free form (C order
+  for numpy and torch, logical values for Arrow), so strides, offsets, chunking, read-only flags and
+  memory maps never change a key while dtype, shape, nulls and values do. Any other protocol-5 buffer
+  is digested as its bytes alone (``persistent_id``): the pickler would otherwise record its read-only
+  flag.
 * **Classes by where they live.** A class (an argument, an instance's type, a class attribute) is its
   fingerprint plus its module, so ``a.NotFound`` and ``b.NotFound`` with one body stay apart. Classes
   of the *root* module (the memoized function's own, passed as ``root``) leave the module out, so a
@@ -198,15 +201,9 @@ def _handle_weakref(h: _Hasher, obj: Any) -> Any:
 
 
 def _handle_ndarray(h: _Hasher, a: Any) -> Any:
-    np = sys.modules["numpy"]
-    if a.dtype.hasobject:
-        # Pointers are not content: hash the elements themselves.
-        return (_Token, ("ndarray-object", a.dtype, a.shape, a.reshape(-1).tolist()))
-    c = np.ascontiguousarray(a)  # no copy for C-contiguous arrays
-    if c.size and not c.flags.c_contiguous:  # pragma: no cover - ascontiguousarray guarantees it
-        c = c.copy(order="C")
-    flat = c.reshape(-1).view(np.uint8) if c.size else b""
-    return (_Token, ("ndarray", a.dtype, a.shape, pickle.PickleBuffer(flat)))
+    from fncache._buffers import ndarray_token
+
+    return (_Token, ndarray_token(a))
 
 
 def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], Any]:
@@ -217,6 +214,9 @@ def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], A
         return (_Token, ("registered", name, type(obj), fn(obj)))
 
     return handle
+
+
+_VALUE_LIBRARIES = frozenset({"numpy", "torch", "polars", "pyarrow", "pandas"})
 
 
 def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
@@ -241,7 +241,7 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
     np = sys.modules.get("numpy")
     if np is not None and t in (np.ndarray, np.memmap):
         return _handle_ndarray
-    if "torch" in sys.modules or "polars" in sys.modules or "pyarrow" in sys.modules:
+    if np is not None or not _VALUE_LIBRARIES.isdisjoint(sys.modules):
         from fncache._buffers import resolve
 
         handler: Callable[[_Hasher, Any], Any] | None = resolve(t)
@@ -287,24 +287,27 @@ class _Hasher(cloudpickle.Pickler):
 
     def __init__(self, cyclic: bool = False) -> None:
         self._sink = _Sink()
-        self._buffers: list[bytes] = []
-        super().__init__(self._sink, protocol=_PROTOCOL, buffer_callback=self._take_buffer)
+        super().__init__(self._sink, protocol=_PROTOCOL)
         self.cyclic = cyclic
         self.fast = not cyclic
         self.root: str | None = None  # see the module docstring: classes by where they live
 
-    def _take_buffer(self, buf: pickle.PickleBuffer) -> bool:
+    @staticmethod
+    def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
+        # Length and digest of the bytes only: where they live and whether they are writable is
+        # not content.
         try:
             view = buf.raw()
-        except BufferError:  # not contiguous: copy it (rare; numpy arrays never get here)
+        except BufferError:  # not contiguous: copy it (rare)
             view = memoryview(bytes(memoryview(buf)))
-        self._buffers.append(len(view).to_bytes(8, "little") + _digest_of(view))
-        return False  # out of band: the stream only records that a buffer was here
+        return len(view).to_bytes(8, "little") + _digest_of(view)
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
         if t is set or t is frozenset:
             return ("set" if t is set else "frozenset", _set_token(obj, self.root))
+        if t is pickle.PickleBuffer:
+            return ("buffer", self._buffer_digest(obj))
         if _refs:
             hit = _refs.get(id(obj), _MISSING)
             if hit is not _MISSING:
@@ -331,13 +334,10 @@ class _Hasher(cloudpickle.Pickler):
     def hash(self, obj: Any) -> bytes:
         sink = self._sink
         sink.h.reset()
-        self._buffers.clear()
         try:
             self.dump(obj)
         finally:
             self.clear_memo()
-        if self._buffers:
-            sink.h.update(b"".join(self._buffers))
         return sink.h.digest()
 
 
@@ -408,7 +408,7 @@ def _digest(obj: Any, root: str | None) -> bytes:
     h = pool.pop() if pool else _Hasher()
     h.root = root
     try:
-        return h.hash(obj)
+        found = h.hash(obj)
     except ValueError as e:
         if "fast mode" not in str(e):
             raise _explain_failure(obj, e) from e
@@ -421,8 +421,12 @@ def _digest(obj: Any, root: str | None) -> bytes:
         ) from e
     except Exception as e:  # pickling errors surface as many types (TypeError, PicklingError, ...)
         raise _explain_failure(obj, e) from e
-    finally:
+    else:
+        # Only a pickler whose last use succeeded goes back to the pool: after an error the C
+        # pickler may keep state (fast mode's nesting depth), and every later cyclic value hashed
+        # with it would fail.
         pool.append(h)
+        return found
     # A cycle: rare, so a fresh memoizing pickler is fine.
     try:
         cyclic = _Hasher(cyclic=True)

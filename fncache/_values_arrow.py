@@ -1,0 +1,417 @@
+"""Canonical keys for Arrow data: the logical values, never the buffers they happen to live in.
+
+Two Arrow arrays with equal type and equal values can differ byte for byte in many ways: a slice
+keeps its parent's buffers plus an offset (booleans and validity bits at any *bit* offset), strings
+and lists carry offsets that need not start at 0, a column without nulls may or may not have a
+validity bitmap, the bytes under a null slot (and the bits past a bitmap's end) are undefined,
+string views point into shared buffers with undefined padding, dictionaries may differ between
+chunks, and chunk boundaries are arbitrary. So an array is keyed as a set of *streams*, each one
+xxh3-128 digest fed chunk by chunk (so chunk boundaries never show):
+
+* ``<path>/n``: the number of slots;
+* ``<path>/v``: validity as packed bits, only when some slot is null;
+* ``<path>/d``: fixed-width values (null slots as zero bytes) or booleans as packed bits (null
+  slots as 0); for strings and binaries the bytes of the non-null values;
+* ``<path>/l``: for strings, binaries and lists, the length of every slot (0 for nulls);
+* ``<path>/<i>``: the children of lists (the elements of non-null lists), maps and structs
+  (struct nulls merged into the children), recursively.
+
+Dictionary-encoded arrays are keyed by their decoded values, run-end-encoded ones decoded, views
+as plain large strings/binaries/lists, extension arrays by their storage: the *type* (in the
+schema, keyed separately and in full) still tells them apart. Unions, and anything else this
+module does not know, are keyed element by element through their Python values.
+
+The type is described recursively with every parameter (``str(type)`` drops a map's
+``keys_sorted`` flag in some versions, list item field names and nullability, and nested field
+metadata; pyarrow's own pickling of types goes through such strings).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import xxhash
+
+__all__ = ["array_token", "chunked_token", "record_batch_token", "schema_desc", "table_token",
+           "type_desc"]
+
+# Rows per block when null slots are zeroed in a scratch copy: small enough to stay in cache.
+_BLOCK = 1 << 14
+
+
+def _np() -> Any:
+    return sys.modules["numpy"] if "numpy" in sys.modules else __import__("numpy")
+
+
+# ---------------------------------------------------------------------------------------------
+# Types and schemas
+# ---------------------------------------------------------------------------------------------
+
+
+def _metadata(md: Any) -> Any:
+    return None if not md else tuple(sorted(md.items()))
+
+
+def field_desc(f: Any) -> tuple[Any, ...]:
+    """A field as (name, type, nullable, sorted metadata)."""
+    return (f.name, type_desc(f.type), f.nullable, _metadata(f.metadata))
+
+
+def type_desc(t: Any) -> tuple[Any, ...]:
+    """An Arrow type as a nested tuple with all of its parameters."""
+    pa = sys.modules["pyarrow"]
+    kind = type(t).__name__
+    if isinstance(t, pa.ExtensionType):
+        return (kind, t.extension_name, t.__arrow_ext_serialize__(), type_desc(t.storage_type))
+    if isinstance(t, pa.BaseExtensionType):  # e.g. a registered C++ extension
+        return (kind, t.extension_name, str(t), type_desc(t.storage_type))
+    if isinstance(t, pa.MapType):
+        return (kind, field_desc(t.key_field), field_desc(t.item_field), t.keys_sorted)
+    if isinstance(t, pa.FixedSizeListType):
+        return (kind, field_desc(t.value_field), t.list_size)
+    if hasattr(t, "value_field"):  # list, large list, list view, large list view
+        return (kind, field_desc(t.value_field))
+    if isinstance(t, pa.StructType):
+        return (kind, tuple(field_desc(t.field(i)) for i in range(t.num_fields)))
+    if isinstance(t, pa.UnionType):
+        return (kind, t.mode, tuple(t.type_codes),
+                tuple(field_desc(t.field(i)) for i in range(t.num_fields)))
+    if isinstance(t, pa.DictionaryType):
+        return (kind, type_desc(t.index_type), type_desc(t.value_type), t.ordered)
+    if isinstance(t, pa.RunEndEncodedType):
+        return (kind, type_desc(t.run_end_type), type_desc(t.value_type))
+    # Leaf types: their string names every parameter (unit, time zone, precision, width).
+    return (kind, str(t))
+
+
+def schema_desc(schema: Any) -> tuple[Any, ...]:
+    """A schema as its fields (in order) and its sorted metadata."""
+    return (tuple(field_desc(f) for f in schema), _metadata(schema.metadata))
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+# ---------------------------------------------------------------------------------------------
+
+
+class _Bits:
+    """A stream of bits, packed little-endian 8 to a byte whatever the chunk boundaries."""
+
+    __slots__ = ("carry", "h", "n", "ones", "zeros")
+
+    def __init__(self) -> None:
+        self.h = xxhash.xxh3_128()
+        self.carry: Any = None  # the last n % 8 bits, unpacked (uint8 0/1)
+        self.n = 0
+        self.ones = 0  # leading all-one bits not yet written (validity before the first null)
+        self.zeros = 0  # zero bits seen (for validity: the null count)
+
+    def add_ones(self, count: int, lazy: bool) -> None:
+        if lazy and self.n == 0 and self.carry is None:
+            self.ones += count
+            return
+        self._flush_ones()
+        self.add_bools(_np().ones(count, dtype=_np().uint8))
+
+    def _flush_ones(self) -> None:
+        if self.ones:
+            ones, self.ones = self.ones, 0
+            self.add_bools(_np().ones(ones, dtype=_np().uint8))
+
+    def add_bitmap(self, buf: Any, bit_offset: int, count: int, zeros: int) -> None:
+        """``count`` bits of an Arrow bitmap from ``bit_offset``; ``zeros`` of them are 0."""
+        np = _np()
+        self._flush_ones()
+        self.zeros += zeros
+        if not count:
+            return
+        start, shift = divmod(bit_offset, 8)
+        nbytes = (shift + count + 7) // 8
+        raw = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=start)
+        if self.carry is None and shift == 0:
+            full = count // 8
+            self.h.update(raw[:full])
+            self.n += full * 8
+            rest = count - full * 8
+            if rest:
+                self.carry = np.unpackbits(raw[full:full + 1], bitorder="little")[:rest]
+            return
+        bits = np.unpackbits(raw, bitorder="little")[shift:shift + count]
+        self._push(bits)
+
+    def add_bools(self, bools: Any) -> None:
+        """Bits given as a uint8 (or bool) array of 0/1."""
+        np = _np()
+        self._flush_ones()
+        self.zeros += int(bools.size - np.count_nonzero(bools))
+        self._push(bools.view(np.uint8))
+
+    def _push(self, bits: Any) -> None:
+        np = _np()
+        if self.carry is not None:
+            bits = np.concatenate([self.carry, bits])
+            self.carry = None
+        full = bits.size - bits.size % 8
+        if full:
+            self.h.update(np.packbits(bits[:full], bitorder="little"))
+            self.n += full
+        if bits.size > full:
+            self.carry = np.ascontiguousarray(bits[full:])
+
+    def result(self) -> tuple[int, bytes]:
+        self._flush_ones()
+        h = self.h.copy()
+        n = self.n
+        if self.carry is not None:
+            h.update(_np().packbits(self.carry, bitorder="little"))
+            n += self.carry.size
+        return n, h.digest()
+
+
+class _Streams:
+    """Named digests fed in chunk order; the result does not depend on where chunks begin."""
+
+    __slots__ = ("bits", "bytes_")
+
+    def __init__(self) -> None:
+        self.bytes_: dict[str, list[Any]] = {}
+        self.bits: dict[str, _Bits] = {}
+
+    def update(self, name: str, data: Any) -> None:
+        entry = self.bytes_.get(name)
+        if entry is None:
+            entry = self.bytes_[name] = [xxhash.xxh3_128(), 0]
+        entry[0].update(data)
+        entry[1] += memoryview(data).nbytes
+
+    def count(self, name: str, n: int) -> None:
+        entry = self.bytes_.get(name)
+        if entry is None:
+            entry = self.bytes_[name] = [None, 0]
+        entry[1] += n
+
+    def bitstream(self, name: str) -> _Bits:
+        b = self.bits.get(name)
+        if b is None:
+            b = self.bits[name] = _Bits()
+        return b
+
+    def result(self) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for name, (h, n) in self.bytes_.items():
+            out.append((name, n, h.digest() if h is not None else b""))
+        for name, b in self.bits.items():
+            if name.endswith("/v"):
+                if not b.zeros:
+                    continue  # no nulls: a column with an all-valid bitmap is one without
+            out.append((name, *b.result()))
+        return tuple(sorted(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrays
+# ---------------------------------------------------------------------------------------------
+
+
+def _normalise(pa: Any, arr: Any) -> Any:
+    """The array in a layout with the same logical values that this module knows how to walk."""
+    while True:
+        t = arr.type
+        if isinstance(t, pa.BaseExtensionType):
+            arr = arr.storage
+        elif isinstance(t, pa.DictionaryType):
+            arr = arr.dictionary_decode()
+        elif isinstance(t, pa.RunEndEncodedType):
+            import pyarrow.compute as pc
+
+            arr = pc.run_end_decode(arr)
+        elif t == pa.string_view():
+            arr = arr.cast(pa.large_string())
+        elif t == pa.binary_view():
+            arr = arr.cast(pa.large_binary())
+        elif isinstance(t, pa.LargeListViewType):
+            arr = arr.cast(pa.large_list(t.value_field))
+        elif isinstance(t, pa.ListViewType):
+            arr = arr.cast(pa.list_(t.value_field))
+        else:
+            return arr
+
+
+def _unpack(np: Any, buf: Any, off: int, n: int) -> Any:
+    """``n`` bits of an Arrow bitmap from bit ``off``, as a uint8 0/1 array."""
+    start, shift = divmod(off, 8)
+    raw = np.frombuffer(buf, dtype=np.uint8, count=(shift + n + 7) // 8, offset=start)
+    return np.unpackbits(raw, bitorder="little")[shift:shift + n]
+
+
+def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: Any) -> None:
+    n, off = len(arr), arr.offset
+    data = arr.buffers()[1]
+    if valid is None:
+        s.update(name, memoryview(data)[off * width:(off + n) * width])
+        return
+    # Null slots hold undefined bytes: hash a zeroed copy, one cache-sized block at a time.
+    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(width)
+    if uint is not None:
+        values = np.frombuffer(data, dtype=uint, count=n, offset=off * width)
+        mask = valid
+    else:
+        values = np.frombuffer(data, dtype=np.uint8, count=n * width,
+                               offset=off * width).reshape(n, width)
+        mask = valid[:, None]
+    scratch = np.empty((min(n, _BLOCK),) + values.shape[1:], dtype=values.dtype)
+    for i in range(0, n, _BLOCK):
+        block = values[i:i + _BLOCK]
+        if valid[i:i + _BLOCK].all():  # nulls often come in runs: most blocks need no copy
+            s.update(name, block)
+            continue
+        out = scratch[:len(block)]
+        np.multiply(block, mask[i:i + _BLOCK], out=out, casting="unsafe")
+        s.update(name, out)
+
+
+def _offsets(np: Any, arr: Any) -> Any:
+    """The ``len(arr) + 1`` offsets of a string, binary or list array, where they lie."""
+    dtype = np.dtype(np.int64 if arr.type.id in _LARGE_IDS else np.int32)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1,
+                         offset=arr.offset * dtype.itemsize)
+
+
+def _lengths(s: _Streams, name: str, np: Any, arr: Any, valid: Any) -> tuple[int, int, int]:
+    """Feed per-slot lengths (0 for nulls) of a list-like array to ``name``, block by block.
+
+    Returns the first and last offset and the total length of the non-null slots.
+    """
+    n = len(arr)
+    offsets = _offsets(np, arr)
+    scratch = np.empty(min(n, _BLOCK), dtype=offsets.dtype)
+    total = 0
+    for i in range(0, n, _BLOCK):
+        k = min(_BLOCK, n - i)
+        out = scratch[:k]
+        np.subtract(offsets[i + 1:i + 1 + k], offsets[i:i + k], out=out)
+        if valid is not None:
+            np.multiply(out, valid[i:i + _BLOCK], out=out, casting="unsafe")
+            total += int(np.add.reduce(out, dtype=np.int64))
+        s.update(name, out)
+    first, last = int(offsets[0]), int(offsets[-1])
+    return first, last, (last - first if valid is None else total)
+
+
+_LARGE_IDS: set[int] = set()
+
+
+def _walk(s: _Streams, path: str, arr: Any) -> None:
+    pa = sys.modules["pyarrow"]
+    np = _np()
+    if not _LARGE_IDS:
+        _LARGE_IDS.update({pa.large_string().id, pa.large_binary().id,
+                           pa.large_list(pa.int8()).id})
+    arr = _normalise(pa, arr)
+    t = arr.type
+    n = len(arr)
+    s.count(path + "/n", n)
+    if t == pa.null() or n == 0:
+        return
+    nulls = arr.null_count
+    valid = None
+    vstream = s.bitstream(path + "/v")
+    if nulls:
+        bitmap = arr.buffers()[0]
+        vstream.add_bitmap(bitmap, arr.offset, n, nulls)
+        valid = _unpack(np, bitmap, arr.offset, n)
+    else:
+        vstream.add_ones(n, lazy=True)
+    if isinstance(t, pa.StructType):
+        for i, child in enumerate(arr.flatten()):  # parent nulls merged into the children
+            _walk(s, f"{path}/{i}", child)
+        return
+    if isinstance(t, pa.FixedSizeListType):
+        _walk(s, path + "/0", (arr.drop_null() if nulls else arr).flatten())
+        return
+    if isinstance(t, (pa.ListType, pa.LargeListType, pa.MapType)):
+        _lengths(s, path + "/l", np, arr, valid)
+        if isinstance(t, pa.MapType):
+            entries = pa.struct([t.key_field, t.item_field])
+            arr = arr.view(pa.list_(pa.field("entries", entries, nullable=False)))
+        _walk(s, path + "/0", (arr.drop_null() if nulls else arr).flatten())
+        return
+    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
+            or pa.types.is_large_binary(t):
+        first, last, total = _lengths(s, path + "/l", np, arr, valid)
+        if total != last - first:
+            # A null slot with a non-empty range (allowed): its bytes are not content. The
+            # filled array has the same lengths (0 for nulls), so only the bytes are re-read.
+            empty = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b""
+            arr = arr.fill_null(pa.scalar(empty, t))
+            ends = _offsets(np, arr)
+            first, last = int(ends[0]), int(ends[-1])
+        s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
+        return
+    if t == pa.bool_():
+        bits = s.bitstream(path + "/d")
+        if valid is None:
+            bits.add_bitmap(arr.buffers()[1], arr.offset, n, 0)
+        elif arr.offset % 8 == 0:
+            # Value bits AND validity bits, a byte at a time: null slots read as 0.
+            start, nbytes = arr.offset // 8, (n + 7) // 8
+            data, bitmap = arr.buffers()[1], arr.buffers()[0]
+            anded = np.bitwise_and(np.frombuffer(data, np.uint8, count=nbytes, offset=start),
+                                   np.frombuffer(bitmap, np.uint8, count=nbytes, offset=start))
+            bits.add_bitmap(anded, 0, n, 0)
+        else:
+            bits.add_bools(_unpack(np, arr.buffers()[1], arr.offset, n) & valid)
+        return
+    try:
+        width = t.bit_width
+    except ValueError:
+        width = 0
+    if width and width % 8 == 0:
+        _fixed(s, path + "/d", np, arr, width // 8, valid)
+        return
+    # Unions and anything unknown: element by element, through their Python values (and, for a
+    # union, which child each value comes from: 1 as int8 and 1 as int64 are different values).
+    from fncache._hasher import digest
+
+    if isinstance(t, pa.UnionType):
+        # (``UnionArray.type_codes`` ignores a slice's offset: read the buffer.)
+        s.update(path + "/t", np.frombuffer(arr.buffers()[1], np.int8, count=n, offset=arr.offset))
+
+    for value in arr.to_pylist():
+        s.update(path + "/py", digest(value))
+
+
+def _content(chunks: Any) -> tuple[Any, ...]:
+    s = _Streams()
+    s.count("/n", 0)  # no chunks at all is an empty column, like one empty chunk
+    for chunk in chunks:
+        _walk(s, "", chunk)
+    return s.result()
+
+
+def array_token(arr: Any) -> tuple[Any, ...]:
+    """Any pyarrow Array: its type and logical content."""
+    return ("pyarrow.Array", type_desc(arr.type), _content([arr]))
+
+
+def chunked_token(arr: Any) -> tuple[Any, ...]:
+    """A ChunkedArray: its type and logical content, whatever the chunk boundaries."""
+    return ("pyarrow.ChunkedArray", type_desc(arr.type), _content(arr.chunks))
+
+
+def chunks_content(chunks: Any) -> tuple[Any, ...]:
+    """The logical content of a sequence of arrays of one type, as if concatenated."""
+    return _content(chunks)
+
+
+def table_token(table: Any) -> tuple[Any, ...]:
+    """A Table: schema in full, row count, and each column's logical content."""
+    return ("pyarrow.Table", schema_desc(table.schema), table.num_rows,
+            tuple(_content(c.chunks) for c in table.columns))
+
+
+def record_batch_token(batch: Any) -> tuple[Any, ...]:
+    """A RecordBatch: schema in full, row count, and each column's logical content."""
+    return ("pyarrow.RecordBatch", schema_desc(batch.schema), batch.num_rows,
+            tuple(_content([c]) for c in batch.columns))

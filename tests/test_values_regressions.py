@@ -1,0 +1,440 @@
+"""One regression test per reported way an array, tensor or table key was wrong, missed or crashed.
+
+Numbers in the docstrings refer to the list of cases in the changelog entry "Canonical value keys".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import fncache
+from tests.helpers import last_json, run_py, write
+
+H = fncache.hash
+pa = pytest.importorskip("pyarrow")
+pl = pytest.importorskip("polars")
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(autouse=True)
+def _canonical_paths_only(caplog):
+    """Fail a test whose values silently left the canonical path for the library's own pickle."""
+    caplog.set_level(logging.DEBUG, logger="fncache")
+    yield
+    fallbacks = [r.getMessage() for r in caplog.get_records("call")
+                 if "through its pickle" in r.getMessage()]
+    assert not fallbacks
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+    return torch
+
+
+# -- wrong hits ----------------------------------------------------------------------------------
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+
+def test_1_polars_object_columns_are_keyed_by_element_content():
+    """(1) An object changed in place changes the key; equal distinct objects share one."""
+    box = Box(1)
+    s = pl.Series("o", [box], dtype=pl.Object)
+    before = H(s)
+    box.v = 2
+    assert H(s) != before
+    assert H(pl.Series("o", [Box(2)], dtype=pl.Object)) == H(s)
+    assert H(pl.DataFrame({"o": s})) == H(pl.DataFrame({"o": pl.Series("o", [Box(2)], dtype=pl.Object)}))
+
+
+def test_2_torch_subclass_state_counts():
+    """(2) Two tensors of a subclass that differ only in an instance attribute have two keys."""
+    torch = _torch()
+
+    class Boxes(torch.Tensor):
+        pass
+
+    a = torch.arange(4.0).as_subclass(Boxes)
+    b = torch.arange(4.0).as_subclass(Boxes)
+    a.format, b.format = "xyxy", "xywh"
+    assert H(a) != H(b)
+    b.format = "xyxy"
+    assert H(a) == H(b)
+
+
+def test_3_arrow_table_without_columns_keys_its_row_count():
+    """(3) Tables with no columns and 3 or 0 rows have different keys."""
+    three = pa.table({"a": [1, 2, 3]}).drop_columns(["a"])
+    assert three.num_rows == 3
+    assert H(three) != H(pa.table({}))
+    batch = pa.RecordBatch.from_pydict({"a": [1, 2, 3]}).drop_columns(["a"])
+    assert H(batch) != H(pa.RecordBatch.from_pydict({"a": []}).drop_columns(["a"]))
+
+
+def test_4_arrow_schema_is_keyed_in_full():
+    """(4) keys_sorted, a fixed-size list's item name and nullability and nested metadata count."""
+    def one(typ):
+        return pa.table({"c": pa.array([], typ)})
+
+    assert H(one(pa.map_(pa.string(), pa.int64(), keys_sorted=True))) != \
+        H(one(pa.map_(pa.string(), pa.int64())))
+    fixed = [pa.list_(pa.field(n, pa.int64(), nullable=nb), 2) for n, nb in
+             (("item", True), ("x", True), ("item", False))]
+    assert len({H(one(t)) for t in fixed}) == 3
+    meta = pa.struct([pa.field("x", pa.int64(), metadata={"unit": "m"})])
+    assert H(one(meta)) != H(one(pa.struct([pa.field("x", pa.int64())])))
+    assert H(pa.schema([("a", pa.int64())])) != H(pa.schema([pa.field("a", pa.int64(), False)]))
+
+
+def test_5_sparse_coo_tensors_key_requires_grad():
+    """(5) A sparse COO tensor with and without requires_grad has two keys."""
+    torch = _torch()
+    s = torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,))
+    assert H(s) != H(s.clone().requires_grad_())
+
+
+def test_6_polars_series_keep_their_categories():
+    """(6) A Categorical series with a named category set differs from a plain one."""
+    named = pl.Series("c", ["a", "b"], dtype=pl.Categorical(pl.Categories("colours")))
+    plain = pl.Series("c", ["a", "b"], dtype=pl.Categorical())
+    assert H(named) != H(plain)
+    assert H(pl.Series("c", ["a", "b"], dtype=pl.Enum(["a", "b"]))) != \
+        H(pl.Series("c", ["a", "b"], dtype=pl.Enum(["a", "b", "z"])))
+
+
+# -- needless misses -----------------------------------------------------------------------------
+
+def test_7_read_only_and_mapped_values_equal_their_writable_copies(tmp_path):
+    """(7) Read-only arrays, memmaps, mmap_mode results and IPC/Parquet tables hit their copies."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    a = np.arange(100.0)
+    np.save(tmp_path / "a.npy", a)
+    mm = np.memmap(tmp_path / "m.bin", dtype=a.dtype, mode="w+", shape=a.shape)
+    mm[:] = a
+    ro = np.frombuffer(a.tobytes())
+    assert not ro.flags.writeable
+    assert len({H(a), H(ro), H(mm), H(np.load(tmp_path / "a.npy", mmap_mode="r"))}) == 1
+    t = pa.table({"x": [1.5, None, 3.0], "s": ["a", "b", None]})
+    with ipc.new_file(str(tmp_path / "t.arrow"), t.schema) as w:
+        w.write_table(t)
+    with pa.memory_map(str(tmp_path / "t.arrow")) as src:
+        mapped = ipc.open_file(src).read_all()
+    pq.write_table(t, str(tmp_path / "t.parquet"))
+    assert H(mapped) == H(t) == H(pq.read_table(str(tmp_path / "t.parquet")))
+
+    def make(n):
+        return np.full(1000, float(n))
+
+    step1 = fncache.memoize(store=str(tmp_path / "c"), mmap_mode="r")(make)
+    step2 = fncache.memoize(store=str(tmp_path / "c"))(lambda x: float(x.sum()))
+    step2(step1(2))
+    step2(step1(2))  # the second step1 result is a read-only memory map
+    assert step2.cache_info().hits == 1
+
+
+def test_8_arrow_offsets_and_slices_hash_the_logical_values():
+    """(8) Slices at any offset of every kind of column equal their fresh twins."""
+    cases = {
+        "bool": ([True, False, None, True, True, False, True, False, True, None, False], None),
+        "string": (["a", "bb", None, "", "c" * 20, "d"], pa.string()),
+        "large binary": ([b"x", None, b"", b"yy", b"z" * 30], pa.large_binary()),
+        "string view": (["a", "long string over twelve", None, "", "b"], pa.string_view()),
+        "list": ([[1, 2], None, [], [3, None], [4]], pa.list_(pa.int64())),
+        "struct": ([{"a": 1, "b": "x"}, None, {"a": None, "b": "y"}, {"a": 4, "b": None}], None),
+        "fixed list": ([[1, 2], None, [3, 4], [None, 6]], pa.list_(pa.int32(), 2)),
+        "map": ([[("k", 1)], None, [("a", 2), ("b", 3)]], pa.map_(pa.string(), pa.int64())),
+        "dictionary": (["x", "y", None, "x", "z"], pa.dictionary(pa.int8(), pa.string())),
+    }
+    for name, (values, typ) in cases.items():
+        full = pa.array(values, typ)
+        for start in range(1, len(values)):
+            part = full.slice(start)
+            fresh = pa.array(values[start:], full.type)
+            assert H(part) == H(fresh), (name, start)
+            assert H(pa.chunked_array([part])) == H(pa.chunked_array([fresh])), (name, start)
+            batch = pa.RecordBatch.from_arrays([part], ["c"])
+            assert H(batch) == H(pa.RecordBatch.from_arrays([fresh], ["c"])), (name, start)
+    df = pl.DataFrame({"a": [1, 2, 3, 4], "s": ["w", "x", None, "z" * 20]})
+    assert H(df.slice(1, 2)) == H(pl.DataFrame({"a": [2, 3], "s": ["x", None]}))
+    s = pd.Series(["a", "bb", None, "ccc"], dtype="str")
+    assert H(s.iloc[1:].reset_index(drop=True)) == H(pd.Series(["bb", None, "ccc"], dtype="str"))
+
+
+def test_9_validity_bitmaps_without_nulls_and_bytes_under_nulls_do_not_count():
+    """(9) An all-valid bitmap equals none, reading null_count changes nothing, null bytes are free."""
+    plain = pa.array([1, 2, 3], pa.int64())
+    bitmap = pa.py_buffer(np.packbits(np.ones(3, bool), bitorder="little"))
+    with_bitmap = pa.Array.from_buffers(pa.int64(), 3, [bitmap, plain.buffers()[1]])
+    assert with_bitmap.buffers()[0] is not None
+    assert H(with_bitmap) == H(plain)
+    fresh = pa.array([1, None, 3])
+    before = H(fresh)
+    assert fresh.null_count == 1 and H(fresh) == before
+    bits = pa.py_buffer(np.packbits([True, False, True], bitorder="little"))
+    junk = pa.Array.from_buffers(pa.int64(), 3, [bits, pa.py_buffer(np.array([1, 99, 3]))])
+    assert H(junk) == H(fresh)
+    assert H(pa.table({"a": [1, None]}).drop_null()) == H(pa.table({"a": pa.array([1])}))
+    assert H(pl.Series([1, None, 3]).drop_nulls()) == H(pl.Series([1, 3]))
+
+
+def test_9_bytes_under_null_strings_and_long_columns_do_not_count():
+    """(9) Strings whose null slots keep bytes, and columns longer than a block, key by values."""
+    bits = pa.py_buffer(np.packbits([True, False, True], bitorder="little"))
+    offsets = pa.py_buffer(np.array([0, 1, 3, 4], np.int32))
+    masked = pa.Array.from_buffers(pa.string(), 3, [bits, offsets, pa.py_buffer(b"abbc")])
+    assert masked.to_pylist() == ["a", None, "c"]  # the null slot still spans "bb"
+    assert H(masked) == H(pa.array(["a", None, "c"]))
+    rng = np.random.default_rng(0)
+    n = 200_003
+    values = rng.integers(0, 100, n)
+    scattered = rng.random(n) < 0.2
+    clustered = np.zeros(n, bool)
+    clustered[100_000:100_500] = True  # most blocks have no null at all
+    for nulls, typ in [(m, t) for m in (scattered, clustered) for t in
+                       (pa.int64(), pa.int16(), pa.string(), pa.decimal128(24, 2), pa.bool_())]:
+        base = pa.array(values, mask=nulls)  # keeps the values under the nulls
+        col = pa.array(values.astype(bool), mask=nulls) if typ == pa.bool_() else base.cast(typ)
+        fresh = pa.array(col.to_pylist()[5:], typ)
+        assert H(col.slice(5)) == H(fresh), typ
+        assert H(pa.chunked_array([col.slice(5, 70_001), col.slice(70_006)])) == \
+            H(pa.chunked_array([fresh])), typ
+        changed = col.to_pylist()[5:]
+        changed[150_000] = None if changed[150_000] is not None else changed[150_001]
+        assert H(pa.array(changed, typ)) != H(fresh), typ
+
+
+def test_10_chunk_boundaries_do_not_count_for_arrays_either():
+    """(10) ChunkedArrays with different chunk boundaries, bit-packed booleans too, share a key."""
+    values = [True, None, False, True, True, False, None, True, False, True, True]
+    one = pa.chunked_array([values])
+    for cut in range(1, len(values)):
+        two = pa.chunked_array([values[:cut], values[cut:]])
+        assert H(two) == H(one), cut
+    assert H(pa.chunked_array([], pa.int64())) == H(pa.chunked_array([pa.array([], pa.int64())]))
+
+
+def test_11_pandas_block_layout_and_bytes_under_na_do_not_count():
+    """(11) A frame built at once or column by column, and masked arrays differing under NA, agree."""
+    at_once = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0], "c": [5, 6]})
+    by_column = pd.DataFrame({"a": [1.0, 2.0]})
+    by_column["b"] = [3.0, 4.0]
+    by_column["c"] = [5, 6]
+    assert H(at_once) == H(by_column)
+    x = pd.array([1, 2, 3], dtype="Int64")
+    y = pd.array([1, 7, 3], dtype="Int64")
+    x[1] = pd.NA
+    y[1] = pd.NA
+    assert H(x) == H(y) and H(pd.Series(x)) == H(pd.Series(y))
+    assert H(pd.Series(x)) != H(pd.Series(pd.array([1, 0, 3], dtype="Int64")))
+    assert H(at_once) != H(at_once[["b", "a", "c"]])
+
+
+def test_12_quantized_tensors_hit():
+    """(12) Equal quantized tensors share a key; another scale or value does not."""
+    torch = _torch()
+
+    def q(values, scale):
+        return torch.quantize_per_tensor(torch.tensor(values), scale, 0, torch.quint8)
+
+    assert H(q([1.0, 2.0], 0.5)) == H(q([1.0, 2.0], 0.5))
+    assert len({H(q([1.0, 2.0], 0.5)), H(q([1.0, 2.0], 0.25)), H(q([1.0, 3.0], 0.5))}) == 3
+    ch = torch.quantize_per_channel(torch.ones(2, 2), torch.tensor([0.1, 0.2]), torch.tensor([0, 0]),
+                                    0, torch.qint8)
+    assert H(ch) == H(ch.clone())
+
+
+def test_13_cyclic_values_hash_after_many_errors():
+    """(13) Errors while hashing never leave a broken hasher behind for later cyclic values."""
+    import threading
+
+    class Bad:
+        def __reduce__(self):
+            raise RuntimeError("no")
+
+    for _ in range(30):
+        cyclic: list[object] = [1]
+        cyclic.append(cyclic)
+        assert H(cyclic) == H(cyclic)
+        with pytest.raises(fncache.UnhashableArgument):
+            H([Bad()])
+    other = {"k": []}
+    other["k"].append(other)
+    assert len(H(other)) == 32
+    assert threading.active_count() >= 1
+
+
+# -- crashes -------------------------------------------------------------------------------------
+
+def test_14_nested_masked_and_meta_tensors_and_int128_hash():
+    """(14) Nested, masked and meta tensors and polars Int128 are keyed, not refused."""
+    torch = _torch()
+    nested = torch.nested.nested_tensor([torch.arange(3.0), torch.arange(2.0)])
+    assert H(nested) == H(torch.nested.nested_tensor([torch.arange(3.0), torch.arange(2.0)]))
+    assert H(nested) != H(torch.nested.nested_tensor([torch.arange(3.0), torch.arange(1.0, 3.0)]))
+    from torch.masked import masked_tensor
+
+    data = torch.tensor([1.0, 2.0, 3.0])
+    mask = torch.tensor([True, False, True])
+    m = masked_tensor(data, mask)
+    assert H(m) == H(masked_tensor(torch.tensor([1.0, 9.0, 3.0]), mask))  # masked-out data is free
+    assert H(m) != H(masked_tensor(data, torch.tensor([True, True, True])))
+    meta = torch.empty(3, 4, device="meta")
+    assert H(meta) == H(torch.empty(3, 4, device="meta"))
+    assert len({H(meta), H(torch.empty(4, 3, device="meta")),
+                H(torch.empty(3, 4, device="meta", dtype=torch.float16))}) == 3
+    big = pl.Series("x", [2**100, -1], dtype=pl.Int128)
+    assert H(big) == H(pl.Series("x", [2**100, -1], dtype=pl.Int128))
+    assert H(big) != H(pl.Series("x", [2**100, 0], dtype=pl.Int128))
+
+
+# -- documented choices --------------------------------------------------------------------------
+
+def test_documented_value_choices():
+    """Byte order, NaN payloads and -0.0 count; padding, masked data and odd bool bytes do not."""
+    a = np.arange(4.0)
+    assert H(a) != H(a.astype(">f8"))
+    assert H(np.array([0.0])) != H(np.array([-0.0]))
+    nan2 = np.array([np.nan]).view(np.uint64) | 1
+    assert H(np.array([np.nan])) != H(nan2.view(np.float64))
+    aligned = np.dtype([("a", "u1"), ("b", "<i8")], align=True)
+    x = np.zeros(2, aligned)
+    y = np.zeros(2, aligned)
+    y.view(np.uint8).reshape(2, -1)[:, 1:8] = 7  # padding bytes only
+    assert H(x) == H(y)
+    assert H(np.ma.array([1, 2, 3], mask=[0, 1, 0])) == H(np.ma.array([1, 5, 3], mask=[0, 1, 0]))
+    assert H(np.ma.array([1, 2], mask=[0, 0])) == H(np.ma.array([1, 2]))
+    odd = np.array([1, 2, 0], np.uint8).view(np.bool_)
+    assert H(odd) == H(np.array([True, True, False]))
+    assert H(pa.array(["x", "y"]).dictionary_encode()) != H(pa.array(["x", "y"]))
+    dict_type = pa.dictionary(pa.int8(), pa.string())
+    def enc(indices, dictionary):
+        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int8()), dictionary)
+
+    one = pa.chunked_array([enc([0, 1, 0], ["x", "y"])])
+    other = pa.chunked_array([enc([1], ["y", "x", "unused"]), enc([0, 1], ["y", "x"])],
+                             type=dict_type)
+    assert H(one) == H(other)
+    def union(codes, small, big):
+        return pa.UnionArray.from_sparse(pa.array(codes, pa.int8()),
+                                         [pa.array(small, pa.int8()), pa.array(big, pa.int64())])
+
+    assert H(union([0, 1], [1, 0], [0, 1])) != H(union([1, 0], [0, 1], [1, 0]))  # both [1, 1]
+    assert H(union([0, 1], [1, 0], [0, 1]).slice(1)) == H(union([1], [0], [1]))
+    ree = pa.RunEndEncodedArray.from_arrays([2, 3], ["a", "b"])
+    assert H(ree) == H(pa.RunEndEncodedArray.from_arrays([1, 2, 3], ["a", "a", "b"]))
+
+
+def test_documented_tensor_choices():
+    """Sparse entry order and duplicates do not count; requires_grad and device-free content do."""
+    torch = _torch()
+    a = torch.sparse_coo_tensor([[2, 0]], [3.0, 1.0], (4,))
+    b = torch.sparse_coo_tensor([[0, 2]], [1.0, 3.0], (4,))
+    c = torch.sparse_coo_tensor([[0, 2, 2]], [1.0, 1.0, 2.0], (4,))
+    assert H(a) == H(b) == H(c)
+    odd = torch.tensor([1, 2, 0], dtype=torch.uint8).view(torch.bool)
+    assert H(odd) == H(torch.tensor([True, True, False]))
+    bf = torch.arange(6.0, dtype=torch.bfloat16).reshape(2, 3)
+    assert H(bf.t()) == H(bf.t().contiguous()) != H(bf.float())
+
+
+# -- across processes ------------------------------------------------------------------------------
+
+def test_keys_are_the_same_in_fresh_processes(tmp_path):
+    """Array, tensor and table keys agree across processes and hash seeds (no addresses leak)."""
+    script = write(tmp_path / "keys.py", f"""
+        import json, sys
+        sys.path.insert(0, {os.getcwd()!r})
+        import numpy as np, pandas as pd, polars as pl, pyarrow as pa
+        import fncache
+
+        class Box:
+            def __init__(self, v):
+                self.v = v
+            def __reduce__(self):
+                return (Box, (self.v,))
+
+        values = {{
+            "numpy": np.arange(10.0).reshape(2, 5).T,
+            "arrow": pa.table({{"s": ["a", None, "c"], "l": [[1], None, [2, 3]]}}).slice(1),
+            "polars": pl.DataFrame({{"o": pl.Series([1, "x"], dtype=pl.Object), "i": [1, None]}}),
+            "pandas": pd.DataFrame({{"s": ["a", None], "i": pd.array([1, None], dtype="Int64")}}),
+        }}
+        try:
+            import torch
+            values["torch"] = torch.arange(6.0).reshape(2, 3).t()
+        except ImportError:
+            pass
+        print(json.dumps({{k: fncache.hash(v) for k, v in values.items()}}))
+    """)
+    first = last_json(run_py(script, seed="1"))
+    second = last_json(run_py(script, seed="2"))
+    assert first == second and len(set(first.values())) == len(first)
+
+
+def test_memoize_hits_a_value_read_back_in_another_process(tmp_path):
+    """A table written by one process and memory-mapped from IPC in another hits the first's entry."""
+    script = write(tmp_path / "job.py", """
+        import json, sys
+        import pyarrow as pa, pyarrow.ipc as ipc
+        import fncache
+
+        @fncache.memoize(store=sys.argv[1])
+        def rows(t):
+            return t.num_rows
+
+        t = pa.table({"a": [1, None, 3], "s": ["x", "y", None]})
+        if sys.argv[2] == "write":
+            with ipc.new_file(sys.argv[3], t.schema) as w:
+                w.write_table(t)
+            rows(t)
+        else:
+            with pa.memory_map(sys.argv[3]) as src:
+                rows(ipc.open_file(src).read_all())
+        print(json.dumps(rows.cache_info().hits))
+    """)
+    store, data = str(tmp_path / "store"), str(tmp_path / "t.arrow")
+    env = {"PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    assert last_json(run_py(script, store, "write", data, env=env)) == 0
+    assert last_json(run_py(script, store, "read", data, env=env)) == 1
+    assert json.dumps(sys.version_info[:2]) != ""
+
+
+def test_pandas_dtypes_and_indexes_keyed_in_full():
+    """Categoricals, zoned datetimes, MultiIndexes: equal builds agree, each real difference counts."""
+    def frame(tz="UTC", ordered=False, cats=("a", "b"), names=("k", "n")):
+        idx = pd.MultiIndex.from_arrays([["x", "y", "x"], [1, 2, 3]], names=list(names))
+        return pd.DataFrame({"c": pd.Categorical(["a", "b", "a"], categories=list(cats), ordered=ordered),
+                             "t": pd.date_range("2000", periods=3, tz=tz),
+                             "o": pd.Series([1, "x", None], dtype=object).values}, index=idx)
+
+    base = frame()
+    rebuilt = pd.concat([frame().iloc[:1], frame().iloc[1:]])
+    assert H(base) == H(rebuilt)
+    assert len({H(base), H(frame(tz="Europe/Paris")), H(frame(ordered=True)),
+                H(frame(cats=("a", "b", "z"))), H(frame(names=("k", "m")))}) == 5
+
+
+def test_polars_nested_columns_slice_like_fresh_ones():
+    """polars list and struct columns sliced or chunked key like fresh ones; a nested change counts."""
+    rows = {"l": [[1, 2], None, [], [3, None]], "st": [{"a": 1, "b": "x"}, None, {"a": None, "b": "y"},
+                                                     {"a": 4, "b": None}]}
+    df = pl.DataFrame(rows)
+    for start in range(1, 4):
+        fresh = pl.DataFrame({k: v[start:] for k, v in rows.items()}, schema=df.schema)
+        assert H(df.slice(start)) == H(fresh), start
+    chunked = pl.concat([df[:1], df[1:3], df[3:]], rechunk=False)
+    assert H(chunked) == H(df)
+    changed = dict(rows, l=[[1, 2], None, [], [3, 0]])
+    assert H(pl.DataFrame(changed, schema=df.schema)) != H(df)
