@@ -302,6 +302,64 @@ def _lengths(s: _Streams, name: str, np: Any, arr: Any, valid: Any) -> tuple[int
 _LARGE_IDS: set[int] = set()
 
 
+def _binary(s: _Streams, path: str, pa: Any, np: Any, arr: Any, valid: Any) -> None:
+    """A string or binary array: lengths, then the bytes of its values (never of null slots)."""
+    t = arr.type
+    first, last, total = _lengths(s, path + "/l", np, arr, valid)
+    if total != last - first:
+        # A null slot with a non-empty range (allowed): its bytes are not content. The
+        # filled array has the same lengths (0 for nulls), so only the bytes are re-read.
+        empty = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b""
+        arr = arr.fill_null(pa.scalar(empty, t))
+        ends = _offsets(np, arr)
+        first, last = int(ends[0]), int(ends[-1])
+    s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
+
+
+def _bools(s: _Streams, path: str, np: Any, arr: Any, valid: Any) -> None:
+    """A boolean array: its value bits, null slots read as 0."""
+    n = len(arr)
+    bits = s.bitstream(path + "/d")
+    if valid is None:
+        bits.add_bitmap(arr.buffers()[1], arr.offset, n, 0)
+    elif arr.offset % 8 == 0:
+        # Value bits AND validity bits, a byte at a time: null slots read as 0.
+        start, nbytes = arr.offset // 8, (n + 7) // 8
+        data, bitmap = arr.buffers()[1], arr.buffers()[0]
+        anded = np.bitwise_and(np.frombuffer(data, np.uint8, count=nbytes, offset=start),
+                               np.frombuffer(bitmap, np.uint8, count=nbytes, offset=start))
+        bits.add_bitmap(anded, 0, n, 0)
+    else:
+        bits.add_bools(_unpack(np, arr.buffers()[1], arr.offset, n) & valid)
+
+
+def _validity(s: _Streams, path: str, np: Any, arr: Any, nulls: int) -> Any:
+    """Hash which slots are null; the validity as booleans (None when nothing is null)."""
+    n = len(arr)
+    vstream = s.bitstream(path + "/v")
+    if not nulls:
+        vstream.add_ones(n, lazy=True)
+        return None
+    bitmap = arr.buffers()[0]
+    vstream.add_bitmap(bitmap, arr.offset, n, nulls)
+    return _unpack(np, bitmap, arr.offset, n)
+
+
+def _nested(s: _Streams, path: str, pa: Any, np: Any, arr: Any, nulls: int, valid: Any) -> None:
+    """A struct, list or map array: list lengths, then the children's content."""
+    t = arr.type
+    if isinstance(t, pa.StructType):
+        for i, child in enumerate(arr.flatten()):  # parent nulls merged into the children
+            _walk(s, f"{path}/{i}", child)
+        return
+    if not isinstance(t, pa.FixedSizeListType):
+        _lengths(s, path + "/l", np, arr, valid)
+    if isinstance(t, pa.MapType):
+        entries = pa.struct([t.key_field, t.item_field])
+        arr = arr.view(pa.list_(pa.field("entries", entries, nullable=False)))
+    _walk(s, path + "/0", (arr.drop_null() if nulls else arr).flatten())
+
+
 def _walk(s: _Streams, path: str, arr: Any) -> None:
     pa = sys.modules["pyarrow"]
     np = _np()
@@ -315,53 +373,16 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
     if t == pa.null() or n == 0:
         return
     nulls = arr.null_count
-    valid = None
-    vstream = s.bitstream(path + "/v")
-    if nulls:
-        bitmap = arr.buffers()[0]
-        vstream.add_bitmap(bitmap, arr.offset, n, nulls)
-        valid = _unpack(np, bitmap, arr.offset, n)
-    else:
-        vstream.add_ones(n, lazy=True)
-    if isinstance(t, pa.StructType):
-        for i, child in enumerate(arr.flatten()):  # parent nulls merged into the children
-            _walk(s, f"{path}/{i}", child)
-        return
-    if isinstance(t, pa.FixedSizeListType):
-        _walk(s, path + "/0", (arr.drop_null() if nulls else arr).flatten())
-        return
-    if isinstance(t, (pa.ListType, pa.LargeListType, pa.MapType)):
-        _lengths(s, path + "/l", np, arr, valid)
-        if isinstance(t, pa.MapType):
-            entries = pa.struct([t.key_field, t.item_field])
-            arr = arr.view(pa.list_(pa.field("entries", entries, nullable=False)))
-        _walk(s, path + "/0", (arr.drop_null() if nulls else arr).flatten())
+    valid = _validity(s, path, np, arr, nulls)
+    if isinstance(t, (pa.StructType, pa.FixedSizeListType, pa.ListType, pa.LargeListType, pa.MapType)):
+        _nested(s, path, pa, np, arr, nulls, valid)
         return
     if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
             or pa.types.is_large_binary(t):
-        first, last, total = _lengths(s, path + "/l", np, arr, valid)
-        if total != last - first:
-            # A null slot with a non-empty range (allowed): its bytes are not content. The
-            # filled array has the same lengths (0 for nulls), so only the bytes are re-read.
-            empty = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b""
-            arr = arr.fill_null(pa.scalar(empty, t))
-            ends = _offsets(np, arr)
-            first, last = int(ends[0]), int(ends[-1])
-        s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
+        _binary(s, path, pa, np, arr, valid)
         return
     if t == pa.bool_():
-        bits = s.bitstream(path + "/d")
-        if valid is None:
-            bits.add_bitmap(arr.buffers()[1], arr.offset, n, 0)
-        elif arr.offset % 8 == 0:
-            # Value bits AND validity bits, a byte at a time: null slots read as 0.
-            start, nbytes = arr.offset // 8, (n + 7) // 8
-            data, bitmap = arr.buffers()[1], arr.buffers()[0]
-            anded = np.bitwise_and(np.frombuffer(data, np.uint8, count=nbytes, offset=start),
-                                   np.frombuffer(bitmap, np.uint8, count=nbytes, offset=start))
-            bits.add_bitmap(anded, 0, n, 0)
-        else:
-            bits.add_bools(_unpack(np, arr.buffers()[1], arr.offset, n) & valid)
+        _bools(s, path, np, arr, valid)
         return
     try:
         width = t.bit_width
