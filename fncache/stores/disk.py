@@ -173,25 +173,7 @@ def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
     a listing, or the command that would clean it up)."""
     _, key, size, value, store_time, access_time, raw = row
-    problem = None
-    meta: Any = {}
-    try:
-        if not isinstance(raw, (bytes, str)) or len(raw) > _META_MAX:
-            raise ValueError("not a short JSON text")
-        meta = json.loads(raw)
-        if not isinstance(meta, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
-        problem = f"metadata: {e}"[:200]
-    if problem is None:
-        created = _number(meta.get("created", store_time))
-        msize = meta.get("size", 0)
-        if created is None:
-            problem = "metadata: created is not a number"
-        elif isinstance(msize, bool) or not isinstance(msize, int) or not 0 <= msize < 2**63:
-            problem = "metadata: size is not a byte count"
-        elif not isinstance(meta.get("function", ""), str):
-            problem = "metadata: function is not text"
+    meta, problem = _parse_meta(raw, store_time)
     if not isinstance(key, str):
         key, problem = "", problem or "key is not text"
     stored = _number(size)
@@ -204,6 +186,26 @@ def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     return EntryInfo(key=key, size=int(meta.get("size") or stored or 0),
                      created=_number(meta.get("created")) or _number(store_time) or 0.0,
                      accessed=accessed or None, meta=meta)
+
+
+def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
+    """(the metadata JSON object of a row, what is wrong with it or None)."""
+    try:
+        if not isinstance(raw, (bytes, str)) or len(raw) > _META_MAX:
+            raise ValueError("not a short JSON text")
+        meta = json.loads(raw)
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
+        return {}, f"metadata: {e}"[:200]
+    msize = meta.get("size", 0)
+    if _number(meta.get("created", store_time)) is None:
+        return meta, "metadata: created is not a number"
+    if isinstance(msize, bool) or not isinstance(msize, int) or not 0 <= msize < 2**63:
+        return meta, "metadata: size is not a byte count"
+    if not isinstance(meta.get("function", ""), str):
+        return meta, "metadata: function is not text"
+    return meta, None
 
 
 class _Diskcache:
