@@ -668,11 +668,36 @@ def _depends_digest(items: Any) -> bytes:
     return depends_digest(items)
 
 
+# Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
+# IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
+# always has them, so counting them would keep every function that writes state from ever storing.
+_SERVICE_THREAD_MODULES = ("ipykernel.", "IPython.", "zmq.", "jupyter_client.", "tornado.", "debugpy.")
+_SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
+
+
+def _is_service_thread(t: threading.Thread) -> bool:
+    if t.name in _SERVICE_THREAD_NAMES and "fsspec" in sys.modules:
+        return True
+    target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
+    owner = getattr(target, "__self__", None)
+    where = type(owner) if owner is not None and not isinstance(owner, type) else target
+    if where is None:
+        where = type(t)
+    module = getattr(where, "__module__", None) or ""
+    return (module + ".").startswith(_SERVICE_THREAD_MODULES)
+
+
 def _alone(loop: Any = None) -> bool:
-    """Whether this is the only thread the ``threading`` module knows of (and, given an event loop,
-    the current task the loop's only one): then no other code can be running meanwhile."""
+    """Whether no other thread that can run user code exists (and, given an event loop, the current
+    task is the loop's only one): then no other code can change what the function reads meanwhile.
+
+    Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
+    the README, that they never run the user's code.
+    """
     if threading.active_count() != 1:
-        return False
+        me = threading.current_thread()
+        if any(t is not me and not _is_service_thread(t) for t in threading.enumerate()):
+            return False
     if loop is None:
         return True
     import asyncio

@@ -406,6 +406,44 @@ def test_state_the_function_writes_is_recognised(tmp_path):
     assert out["memo_hits_with_a_thread"] == 1
 
 
+_SERVICE_THREADS = '''
+import json, threading
+import fsspec.asyn
+import fncache
+
+LOG = []
+
+@fncache.memoize
+def appends(x):
+    LOG.append(x)
+    return x
+
+@fncache.memoize
+def appends_too(x):
+    LOG.append(x)
+    return x
+
+out = {}
+fsspec.asyn.get_loop()  # fsspec's I/O thread, as an S3 store starts it
+appends(1); appends(1)
+out["hits_beside_a_service_thread"] = appends.cache_info().hits
+stop = threading.Event()
+worker = threading.Thread(target=stop.wait)  # a thread that could run user code
+worker.start()
+appends_too(1); appends_too(1)
+out["hits_beside_a_user_thread"] = appends_too.cache_info().hits
+stop.set(); worker.join()
+print(json.dumps(out))
+'''
+
+
+def test_library_service_threads_do_not_stop_state_from_being_recognised(tmp_path):
+    """fsspec's I/O thread cannot run user code, so a function that appends to a global still hits."""
+    out = _run_script(tmp_path, "service.py", _SERVICE_THREADS)
+    assert out["hits_beside_a_service_thread"] == 1
+    assert out["hits_beside_a_user_thread"] == 0  # another thread could be the writer: not stored
+
+
 def test_fingerprint_lists_components_keyed_by_name(tmp_path):
     """``Fingerprint.by_name`` names the components keyed by name rather than content."""
     m = import_source("sv_by_name", "n = 0\nK = 2\ndef f(x):\n    global n\n    n += 1\n"
