@@ -22,10 +22,14 @@ from fncache._files import file
 from fncache._fingerprint import track, untrack
 from fncache._hasher import hash, ref, register, unregister
 from fncache._memoize import CacheInfo, Memoized, memoize
+from fncache._options import Options as _Options
+from fncache._options import disable, enable
 from fncache.memory import MemorizedResult, Memory, expires_after
 from fncache.stores import Store, open_store
 
 __version__ = "0.1.0.dev0"
+
+_DEFAULTS = _Options.make()  # key_for of a plain function: memoize's default options
 
 
 def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -33,7 +37,7 @@ def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
 
     ``func`` may be a memoized function (its options apply) or a plain one (default options).
     """
-    m = func if isinstance(func, Memoized) else Memoized(func)
+    m = func if isinstance(func, Memoized) else Memoized(func, _DEFAULTS)
     return m.key(*args, **kwargs)
 
 
@@ -51,6 +55,8 @@ __all__ = [
     "StoreError",
     "UnhashableArgument",
     "__version__",
+    "disable",
+    "enable",
     "expires_after",
     "file",
     "hash",

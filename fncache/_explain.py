@@ -183,21 +183,17 @@ def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]
 
 def _current_side(m: Any, args: tuple[Any, ...] | None = None,
                   kwargs: dict[str, Any] | None = None) -> tuple[_Side, str | None]:
-    """(the side of memoized function ``m`` for this call, its key); no call: code only."""
-    from fncache._memoize import _PY
+    """(the side of memoized function ``m`` for this call, its key); no call: code only.
 
-    side = _Side(python=_PY, version=m.version)
-    if m.version is None:
-        side.components = dict(m._fingerprint().components)
-    if m.depends_on:
-        from fncache._depends import depends_digest
-
-        side.depends_on = depends_digest(m.depends_on).hex()
-    key = None
-    if args is not None:
-        key, arg_digests = m._key(args, kwargs or {})
-        side.args = {n: d.hex() for n, d in zip(m._binder.names, arg_digests, strict=False)}
-    return side, key
+    Read from the call's :class:`~fncache._callkey.CallKey`, the object the key is made of.
+    """
+    if args is None:
+        ck = m.code_key()
+        side = _Side.of_entry(ck.meta())
+        side.args = None
+        return side, None
+    ck = m.call_key(*args, **(kwargs or {}))
+    return _Side.of_entry(ck.meta()), ck.key
 
 
 def _root(function_id: str) -> str:

@@ -1,14 +1,16 @@
 """``@fncache.memoize``: the memoized function wrapper.
 
 A call goes: bind the arguments -> revalidate the (cached) code fingerprint -> digest each argument ->
-key -> ``store.get`` -> on a hit, verify and unpickle; on a miss, compute (once per key among this
-process's threads; across processes too with ``lock=True``), encode and ``store.add`` (create-only, so
-the first writer wins and every reader sees one whole value).
+key (:mod:`fncache._callkey`) -> look it up (:mod:`fncache._entries`); on a hit, verify and unpickle;
+on a miss, compute (once per key among this process's threads or tasks; across processes too with
+``lock=True``), encode and add create-only, so the first writer wins and every reader sees one whole
+value (:mod:`fncache._miss`, one path for plain and coroutine functions).
 
-Failure policy, in one place: the user's exceptions propagate and are not stored; store and I/O errors
-become logged misses (``on_store_error="raise"`` raises them instead); a damaged or untrusted entry is
-logged, deleted and recomputed; a result that cannot be pickled is returned and not stored; so is a
-result whose inputs changed while it was computed, not provably by the function (see _store_result).
+The failure policy lives in :mod:`fncache._entries`: the user's exceptions propagate and are not
+stored; store and I/O errors become logged misses (``on_store_error="raise"`` raises them instead); a
+damaged or untrusted entry is logged, deleted and recomputed; a result that cannot be pickled is
+returned and not stored; so is a result whose inputs changed while it was computed, not provably by
+the function (see :meth:`fncache._miss.MissPath._store_result`).
 """
 
 from __future__ import annotations
@@ -16,35 +18,23 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import mmap
 import os
 import sys
-import threading
-import time
+import types
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from fncache import _codec, _hasher
-from fncache._binding import Binder
-from fncache._errors import (
-    ConfigError,
-    IntegrityError,
-    LockTimeout,
-    StoreError,
-    UnhashableArgument,
-)
-from fncache._fingerprint import Fingerprint, fingerprint, mark_state
-from fncache.stores import Store, open_store
-from fncache.stores._base import value_size
+from fncache._callkey import KEY_SCHEMA, CallKey, KeyBuilder, function_id
+from fncache._entries import Counters, Entries, Strategies
+from fncache._errors import ConfigError, UnhashableArgument
+from fncache._fingerprint import Fingerprint
+from fncache._miss import MissPath
+from fncache._options import _DISABLED, NAMES, Options
+from fncache.stores import Store
 
-__all__ = ["CacheInfo", "Memoized", "memoize"]
+__all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
 
 log = logging.getLogger("fncache")
-
-#: Part of every key. Bump it whenever the bytes that enter a key change: it invalidates every cache.
-KEY_SCHEMA = "fncache-key-2"
-_PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
-_KEY_PREFIX = _hasher.digest((KEY_SCHEMA, _PY))
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -67,140 +57,47 @@ class CacheInfo(tuple):  # type: ignore[type-arg]
         return f"CacheInfo(hits={self[0]}, misses={self[1]}, stores={self[2]}, errors={self[3]})"
 
 
-class _Flight:
-    """One in-process computation of a key that other threads may wait on.
-
-    The owner holds ``running`` (acquired at creation) until it is done; waiters acquire and release
-    it. A bare lock, not an Event: one is made per miss, and an Event costs a Condition and two locks.
-    """
-
-    __slots__ = ("running", "value", "ok")
-
-    def __init__(self) -> None:
-        self.running = threading.Lock()
-        self.running.acquire()
-        self.value: Any = None
-        self.ok = False
-
-    def wait(self) -> None:
-        with self.running:
-            pass
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _secret_from(secret: str | bytes | None) -> bytes | None:
-    if secret is None:
-        secret = os.environ.get("FNCACHE_SECRET") or None
-    if secret is None:
-        return None
-    if isinstance(secret, str):
-        secret = secret.encode()
-    if not isinstance(secret, bytes) or not secret:
-        raise ConfigError("secret: expected a non-empty str or bytes")
-    return secret
-
-
-_ON_UNHASHABLE = ("raise", "call")
-_ON_STORE_ERROR = ("log", "raise")
-_SCHEMES = ("file://", "memory://", "redis://", "rediss://", "unix://", "s3://")
+def _check_function(func: Any) -> None:
+    if isinstance(func, (classmethod, staticmethod)):
+        kind = type(func).__name__
+        raise ConfigError(f"Memoized: got a {kind} object; use fncache.memoize, which keeps "
+                          f"it a {kind}, or put @{kind} above @fncache.memoize")
+    if not callable(func):
+        raise ConfigError(f"memoize: expected a callable, got {type(func).__name__}")
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ConfigError(
+            f"memoize: {getattr(func, '__qualname__', func)} is a generator function; its "
+            "result is consumed lazily and cannot be cached. Return a list instead."
+        )
 
 
 class Memoized(Generic[P, R]):
     """A function whose results are cached by the content of its code and arguments.
 
     Thread-safe; safe to share between processes through its store. See :func:`memoize` for the
-    options. Attributes: ``__wrapped__`` (the function), ``store`` (opened on first use), ``function_id``
-    (``module:qualname``, the name entries are listed and cleared by).
+    options, readable as attributes (``m.version``, ``m.expire``...) and together as ``m.options``.
+    Other attributes: ``__wrapped__`` (the function), ``store`` (opened on first use),
+    ``function_id`` (``module:qualname``, the name entries are listed and cleared by).
+
+    ``Memoized(func, **options)``; ``Memoized(func, options, strategies)`` with an
+    :class:`~fncache._options.Options` already validated and how entries are read, accepted and
+    reported (the joblib layer's configuration).
     """
 
-    def __init__(
-        self,
-        func: Callable[P, R],
-        *,
-        store: str | os.PathLike[str] | Store | None = None,
-        ignore: Iterable[str] = (),
-        version: str | None = None,
-        expire: float | None = None,
-        lock: bool = False,
-        lock_timeout: float = 600.0,
-        secret: str | bytes | None = None,
-        compress: Any = None,
-        on_unhashable: str = "raise",
-        on_store_error: str = "log",
-        depends_on: Iterable[Any] = (),
-        track_versions: bool = False,
-        store_options: dict[str, Any] | None = None,
-        verbose: bool | None = None,
-        mmap_mode: str | None = None,
-    ) -> None:
-        if isinstance(func, (classmethod, staticmethod)):
-            kind = type(func).__name__
-            raise ConfigError(f"Memoized: got a {kind} object; use fncache.memoize, which keeps "
-                              f"it a {kind}, or put @{kind} above @fncache.memoize")
-        if not callable(func):
-            raise ConfigError(f"memoize: expected a callable, got {type(func).__name__}")
-        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
-            raise ConfigError(
-                f"memoize: {getattr(func, '__qualname__', func)} is a generator function; its "
-                "result is consumed lazily and cannot be cached. Return a list instead."
-            )
-        if isinstance(ignore, str):
-            raise ConfigError("ignore: expected a list of parameter names, not a single string")
-        if version is not None and not isinstance(version, str):
-            raise ConfigError(f"version: expected a str, got {type(version).__name__}")
-        if expire is not None:
-            if isinstance(expire, bool) or not isinstance(expire, (int, float)) or expire <= 0:
-                raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
-        if not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
-            raise ConfigError(f"lock_timeout: expected a positive number of seconds, got {lock_timeout!r}")
-        if on_unhashable not in _ON_UNHASHABLE:
-            raise ConfigError(f"on_unhashable: expected one of {_ON_UNHASHABLE}, got {on_unhashable!r}")
-        if on_store_error not in _ON_STORE_ERROR:
-            raise ConfigError(f"on_store_error: expected one of {_ON_STORE_ERROR}, got {on_store_error!r}")
-        if store is not None and not isinstance(store, (str, os.PathLike, Store)):
-            raise ConfigError(f"store: expected a path, a URL or a Store, got {type(store).__name__}")
-        if store_options is not None and not isinstance(store_options, dict):
-            raise ConfigError("store_options: expected a dict")
-        limit = (store_options or {}).get("size_limit")
-        if limit is not None and (type(limit) is not int or limit <= 0):
-            raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
-        if isinstance(store, str) and "://" in store and not store.startswith(_SCHEMES):
-            raise ConfigError(f"store: unknown URL scheme in {store!r}; expected a directory path, "
-                              "file://, memory://, redis://, rediss://, unix:// or s3://")
+    def __init__(self, func: Callable[P, R], _options: Options | None = None,
+                 _strategies: Strategies | None = None, /, **options: Any) -> None:
+        _check_function(func)
+        opts = _options if _options is not None else Options.make(**options)
+        strategies = _strategies or Strategies(reader="mmap" if opts.mmap_mode == "r" else "plain")
         self.__wrapped__ = func
         functools.update_wrapper(self, func)
-        self._binder = Binder(func, ignore)
-        self.ignore = sorted(self._binder.ignore)
-        self.version = version
-        self.expire = expire
-        self.lock = bool(lock)
-        self.lock_timeout = float(lock_timeout)
-        self._secret = _secret_from(secret)
-        self.compress = _codec.check_compress(compress)
-        self.on_unhashable = on_unhashable
-        self.on_store_error = on_store_error
-        self.depends_on = tuple(depends_on)
-        self.track_versions = bool(track_versions)
-        self._store_spec = store
-        self._store_options = dict(store_options or {})
-        self._store: Store | None = store if isinstance(store, Store) else None
-        self.verbose = _env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose)
-        if mmap_mode not in (None, "r"):
-            raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
-        self.mmap_mode = mmap_mode
-        self.function_id = _function_id(func)
-        # Classes of the function's own module enter argument digests without the module name, as
-        # they do in its fingerprint (a script run as __main__ and imported share keys).
-        self._root = getattr(func, "__module__", None) or ""
-        self._fp: Fingerprint | None = None
-        self._flights: dict[str, _Flight] = {}
-        self._flights_lock = threading.Lock()
-        self._finished = 0  # computations ended in this process (see _compute_once)
-        self._stats = [0, 0, 0, 0]
-        self._warned: set[str] = set()
+        self.options = opts
+        self.function_id = function_id(func)
+        self._keys = KeyBuilder(func, opts, self.function_id)
+        self._counters = Counters()
+        self._entries = Entries(self.function_id, opts, self._counters, strategies)
+        self._miss = MissPath(func, self._keys, self._entries, lock=opts.lock,
+                              lock_timeout=opts.lock_timeout, map_result=strategies.map_result)
         self._is_async = inspect.iscoroutinefunction(func)
         if self._is_async:
             # Frameworks that dispatch on it (web routes, test runners) must see a coroutine
@@ -215,29 +112,23 @@ class Memoized(Generic[P, R]):
     @property
     def store(self) -> Store:
         """The store, opened (lazily, once) from the ``store=`` option or the default."""
-        if self._store is None:
-            self._store = open_store(self._store_spec, **self._store_options)
-        return self._store
+        return self._entries.store
 
-    def _options(self) -> dict[str, Any]:
-        # What travels when the function is pickled: configuration only. A secret given in code is
-        # left out (it would travel in clear); workers take theirs from $FNCACHE_SECRET.
-        return {
-            "store": self._store_spec if not isinstance(self._store_spec, Store) else self._store,
-            "ignore": self.ignore,
-            "version": self.version,
-            "expire": self.expire,
-            "lock": self.lock,
-            "lock_timeout": self.lock_timeout,
-            "compress": self.compress,
-            "on_unhashable": self.on_unhashable,
-            "on_store_error": self.on_store_error,
-            "depends_on": self.depends_on,
-            "track_versions": self.track_versions,
-            "store_options": self._store_options,
-            "verbose": self.verbose,
-            "mmap_mode": self.mmap_mode,
-        }
+    @property
+    def ignore(self) -> list[str]:
+        return list(self.options.ignore)
+
+    version = property(lambda self: self.options.version)
+    expire = property(lambda self: self.options.expire)
+    lock = property(lambda self: self.options.lock)
+    lock_timeout = property(lambda self: self.options.lock_timeout)
+    compress = property(lambda self: self.options.compress)
+    on_unhashable = property(lambda self: self.options.on_unhashable)
+    on_store_error = property(lambda self: self.options.on_store_error)
+    depends_on = property(lambda self: self.options.depends_on)
+    track_versions = property(lambda self: self.options.track_versions)
+    verbose = property(lambda self: self.options.verbose)
+    mmap_mode = property(lambda self: self.options.mmap_mode)
 
     def __reduce__(self) -> Any:
         module = sys.modules.get(self.__module__)
@@ -249,473 +140,110 @@ class Memoized(Generic[P, R]):
                 return self.__qualname__  # importable where it lands: plain pickle by name
         import cloudpickle
 
-        return (_rebuild, (cloudpickle.dumps(self.__wrapped__), self._options()))
+        store = self.store if isinstance(self.options.store, Store) else None
+        return (_rebuild, (cloudpickle.dumps(self.__wrapped__), self.options.pickled(store)))
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
             return self
-        return functools.partial(self, instance)
+        # A bound method forwards attribute reads to this object: obj.f.cache_info() works.
+        return types.MethodType(self, instance)
 
     def __repr__(self) -> str:
-        return f"<memoized {self.function_id} in {self._store_spec or 'default store'}>"
+        return f"<memoized {self.function_id} in {self.options.store or 'default store'}>"
 
     def __fncache_token__(self) -> Any:
-        return self._fingerprint().digest
+        return self._keys.fingerprint().digest
 
     __fncache_wraps__ = staticmethod(lambda m: m.__wrapped__)
 
     # -- keys ----------------------------------------------------------------------------------
     def _fingerprint(self) -> Fingerprint:
-        fp = self._fp
-        if fp is None or not fp.valid():
-            fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)
-        return fp
+        return self._keys.fingerprint()
 
-    def _code_digest(self, fp: Fingerprint | None = None) -> bytes:
-        if self.version is not None:
-            return _hasher.digest(("version", self.function_id, self.version))
-        if fp is None:
-            fp = self._fingerprint()
-        if not self.depends_on:
-            return fp.digest
-        from fncache._depends import depends_digest
+    def call_key(self, *args: P.args, **kwargs: P.kwargs) -> CallKey:
+        """The named parts of this call's key (code, inputs, argument digests) and the key."""
+        return self._keys.build(args, kwargs)
 
-        return _hasher.digest((fp.digest, depends_digest(self.depends_on)))
-
-    def _arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
-        values = self._binder.bind(args, kwargs)
-        digest = _hasher.digest
-        root = self._root
-        out = []
-        for i, v in enumerate(values):
-            try:
-                out.append(digest(v, root))
-            except UnhashableArgument as e:
-                name = self._binder.names[i] if i < len(self._binder.names) else f"#{i}"
-                raise UnhashableArgument(
-                    f"{self.function_id}: argument {name!r} of type "
-                    f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {e}; key it with "
-                    "fncache.ref(value, token) or fncache.register(type, fn), or leave it out with ignore=",
-                    parameter=name,
-                    type_name=type(v).__qualname__,
-                ) from e
-        return out
-
-    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[bytes]]:
-        arg_digests = self._arg_digests(args, kwargs)
-        return self._key_from(arg_digests), arg_digests
-
-    def _key_from(self, arg_digests: list[bytes], fp: Fingerprint | None = None) -> str:
-        parts = [_KEY_PREFIX, self._code_digest(fp), *arg_digests]
-        if self.ignore:
-            parts.append(_hasher.digest(("ignore", tuple(self.ignore))))
-        return _hasher._digest_of(b"".join(parts)).hex()
+    def code_key(self) -> CallKey:
+        """The parts of the key that do not depend on the arguments (no argument digests)."""
+        return self._keys.rebuild(())
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """The key (32 hex characters) of this call, exactly as a call would compute it."""
-        return self._key(args, kwargs)[0]
-
-    # -- store access with the failure policy --------------------------------------------------
-    def _store_failed(self, what: str, e: Exception) -> None:
-        self._stats[3] += 1
-        if self.on_store_error == "raise":
-            raise e
-        kind = f"{what}:{type(e).__name__}"
-        level = logging.WARNING if kind not in self._warned else logging.DEBUG
-        self._warned.add(kind)
-        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function_id, what, e)
-
-    def _fetch(self, key: str) -> Any:
-        """The stored frame at ``key`` or ``None``; a subclass may read it another way (mapped)."""
-        if self.mmap_mode is not None:
-            get_mmap = getattr(self.store, "get_mmap", None)
-            if get_mmap is not None:
-                return get_mmap(key)
-        return self.store.get(key)
-
-    def _accept(self, key: str, header: _codec.Header) -> bool:
-        """Whether a verified entry may be used; ``False`` removes it and recomputes."""
-        if self.expire is not None and header.created + self.expire < time.time():
-            log.debug("%s: entry %s expired", self.function_id, key)
-            return False
-        return True
-
-    def _lookup(self, key: str) -> tuple[bool, Any]:
-        try:
-            frame = self._fetch(key)
-        except (StoreError, OSError) as e:
-            self._store_failed("read", e)
-            return False, None
-        if frame is None:
-            return False, None
-        try:
-            # A mapped frame's buffers are left unread (header and pickle are still verified):
-            # reading them to check them would cost what mapping saves.
-            value, header = _codec.decode(frame, key, secret=self._secret,
-                                          verify_buffers=type(frame) is not mmap.mmap)
-        except IntegrityError as e:
-            log.warning("%s: entry %s rejected and removed: %s", self.function_id, key, e)
-            self._stats[3] += 1
-            self._discard(key)
-            return False, None
-        except Exception as e:  # a verified pickle that no longer loads (a class was removed)
-            log.warning("%s: entry %s no longer loads, recomputing: %r", self.function_id, key, e)
-            self._stats[3] += 1
-            self._discard(key)
-            return False, None
-        if not self._accept(key, header):
-            self._discard(key)
-            return False, None
-        return True, value
-
-    def _discard(self, key: str) -> None:
-        try:
-            self.store.delete(key)
-        except (StoreError, OSError) as e:
-            self._store_failed("delete", e)
-
-    def _save(self, key: str, value: Any, duration: float, arg_digests: list[bytes],
-              overwrite: bool = False) -> None:
-        created = time.time()
-        try:
-            frame: Any = _codec.encode_parts(value, key, created=created, duration=duration,
-                                             secret=self._secret, compress=self.compress)
-            if not self.store.accepts_parts:
-                frame = b"".join(frame)
-        except _codec.UnpicklableResult as e:
-            kind = "unpicklable"
-            if kind not in self._warned:
-                self._warned.add(kind)
-                log.warning("%s: result not stored: %s", self.function_id, e)
-            return
-        meta = self._meta(created, duration, arg_digests)
-        try:
-            if overwrite:
-                self.store.set(key, frame, meta, expire=self.expire)
-            else:
-                self.store.add(key, frame, meta, expire=self.expire)
-            self._stats[2] += 1
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: stored %s (%d bytes)", self.function_id, key, value_size(frame))
-        except (StoreError, OSError) as e:
-            self._store_failed("write", e)
-
-    def _meta(self, created: float, duration: float, arg_digests: list[bytes]) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "function": self.function_id,
-            "created": created,
-            "duration": round(duration, 6),
-            "python": _PY,
-            "args": {n: d.hex() for n, d in zip(self._binder.names, arg_digests, strict=False)},
-        }
-        if self.version is not None:
-            meta["version"] = self.version
-        else:
-            meta["components"] = self._fingerprint().components
-        if self.depends_on:  # so that explain can name a changed data file
-            from fncache._depends import depends_digest
-
-            meta["depends_on"] = depends_digest(self.depends_on).hex()
-        return meta
+        return self._keys.build(args, kwargs).key
 
     # -- calling -------------------------------------------------------------------------------
-    def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[bytes]] | None:
+    def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey | None:
         try:
-            return self._key(args, kwargs)
+            return self._keys.build(args, kwargs)
         except UnhashableArgument as e:
-            if self.on_unhashable == "raise":
+            if self.options.on_unhashable == "raise":
                 raise
-            if "unhashable" not in self._warned:
-                self._warned.add("unhashable")
-                log.warning("%s: called without caching: %s", self.function_id, e)
+            self._entries.warn_once("unhashable", "%s: called without caching: %s",
+                                    self.function_id, e)
             return None
 
-    def _say(self, what: str, key: str) -> None:
-        if self.verbose:
-            print(f"[fncache] {what} {self.function_id} {key[:12]}", file=sys.stderr)
-        log.debug("%s %s %s", what, self.function_id, key)
-
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        if _env_flag("FNCACHE_DISABLE"):
+        if _DISABLED[0]:
             return self.__wrapped__(*args, **kwargs)
         if self._is_async:
             return self._acall(args, kwargs)  # type: ignore[return-value]
-        prepared = self._prepare(args, kwargs)
-        if prepared is None:
+        ck = self._prepare(args, kwargs)
+        if ck is None:
             return self.__wrapped__(*args, **kwargs)
-        key, arg_digests = prepared
-        finished = self._finished
-        found, value = self._lookup(key)
+        finished = self._miss.finished
+        found, value = self._entries.lookup(ck.key)
         if found:
-            self._stats[0] += 1
-            self._say("hit", key)
+            self._counters.hits += 1
+            self._entries.report("hit", ck.key)
             return value  # type: ignore[no-any-return]
-        self._stats[1] += 1
-        return self._compute_once(key, arg_digests, args, kwargs, finished)
-
-    def _compute_once(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
-                      kwargs: dict[str, Any], finished: int | None = None) -> R:
-        # Threads of this process that miss on one key wait for the first one's result.
-        with self._flights_lock:
-            flight = self._flights.get(key)
-            owner = flight is None
-            if owner:
-                flight = self._flights[key] = _Flight()
-        assert flight is not None
-        if owner and finished is not None and finished != self._finished:
-            # A computation of this function ended between our lookup and now, perhaps of this
-            # very key (its flight already gone): look again before computing a second time. With
-            # no computation in between, as in any single-threaded use, this costs nothing.
-            found, value = self._lookup(key)
-            if found:
-                with self._flights_lock:
-                    self._flights.pop(key, None)
-                flight.value, flight.ok = value, True
-                flight.running.release()
-                return value  # type: ignore[no-any-return]
-        if not owner:
-            flight.wait()
-            if flight.ok:
-                self._say("shared", key)
-                return flight.value  # type: ignore[no-any-return]
-            # The owner raised (its exception is its caller's alone): the waiters elect a new owner
-            # among themselves rather than all computing at once. A waiter that wakes after the new
-            # owner already finished finds its result in the store.
-            found, value = self._lookup(key)
-            if found:
-                return value  # type: ignore[no-any-return]
-            return self._compute_once(key, arg_digests, args, kwargs)
-        try:
-            value = self._compute_and_store(key, arg_digests, args, kwargs)
-            flight.value, flight.ok = value, True
-            return value
-        finally:
-            with self._flights_lock:
-                self._flights.pop(key, None)
-                self._finished += 1
-            flight.running.release()
-
-    def _compute_and_store(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
-                           kwargs: dict[str, Any]) -> R:
-        if not self.lock:
-            return self._run(key, arg_digests, args, kwargs)
-        try:
-            guard = self.store.lock(key, self.lock_timeout)
-            guard.__enter__()
-        except LockTimeout:
-            log.warning("%s: waited %.0fs for another process computing %s; computing too",
-                        self.function_id, self.lock_timeout, key)
-            return self._run(key, arg_digests, args, kwargs)
-        except (StoreError, OSError) as e:
-            self._store_failed("lock", e)
-            return self._run(key, arg_digests, args, kwargs)
-        try:
-            found, value = self._lookup(key)  # someone may have finished while we waited
-            if found:
-                self._say("hit", key)
-                return value  # type: ignore[no-any-return]
-            return self._run(key, arg_digests, args, kwargs)
-        finally:
-            try:
-                guard.__exit__(None, None, None)
-            except (StoreError, OSError) as e:
-                self._store_failed("unlock", e)
-
-    def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
-             kwargs: dict[str, Any], overwrite: bool = False) -> R:
-        self._say("miss", key)
-        before = self._before_run(key, arg_digests)
-        start = time.perf_counter()
-        value = self.__wrapped__(*args, **kwargs)
-        self._store_result(before, key, value, time.perf_counter() - start, arg_digests, overwrite)
-        return value
-
-    def _before_run(self, key: str, arg_digests: list[bytes], loop: Any = None) -> _Before:
-        """What ``key`` was made from, taken just before the function runs (see _store_result)."""
-        fp = self._fingerprint() if self.version is None else None
-        depends = _depends_digest(self.depends_on) if self.depends_on else None
-        # The inputs may have moved since the lookup (another thread rebound a global): the key of
-        # the inputs as they stand now is then another one, and this result must not go under key.
-        same = fp is None or self._key_from(arg_digests, fp) == key
-        return _Before(fp, depends, same, _alone(loop))
-
-    def _store_result(self, before: _Before, key: str, value: Any, duration: float,
-                      arg_digests: list[bytes], overwrite: bool = False, loop: Any = None) -> None:
-        """Store a computed value under ``key``, unless what ``key`` was made from changed meanwhile
-        in a way the function itself cannot be shown to have caused.
-
-        The function was *alone* when no other thread (and, for a coroutine, no other task of its
-        loop) existed when it began and when it ended: any change seen now was made by the call
-        itself. Otherwise only the mutation of values reached privately (closures, defaults) is taken
-        as the function's own; a global rebound or mutated meanwhile may be another thread's doing,
-        and the function may have read the new value, so the result may not belong to ``key``. A
-        ``depends_on`` input that changed is never the function's doing. Identity checks and
-        re-hashes of the mutable values read, as on a hit.
-        """
-        fp = before.fp
-        rebound, private = False, True
-        changed: list[Any] = []
-        if fp is not None and before.same:
-            rebound, changed, private = fp.changes()
-        alone = before.alone and _alone(loop)
-        drifted = not before.same or (
-            before.depends is not None and _depends_digest(self.depends_on) != before.depends)
-        if drifted or ((rebound or changed) and not (alone or (not rebound and private))):
-            log.info("%s: an input changed while the function ran, and not provably by the function "
-                     "itself (another thread?): result returned, not stored", self.function_id)
-            return
-        if changed:
-            # The function modified a value it reads (a log list, a counter, a memo dict): that is
-            # state it writes, not an input, or no call would ever hit again. Key it by name (for
-            # this function only) from now on.
-            mark_state(self.__wrapped__, changed)
-            log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
-                     "by name from now on", self.function_id, len(changed))
-        self._save(key, value, duration, arg_digests, overwrite)
-        if changed and not rebound:
-            # Also under the key the next call will compute. Not after a rebinding: the new key
-            # holds the new value, which this result was not computed from.
-            new_key = self._key_from(arg_digests)
-            if new_key != key:
-                self._save(new_key, value, duration, arg_digests, overwrite)
+        self._counters.misses += 1
+        return self._miss.call(ck, args, kwargs, finished)  # type: ignore[no-any-return]
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        prepared = self._prepare(args, kwargs)
-        if prepared is None:
+        ck = self._prepare(args, kwargs)
+        if ck is None:
             return await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
-        key, arg_digests = prepared
-        found, value = self._lookup(key)
+        finished = self._miss.finished
+        found, value = self._entries.lookup(ck.key)
         if found:
-            self._stats[0] += 1
-            self._say("hit", key)
+            self._counters.hits += 1
+            self._entries.report("hit", ck.key)
             return value
-        self._stats[1] += 1
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        flights: dict[Any, asyncio.Future[Any]] = self.__dict__.setdefault("_aflights", {})
-        fut = flights.get((loop, key))
-        if fut is not None:
-            return await asyncio.shield(fut)
-        fut = flights[(loop, key)] = loop.create_future()
-        try:
-            self._say("miss", key)
-            before = self._before_run(key, arg_digests, loop)
-            start = time.perf_counter()
-            value = await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
-            self._store_result(before, key, value, time.perf_counter() - start, arg_digests,
-                               loop=loop)
-            fut.set_result(value)
-            return value
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # waiters re-raise it; mark it retrieved for the owner
-            raise
-        finally:
-            flights.pop((loop, key), None)
+        self._counters.misses += 1
+        return await self._miss.acall(ck, args, kwargs, finished)
 
     # -- the rest of the public surface ---------------------------------------------------------
     def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Compute the call whether or not it is cached, store the result (replacing), return it."""
-        key, arg_digests = self._key(args, kwargs)
-        self._stats[1] += 1
-        return self._run(key, arg_digests, args, kwargs, overwrite=True)
+        """Compute the call whether or not it is cached, store the result (replacing), return it.
+
+        For a coroutine function, returns an awaitable.
+        """
+        ck = self._keys.build(args, kwargs)
+        self._counters.misses += 1
+        if self._is_async:
+            return self._miss.arecompute(ck, args, kwargs)  # type: ignore[return-value]
+        return self._miss.recompute(ck, args, kwargs)  # type: ignore[no-any-return]
 
     def check_call_in_cache(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Whether this call would be a hit (an entry exists; it is not unpickled)."""
-        key = self._key(args, kwargs)[0]
-        try:
-            return self.store.contains(key)
-        except (StoreError, OSError) as e:
-            self._store_failed("lookup", e)
-            return False
+        return self._entries.contains(self._keys.build(args, kwargs).key)
 
     def clear(self) -> int:
         """Remove every stored entry of this function (all versions of its code); returns the count."""
-        store = self.store
-        clear_function = getattr(store, "clear_function", None)
-        if clear_function is not None:
-            return int(clear_function(self.function_id))
-        n = 0
-        for info in list(store.entries()):
-            if info.function == self.function_id:
-                n += store.delete(info.key)
-        return n
+        return self._entries.clear()
 
     def cache_info(self) -> CacheInfo:
         """Hits, misses, stores and errors of this function in this process."""
-        return CacheInfo(*self._stats)
+        c = self._counters
+        return CacheInfo(c.hits, c.misses, c.stores, c.errors)
 
     def explain(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Why this call is (or is not) a hit: see :func:`fncache.explain`."""
         from fncache._explain import explain_call
 
         return explain_call(self, args, kwargs)
-
-
-class _Before(NamedTuple):
-    """What a computation's key was made from, as it stood when the function started."""
-
-    fp: Fingerprint | None  # the code fingerprint (None with version=)
-    depends: bytes | None  # the depends_on digest
-    same: bool  # the inputs still gave the key looked up
-    alone: bool  # no other thread or task existed
-
-
-def _depends_digest(items: Any) -> bytes:
-    from fncache._depends import depends_digest
-
-    return depends_digest(items)
-
-
-# Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
-# IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
-# always has them, so counting them would keep every function that writes state from ever storing.
-_SERVICE_THREAD_MODULES = ("ipykernel.", "IPython.", "zmq.", "jupyter_client.", "tornado.", "debugpy.")
-_SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
-
-
-def _is_service_thread(t: threading.Thread) -> bool:
-    if t.name in _SERVICE_THREAD_NAMES and "fsspec" in sys.modules:
-        return True
-    target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
-    owner = getattr(target, "__self__", None)
-    where = type(owner) if owner is not None and not isinstance(owner, type) else target
-    if where is None:
-        where = type(t)
-    module = getattr(where, "__module__", None) or ""
-    return (module + ".").startswith(_SERVICE_THREAD_MODULES)
-
-
-def _alone(loop: Any = None) -> bool:
-    """Whether no other thread that can run user code exists (and, given an event loop, the current
-    task is the loop's only one): then no other code can change what the function reads meanwhile.
-
-    Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
-    the README, that they never run the user's code.
-    """
-    if threading.active_count() != 1:
-        me = threading.current_thread()
-        if any(t is not me and not _is_service_thread(t) for t in threading.enumerate()):
-            return False
-    if loop is None:
-        return True
-    import asyncio
-
-    return len(asyncio.all_tasks(loop)) <= 1
-
-
-def _function_id(func: Any) -> str:
-    """``module:qualname``, stable across processes: never a repr with a memory address."""
-    if isinstance(func, functools.partial):
-        inner = _function_id(func.func)
-        module, _, inner_name = inner.partition(":")
-        return f"{module}:partial({inner_name})"
-    name: Any = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
-    if not isinstance(name, str):  # a callable object: named by its class
-        func = type(func)
-        name = func.__qualname__
-    return f"{getattr(func, '__module__', None) or '?'}:{name}"
 
 
 def _rebuild(func_bytes: bytes, options: dict[str, Any]) -> Memoized[Any, Any]:
@@ -791,7 +319,7 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             checking them would read them all. Stores without files (memory, Redis, S3) ignore it.
     """
     # Validate option names now, so a typo fails at decoration time even before the function exists.
-    unknown = set(options) - set(inspect.signature(Memoized.__init__).parameters) - {"self", "func"}
+    unknown = set(options) - NAMES
     if unknown:
         raise ConfigError(f"memoize: unknown option(s): {', '.join(sorted(unknown))}")
     if func is not None:

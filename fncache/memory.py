@@ -19,7 +19,8 @@ Where this layer deliberately differs from joblib:
 * messages go to stderr (``verbose >= 1``: computations; ``>= 5``: hits too) and to the
   ``fncache`` logger.
 
-Every class here *is* or *wraps* :class:`fncache.Memoized`; the caching itself lives there.
+Every class here *is* or *wraps* :class:`fncache.Memoized`; the caching itself lives there, configured
+(how entries are read, which are accepted, how calls are reported) rather than overridden.
 
 Not for: reading a cache directory that joblib wrote (entries are recomputed once), or joblib's
 pluggable store backends (``register_store_backend``): pass an fncache store URL as ``location``.
@@ -31,18 +32,28 @@ import datetime
 import functools
 import inspect
 import logging
-import mmap
-import os
 import sys
 import time
 import types
 from collections.abc import Callable
-from pprint import pformat
 from typing import Any
 
 from fncache import _codec
-from fncache._errors import ConfigError, IntegrityError, StoreError
-from fncache._memoize import Memoized, _secret_from
+from fncache._entries import Strategies
+from fncache._errors import ConfigError
+from fncache._memoize import Memoized
+from fncache._memory_results import (
+    MemorizedResult,
+    NotMemorizedResult,
+    _check_backend,
+    _check_mmap_mode,
+    _metadata,
+    _read,
+    _revive,
+    _store_options,
+    _store_spec,
+)
+from fncache._options import Options
 from fncache.stores import Store, open_store
 
 __all__ = [
@@ -58,31 +69,8 @@ __all__ = [
 
 log = logging.getLogger("fncache")
 
-#: Subdirectory of a path ``location`` that holds the store (joblib uses ``LOCATION/joblib``).
-SUBDIR = "fncache"
-_MMAP_MODES = (None, "r", "r+", "w+", "c")
 # joblib's compressors; fncache stores with zstd instead (faster, and as small or smaller).
 _JOBLIB_COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "xz")
-
-
-# ---------------------------------------------------------------------------------------------
-# Options
-# ---------------------------------------------------------------------------------------------
-
-
-def _store_spec(location: Any) -> str | Store:
-    """The store behind a joblib ``location``: a path gets the ``fncache`` subdirectory."""
-    if isinstance(location, Store):
-        return location
-    if isinstance(location, os.PathLike):
-        location = os.fspath(location)
-    if not isinstance(location, str) or not location:
-        raise ConfigError(
-            f"location: expected a directory path, a store URL or None, got {location!r}"
-        )
-    if "://" in location:
-        return location
-    return os.path.join(os.path.abspath(os.path.expanduser(location)), SUBDIR)
 
 
 def _check_compress(compress: Any) -> str | None:
@@ -95,177 +83,6 @@ def _check_compress(compress: Any) -> str | None:
     if isinstance(compress, str) and compress in _JOBLIB_COMPRESSORS:
         return _codec.check_compress(True)
     return _codec.check_compress(compress)
-
-
-def _check_mmap_mode(mmap_mode: Any) -> str | None:
-    if mmap_mode not in _MMAP_MODES:
-        raise ConfigError(f"mmap_mode: expected one of {_MMAP_MODES}, got {mmap_mode!r}")
-    return mmap_mode  # type: ignore[no-any-return]
-
-
-def _check_backend(backend: Any) -> None:
-    if backend != "local":
-        raise ConfigError(
-            f"backend: only 'local' is supported, got {backend!r}; for a shared cache pass an "
-            "fncache store URL (redis://..., s3://...) as location"
-        )
-
-
-def _store_options(backend_options: dict[str, Any] | None) -> dict[str, Any]:
-    # joblib's local backend reads compress/mmap_mode/verbose from here too; fncache takes those
-    # from the Memory arguments, and hands the rest (e.g. size_limit) to the store.
-    opts = dict(backend_options or {})
-    for name in ("compress", "mmap_mode", "verbose"):
-        opts.pop(name, None)
-    return opts
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading entries: memory maps, and a disk store whose directory was deleted
-# ---------------------------------------------------------------------------------------------
-
-_dir_ids: dict[str, tuple[int, int] | None] = {}
-
-
-def _revive(store: Store) -> None:
-    """Reopen a disk store whose directory was deleted (or replaced) since the last look.
-
-    SQLite keeps using an unlinked database file without an error, so without this check a deleted
-    cache would go on serving and accepting entries nobody else can see. Costs one ``stat``.
-    """
-    directory = getattr(store, "directory", None)
-    if directory is None or store.kind != "disk":
-        return
-    try:
-        st = os.stat(directory)
-        now: tuple[int, int] | None = (st.st_dev, st.st_ino)
-    except OSError:
-        now = None
-    before = _dir_ids.get(directory)
-    if now is None or (before is not None and before != now):
-        store.close()  # reopened (and the directory recreated) on next use
-    _dir_ids[directory] = now
-
-
-def _read(store: Store, key: str, mmap_mode: str | None) -> Any:
-    """The frame at ``key`` (``None`` if absent); with ``mmap_mode="r"`` a memory map if possible.
-
-    Only stores with ``get_mmap`` (disk: values in files, over 32 KiB) can map; smaller values and
-    other stores' values are read into memory. ``"c"``, ``"r+"`` and ``"w+"`` read a private,
-    writable copy: an entry is checksummed and immutable, so writes must never reach it.
-    """
-    _revive(store)
-    get_mmap = getattr(store, "get_mmap", None)
-    if mmap_mode == "r" and get_mmap is not None:
-        return get_mmap(key)
-    return store.get(key)
-
-
-def _metadata(header: _codec.Header) -> dict[str, Any]:
-    """joblib's metadata dict for an entry: when it was computed and how long that took."""
-    return {"duration": header.duration, "time": header.created}
-
-
-# ---------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------
-
-
-class MemorizedResult:
-    """A small, picklable handle on one cached result; :meth:`get` loads it.
-
-    Safe to send to other processes: it holds the store's configuration, not a connection.
-    :meth:`get` raises ``KeyError`` once the entry is gone (cleared, evicted) or fails its checksum.
-    """
-
-    def __init__(
-        self,
-        location: Any,
-        call_id: tuple[str, str],
-        backend: str = "local",
-        mmap_mode: str | None = None,
-        verbose: int = 0,
-        timestamp: float | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        _check_backend(backend)
-        self.store = open_store(_store_spec(location))
-        self.func_id, self.args_id = call_id
-        self.mmap_mode = _check_mmap_mode(mmap_mode)
-        self.verbose = verbose
-        self.timestamp = timestamp
-        self._metadata = metadata
-
-    @property
-    def location(self) -> str:
-        return self.store.url
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """``{"duration": ..., "time": ...}`` of the entry, or ``{}`` if it is gone."""
-        if self._metadata is None:
-            frame = self.store.get(self.args_id)
-            try:
-                return _metadata(_codec.read_header(frame)) if frame is not None else {}
-            except IntegrityError:
-                return {}
-        return self._metadata
-
-    @property
-    def duration(self) -> float | None:
-        return self.metadata.get("duration")
-
-    def get(self) -> Any:
-        """The cached value. Raises ``KeyError`` if it is no longer in the cache."""
-        frame = _read(self.store, self.args_id, self.mmap_mode)
-        if frame is None:
-            raise KeyError(f"{self.func_id}: result {self.args_id} is not in the cache")
-        try:
-            # As in Memoized._lookup: a mapped frame's array bytes are left unread.
-            return _codec.decode(frame, self.args_id, secret=_secret_from(None),
-                                 verify_buffers=type(frame) is not mmap.mmap)[0]
-        except IntegrityError as e:
-            raise KeyError(f"{self.func_id}: result {self.args_id} is damaged: {e}") from e
-
-    def clear(self) -> None:
-        """Remove the result from the cache; a later :meth:`get` raises ``KeyError``."""
-        self.store.delete(self.args_id)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, timestamp=None)
-
-    def __repr__(self) -> str:
-        return (f'{type(self).__name__}(location="{self.location}", func="{self.func_id}", '
-                f'args_id="{self.args_id}")')
-
-
-class NotMemorizedResult:
-    """A result held in memory, for when caching is off (``Memory(None)``)."""
-
-    __slots__ = ("value", "valid")
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-        self.valid = True
-
-    def get(self) -> Any:
-        if not self.valid:
-            raise KeyError("No value stored.")
-        return self.value
-
-    def clear(self) -> None:
-        self.valid, self.value = False, None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"valid": self.valid, "value": self.value}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.valid, self.value = state["valid"], state["value"]
-
-    def __repr__(self) -> str:
-        if self.valid:
-            return f"{type(self).__name__}({pformat(self.value)})"
-        return f"{type(self).__name__} with no value"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,26 +156,37 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
                 f"cache_validation_callback needs to be callable, got {cache_validation_callback!r}"
             )
         compress = _check_compress(compress)
-        super().__init__(
-            func,
+        options = Options.make(
             store=_store_spec(location),
             ignore=list(ignore or ()),
             compress=compress,
             store_options=_store_options(backend_options),
-            verbose=False,  # joblib's levels are applied by _say
+            verbose=False,  # joblib's levels are applied by _report
         )
         self.location = location
         self.backend = backend
-        self.mmap_mode = _check_mmap_mode(mmap_mode)
         self._verbose = int(verbose or 0)
         self.timestamp = timestamp if timestamp is not None else time.time()
         self.cache_validation_callback = cache_validation_callback
         self._backend_options = backend_options
-        if self.mmap_mode is not None and compress:
+        self._mmap_mode = _check_mmap_mode(mmap_mode)
+        # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
+        mapping = "r" if self._mmap_mode == "r" and compress is None else None
+        super().__init__(func, options, Strategies(
+            reader=functools.partial(_read, mmap_mode=mapping),
+            accept=None if cache_validation_callback is None else self._validate,
+            report=self._report,
+            map_result=mapping is not None,
+        ))
+        if self._mmap_mode is not None and compress:
             # joblib warns here too; verbose=0 promises silence, so the logger only hears it then.
             log.log(logging.WARNING if self._verbose else logging.INFO,
                     "%s: compressed results cannot be memory-mapped; they are loaded in memory",
                     self.function_id)
+
+    @property
+    def mmap_mode(self) -> str | None:
+        return self._mmap_mode
 
     @property
     def func(self) -> Callable[..., Any]:
@@ -369,31 +197,12 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     def func_id(self) -> str:
         return self.function_id
 
-    # -- hooks into Memoized -------------------------------------------------------------------
-    def _mapping(self) -> str | None:
-        # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
-        return "r" if self.mmap_mode == "r" and self.compress is None else None
-
-    def _fetch(self, key: str) -> Any:
-        return _read(self.store, key, self._mapping())
-
-    def _accept(self, key: str, header: _codec.Header) -> bool:
-        if not super()._accept(key, header):
-            return False
+    # -- how entries are accepted and calls reported (see Strategies) ---------------------------
+    def _validate(self, header: _codec.Header) -> bool:
         callback = self.cache_validation_callback
         return callback is None or bool(callback(_metadata(header)))
 
-    def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
-             kwargs: dict[str, Any], overwrite: bool = False) -> Any:
-        value = super()._run(key, arg_digests, args, kwargs, overwrite)
-        if self._mapping() is not None:
-            # Map the first result too: the first call and later ones return the same kind of array.
-            found, mapped = self._lookup(key)
-            if found:
-                return mapped
-        return value
-
-    def _say(self, what: str, key: str) -> None:
+    def _report(self, what: str, key: str) -> None:
         if self._verbose >= (1 if what == "miss" else 5):
             verb = "computing" if what == "miss" else "loading"
             print(f"[Memory] {verb} {self.function_id} {key[:12]}", file=sys.stderr)
@@ -402,10 +211,8 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     # -- joblib's surface ----------------------------------------------------------------------
     def call(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Run the function whatever the cache holds, store the result; ``(result, metadata)``."""
-        key, arg_digests = self._key(args, kwargs)
-        self._stats[1] += 1
         start = time.time()
-        value = self._run(key, arg_digests, args, kwargs, overwrite=True)
+        value = super().call(*args, **kwargs)
         return value, {"duration": time.time() - start, "time": time.time()}
 
     def check_call_in_cache(self, *args: Any, **kwargs: Any) -> bool:
@@ -413,22 +220,8 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         if self.cache_validation_callback is None:
             _revive(self.store)
             return super().check_call_in_cache(*args, **kwargs)
-        key = self.key(*args, **kwargs)
-        try:
-            frame = _read(self.store, key, None)
-        except (StoreError, OSError) as e:
-            self._store_failed("lookup", e)
-            return False
-        if frame is None:
-            return False
-        try:
-            header = _codec.read_header(frame)
-        except IntegrityError:
-            return False
-        if self._accept(key, header):
-            return True
-        self._discard(key)
-        return False
+        _revive(self.store)
+        return self._entries.usable(self.key(*args, **kwargs))
 
     def _shelve(self, key: str) -> MemorizedResult:
         return MemorizedResult(self.store, (self.function_id, key), mmap_mode=self.mmap_mode,
@@ -470,18 +263,13 @@ def _rebuild(cls: type[MemorizedFunc], func: Any, location: Any, options: dict[s
 class AsyncMemorizedFunc(MemorizedFunc):
     """:class:`MemorizedFunc` of a coroutine function: calling it returns an awaitable.
 
-    The first call of a key returns the computed value (not a memory map) even with ``mmap_mode``.
+    With ``mmap_mode="r"`` the first call of a key returns a memory map too, as for a plain function.
     """
 
     async def call(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:  # type: ignore[override]
-        key, arg_digests = self._key(args, kwargs)
-        self._stats[1] += 1
-        self._say("miss", key)
-        start = time.perf_counter()
-        value = await self.__wrapped__(*args, **kwargs)
-        duration = time.perf_counter() - start
-        self._save(key, value, duration, arg_digests, overwrite=True)
-        return value, {"duration": duration, "time": time.time()}
+        start = time.time()
+        value = await Memoized.call(self, *args, **kwargs)
+        return value, {"duration": time.time() - start, "time": time.time()}
 
     async def call_and_shelve(self, *args: Any, **kwargs: Any) -> MemorizedResult:  # type: ignore[override]
         if not self.check_call_in_cache(*args, **kwargs):

@@ -318,3 +318,52 @@ def test_an_exception_releases_the_lock_and_is_not_cached(tmp_path, lock):
         assert time.monotonic() - start < 5
     assert calls.read_text().count("x") == 2
     assert not f.check_call_in_cache(3, str(calls))
+
+
+ASYNC_CALL = '''
+import asyncio, json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import fncache
+
+store, log, go = sys.argv[2], sys.argv[3], sys.argv[4]
+
+async def slow_square(x):
+    with open(log, "a") as fh:
+        fh.write(f"{x} {os.getpid()}\\n")
+    await asyncio.sleep(1.5)
+    return x * x
+
+f = fncache.memoize(store=store, lock=True, lock_timeout=60)(slow_square)
+
+async def main():
+    while not os.path.exists(go):
+        await asyncio.sleep(0.01)
+    ticks = []
+
+    async def tick():  # the event loop keeps running while the lock is awaited
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.05)
+
+    ticker = asyncio.create_task(tick())
+    r = await f(7)
+    ticker.cancel()
+    print(json.dumps({"result": r, "info": list(f.cache_info()), "ticks": len(ticks)}))
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.slow
+def test_two_processes_awaiting_one_key_with_lock_compute_once(tmp_path):
+    """With lock=True, two processes awaiting a coroutine function on one key compute it once."""
+    script = _script(tmp_path, "async_one.py", ASYNC_CALL)
+    store, log, go = tmp_path / "cache", tmp_path / "computed.log", tmp_path / "go"
+    procs = [_start(script, store, log, go) for _ in range(2)]
+    time.sleep(1.0)  # both interpreters started and waiting
+    go.write_text("go")
+    reports = [_finish(p) for p in procs]
+    assert [r["result"] for r in reports] == [49, 49]
+    assert _computations(log) == Counter({7: 1})
+    assert sorted(r["info"][2] for r in reports) == [0, 1]  # the waiter stored nothing: it read the entry
+    assert min(r["ticks"] for r in reports) >= 10  # neither loop was blocked while it waited

@@ -135,6 +135,18 @@ def test_instance_method_is_keyed_by_instance_content(store: str) -> None:
     assert Point.scaled.cache_info().hits == 2
 
 
+def test_cache_info_and_clear_work_on_a_bound_method(store: str) -> None:
+    """``obj.method.cache_info()`` and ``obj.method.clear()`` reach the memoized method."""
+    Point = _point_class(store)
+    p = Point(3)
+    p.scaled(2)
+    p.scaled(2)
+    assert p.scaled.cache_info() == Point.scaled.cache_info()
+    assert p.scaled.cache_info().hits == 1 and p.scaled.cache_info().misses == 1
+    assert p.scaled.clear() == 1
+    assert p.scaled(2) == 6 and CALLS["scaled"] == 2
+
+
 def test_ignore_self_shares_entries_between_instances(store: str) -> None:
     """With ``ignore=["self"]`` a method's result depends on its other arguments only."""
     Point = _point_class(store)

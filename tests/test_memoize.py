@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import json
 import logging
 import pickle
 import time
@@ -311,8 +312,8 @@ def test_state_written_by_the_function_is_not_an_input(store):
     assert calls == [1, 2]
 
 
-def test_disable_env_turns_caching_off(store, monkeypatch):
-    """FNCACHE_DISABLE=1 calls the function every time and stores nothing."""
+def test_disable_turns_caching_off_until_enable(store):
+    """fncache.disable() makes every call run and store nothing; fncache.enable() turns caching back on."""
     runs = []
 
     @fncache.memoize(store=store)
@@ -320,10 +321,41 @@ def test_disable_env_turns_caching_off(store, monkeypatch):
         runs.append(x)
         return x
 
-    monkeypatch.setenv("FNCACHE_DISABLE", "1")
+    fncache.disable()
+    try:
+        f(1)
+        f(1)
+        assert runs == [1, 1] and f.cache_info().stores == 0
+    finally:
+        fncache.enable()
     f(1)
     f(1)
-    assert runs == [1, 1]
+    assert runs == [1, 1, 1] and f.cache_info().hits == 1
+
+
+@pytest.mark.slow
+def test_disable_env_is_read_once_at_import(tmp_path):
+    """FNCACHE_DISABLE=1 at start-up turns caching off; changing the variable later changes nothing."""
+    script = write(tmp_path / "off.py", f"""
+        import json, os
+        import fncache
+
+        runs = []
+
+        @fncache.memoize(store={str(tmp_path / "cache")!r})
+        def f(x):
+            runs.append(x)
+            return x
+
+        f(1); f(1)
+        os.environ["FNCACHE_DISABLE"] = "0"
+        f(1)
+        fncache.enable()
+        f(1); f(1)
+        print(json.dumps(runs))
+    """)
+    out = run_py(script, env={"FNCACHE_DISABLE": "1"})
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [1, 1, 1, 1]
 
 
 def test_memory_store_url(store):

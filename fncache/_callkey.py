@@ -1,0 +1,172 @@
+"""The key of one call: :class:`CallKey`, made by a function's :class:`KeyBuilder`.
+
+A key is the xxh3-128 digest of these parts, in this order (the bytes are the key format: any change
+to them must bump ``KEY_SCHEMA``)::
+
+    digest((KEY_SCHEMA, python major.minor))
+    code part: digest(("version", function id, version))              with version=
+               fingerprint digest                                      otherwise, or
+               digest((fingerprint digest, depends_on digest))         with depends_on
+    one digest per bound argument (parameter order, ignored ones left out)
+    digest(("ignore", sorted ignored names))                           with ignore=
+
+The same parts give the metadata stored beside each entry (:meth:`CallKey.meta`), which
+``fncache explain`` compares with the current call: a new component of the key is one field here.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from fncache import _hasher
+from fncache._binding import Binder
+from fncache._errors import UnhashableArgument
+from fncache._fingerprint import Fingerprint, fingerprint
+from fncache._options import Options
+
+__all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
+
+#: Part of every key. Bump it whenever the bytes that enter a key change: it invalidates every cache.
+KEY_SCHEMA = "fncache-key-2"
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+_KEY_PREFIX = _hasher.digest((KEY_SCHEMA, PYTHON))
+
+
+class CallKey(NamedTuple):
+    """The named parts of one call's key, and the key itself (32 hex characters).
+
+    Immutable; one per call. ``fingerprint`` is None with ``version=``; ``depends_on`` is the digest
+    of the ``depends_on`` inputs (None without); ``args`` pairs with ``names``.
+    """
+
+    function: str
+    version: str | None
+    fingerprint: Fingerprint | None
+    depends_on: bytes | None
+    ignored: tuple[str, ...]
+    names: tuple[str, ...]
+    args: tuple[bytes, ...]
+    code: bytes
+    key: str
+
+    @property
+    def schema(self) -> str:
+        """The key-schema version (part of every key)."""
+        return KEY_SCHEMA
+
+    @property
+    def python(self) -> str:
+        """The Python major.minor version (part of every key: bytecode and pickles differ)."""
+        return PYTHON
+
+    @property
+    def components(self) -> dict[str, str] | None:
+        """The fingerprint's components (label -> hex digest); None with ``version=``."""
+        return None if self.fingerprint is None else self.fingerprint.components
+
+    def meta(self, created: float | None = None, duration: float = 0.0) -> dict[str, Any]:
+        """The metadata stored beside the entry, which ``explain`` reads back."""
+        meta: dict[str, Any] = {
+            "function": self.function,
+            "created": created,
+            "duration": round(duration, 6),
+            "python": self.python,
+            "args": {n: d.hex() for n, d in zip(self.names, self.args, strict=False)},
+        }
+        if self.version is not None:
+            meta["version"] = self.version
+        else:
+            assert self.fingerprint is not None
+            meta["components"] = self.fingerprint.components
+        if self.depends_on is not None:  # so that explain can name a changed data file
+            meta["depends_on"] = self.depends_on.hex()
+        return meta
+
+
+class KeyBuilder:
+    """Makes the :class:`CallKey` of each call of one function.
+
+    Owns argument binding (``ignore=`` included), the function's fingerprint (cached, revalidated by
+    identity checks on each call), the ``version=`` pin and the ``depends_on`` inputs. Thread-safe:
+    two threads may both recompute a stale fingerprint; either result is the same.
+    """
+
+    def __init__(self, func: Callable[..., Any], options: Options, function: str) -> None:
+        self.func = func
+        self.function = function
+        self.binder = Binder(func, options.ignore)
+        self.ignored = tuple(sorted(self.binder.ignore))
+        self.version = options.version
+        self.depends = options.depends_on
+        self.track_versions = options.track_versions
+        # Classes of the function's own module enter argument digests without the module name, as
+        # they do in its fingerprint (a script run as __main__ and imported share keys).
+        self.root = getattr(func, "__module__", None) or ""
+        self._fp: Fingerprint | None = None
+        self._pinned = None if self.version is None else \
+            _hasher.digest(("version", function, self.version))
+        self._tail = (_hasher.digest(("ignore", self.ignored)),) if self.ignored else ()
+
+    def fingerprint(self) -> Fingerprint:
+        """The function's fingerprint, recomputed if anything it was made from changed."""
+        fp = self._fp
+        if fp is None or not fp.valid():
+            fp = self._fp = fingerprint(self.func, versions=self.track_versions)
+        return fp
+
+    def arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:
+        """One digest per bound argument; raises :class:`UnhashableArgument` naming the argument."""
+        values = self.binder.bind(args, kwargs)
+        digest = _hasher.digest
+        root = self.root
+        out = []
+        for i, v in enumerate(values):
+            try:
+                out.append(digest(v, root))
+            except UnhashableArgument as e:
+                name = self.binder.names[i] if i < len(self.binder.names) else f"#{i}"
+                raise UnhashableArgument(
+                    f"{self.function}: argument {name!r} of type "
+                    f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {e}; key it with "
+                    "fncache.ref(value, token) or fncache.register(type, fn), or leave it out with ignore=",
+                    parameter=name,
+                    type_name=type(v).__qualname__,
+                ) from e
+        return tuple(out)
+
+    def build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
+        """The key of ``func(*args, **kwargs)`` as the inputs stand now."""
+        return self.rebuild(self.arg_digests(args, kwargs))
+
+    def rebuild(self, arg_digests: tuple[bytes, ...]) -> CallKey:
+        """The key of a call with these argument digests, code and inputs taken afresh."""
+        fp = None
+        depends = None
+        if self.depends:
+            from fncache._depends import depends_digest
+
+            depends = depends_digest(self.depends)
+        if self._pinned is not None:
+            code = self._pinned
+        else:
+            fp = self.fingerprint()
+            code = fp.digest if depends is None else _hasher.digest((fp.digest, depends))
+        key = _hasher._digest_of(b"".join((_KEY_PREFIX, code, *arg_digests, *self._tail))).hex()
+        return CallKey(self.function, self.version, fp, depends, self.ignored, self.binder.names,
+                       arg_digests, code, key)
+
+
+def function_id(func: Any) -> str:
+    """``module:qualname``, stable across processes: never a repr with a memory address."""
+    if isinstance(func, functools.partial):
+        inner = function_id(func.func)
+        module, _, inner_name = inner.partition(":")
+        return f"{module}:partial({inner_name})"
+    name: Any = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    if not isinstance(name, str):  # a callable object: named by its class
+        func = type(func)
+        name = func.__qualname__
+    return f"{getattr(func, '__module__', None) or '?'}:{name}"

@@ -1,0 +1,237 @@
+"""One function's entries in its store, under one failure policy.
+
+:class:`Entries` reads, writes and removes the entries of one memoized function: ``lookup(key)``
+verifies and unpickles, ``save(callkey, value, duration)`` encodes and adds create-only, ``discard``
+deletes. What it does with failures, in one place:
+
+* a store or I/O error is a logged miss (warned once per kind, then at debug level), or raised as it
+  is with ``on_store_error="raise"``;
+* an entry that fails its checksum or signature is logged, deleted and recomputed; so is a verified
+  entry that no longer unpickles (a class was removed);
+* an entry the ``accept`` predicate refuses (expired, or the joblib layer's validation callback) is
+  deleted and recomputed;
+* a result that cannot be pickled is returned by the caller and not stored (warned once).
+
+Configured, not subclassed: the ``reader`` says how a frame is read (``"plain"`` or ``"mmap"``:
+memory-mapped where the store can), ``accept(header)`` what may be used, ``report(what, key)`` how
+hits and misses are reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fncache import _codec
+from fncache._callkey import CallKey
+from fncache._errors import IntegrityError, StoreError
+from fncache._options import Options
+from fncache.stores import Store, open_store
+from fncache.stores._base import value_size
+
+__all__ = ["Counters", "Entries", "Strategies"]
+
+log = logging.getLogger("fncache")
+
+
+class Counters:
+    """Hits, misses, stores and errors of one memoized function in this process."""
+
+    __slots__ = ("hits", "misses", "stores", "errors")
+
+    def __init__(self) -> None:
+        self.hits = self.misses = self.stores = self.errors = 0
+
+
+@dataclass(frozen=True)
+class Strategies:
+    """How one function's entries are read, accepted and reported (defaults: memoize's own).
+
+    ``reader``: ``"plain"`` (bytes), ``"mmap"`` (a memory map where the store can give one) or a
+    function ``(store, key) -> frame | None``. ``accept(header)``: whether a verified, unexpired
+    entry may be used (False removes it and recomputes). ``report(what, key)``: called with
+    ``"hit"``, ``"miss"`` or ``"shared"``. ``map_result``: a computed value is returned as read back
+    from the store (mapped), so the first call and later ones give the same kind of array.
+    """
+
+    reader: str | Callable[[Store, str], Any] = "plain"
+    accept: Callable[[_codec.Header], bool] | None = None
+    report: Callable[[str, str], None] | None = None
+    map_result: bool = False
+
+
+class Entries:
+    """Store access for one function: lookup, save, discard, each under the failure policy above.
+
+    Thread-safe as far as the store is (every store is); the counters are best-effort under threads.
+    """
+
+    def __init__(self, function: str, options: Options, counters: Counters,
+                 strategies: Strategies = Strategies()) -> None:
+        self.function = function
+        self.options = options
+        self.counters = counters
+        self.reader = strategies.reader
+        self.validate = strategies.accept
+        self.report = strategies.report or self._report
+        self._store: Store | None = options.store if isinstance(options.store, Store) else None
+        self._warned: set[str] = set()
+
+    @property
+    def store(self) -> Store:
+        """The store, opened (lazily, once) from the options or the default."""
+        if self._store is None:
+            self._store = open_store(self.options.store, **self.options.store_options)
+        return self._store
+
+    # -- the failure policy --------------------------------------------------------------------
+    def failed(self, what: str, e: Exception) -> None:
+        """A store operation failed: a logged miss, or raised with ``on_store_error="raise"``."""
+        self.counters.errors += 1
+        if self.options.on_store_error == "raise":
+            raise e
+        kind = f"{what}:{type(e).__name__}"
+        level = logging.WARNING if kind not in self._warned else logging.DEBUG
+        self._warned.add(kind)
+        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function, what, e)
+
+    def warn_once(self, kind: str, message: str, *args: Any) -> None:
+        """Log a warning the first time ``kind`` happens for this function."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning(message, *args)
+
+    def _report(self, what: str, key: str) -> None:
+        if self.options.verbose:
+            import sys
+
+            print(f"[fncache] {what} {self.function} {key[:12]}", file=sys.stderr)
+        log.debug("%s %s %s", what, self.function, key)
+
+    # -- reading -------------------------------------------------------------------------------
+    def read(self, key: str) -> Any:
+        """The stored frame at ``key`` or None: bytes, or a memory map with the ``"mmap"`` reader."""
+        store = self.store
+        reader = self.reader
+        if reader == "plain":
+            return store.get(key)
+        if reader == "mmap":
+            get_mmap = getattr(store, "get_mmap", None)
+            return get_mmap(key) if get_mmap is not None else store.get(key)
+        return reader(store, key)  # type: ignore[operator]
+
+    def accept(self, key: str, header: _codec.Header) -> bool:
+        """Whether a verified entry may be used; False removes it and recomputes."""
+        expire = self.options.expire
+        if expire is not None and header.created + expire < time.time():
+            log.debug("%s: entry %s expired", self.function, key)
+            return False
+        return self.validate is None or bool(self.validate(header))
+
+    def lookup(self, key: str) -> tuple[bool, Any]:
+        """(True, value) for a usable entry, else (False, None); never raises but for the policy."""
+        try:
+            frame = self.read(key)
+        except (StoreError, OSError) as e:
+            self.failed("read", e)
+            return False, None
+        if frame is None:
+            return False, None
+        try:
+            # A mapped frame's buffers are left unread (header and pickle are still verified):
+            # reading them to check them would cost what mapping saves.
+            value, header = _codec.decode(frame, key, secret=self.options.secret,
+                                          verify_buffers=type(frame) is not mmap.mmap)
+        except IntegrityError as e:
+            log.warning("%s: entry %s rejected and removed: %s", self.function, key, e)
+            self.counters.errors += 1
+            self.discard(key)
+            return False, None
+        except Exception as e:  # a verified pickle that no longer loads (a class was removed)
+            log.warning("%s: entry %s no longer loads, recomputing: %r", self.function, key, e)
+            self.counters.errors += 1
+            self.discard(key)
+            return False, None
+        if not self.accept(key, header):
+            self.discard(key)
+            return False, None
+        return True, value
+
+    def usable(self, key: str) -> bool:
+        """Whether a verified, accepted entry is at ``key``, reading its header only (nothing is
+        unpickled); an entry :meth:`accept` refuses is removed."""
+        try:
+            frame = self.store.get(key)
+        except (StoreError, OSError) as e:
+            self.failed("lookup", e)
+            return False
+        if frame is None:
+            return False
+        try:
+            header = _codec.read_header(frame)
+        except IntegrityError:
+            return False
+        if self.accept(key, header):
+            return True
+        self.discard(key)
+        return False
+
+    def contains(self, key: str) -> bool:
+        """Whether an entry exists at ``key`` (not read, not verified)."""
+        try:
+            return self.store.contains(key)
+        except (StoreError, OSError) as e:
+            self.failed("lookup", e)
+            return False
+
+    # -- writing -------------------------------------------------------------------------------
+    def discard(self, key: str) -> None:
+        """Delete the entry at ``key`` if there is one."""
+        try:
+            self.store.delete(key)
+        except (StoreError, OSError) as e:
+            self.failed("delete", e)
+
+    def save(self, ck: CallKey, value: Any, duration: float, overwrite: bool = False,
+             meta_from: CallKey | None = None) -> None:
+        """Store ``value`` under ``ck.key``: create-only (the first writer wins) unless ``overwrite``.
+
+        The metadata comes from ``meta_from`` (default ``ck``): the parts of the key as they stand.
+        """
+        created = time.time()
+        opts = self.options
+        try:
+            frame: Any = _codec.encode_parts(value, ck.key, created=created, duration=duration,
+                                             secret=opts.secret, compress=opts.compress)
+            if not self.store.accepts_parts:
+                frame = b"".join(frame)
+        except _codec.UnpicklableResult as e:
+            self.warn_once("unpicklable", "%s: result not stored: %s", self.function, e)
+            return
+        meta = (meta_from or ck).meta(created, duration)
+        try:
+            if overwrite:
+                self.store.set(ck.key, frame, meta, expire=opts.expire)
+            else:
+                self.store.add(ck.key, frame, meta, expire=opts.expire)
+            self.counters.stores += 1
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: stored %s (%d bytes)", self.function, ck.key, value_size(frame))
+        except (StoreError, OSError) as e:
+            self.failed("write", e)
+
+    def clear(self) -> int:
+        """Remove every stored entry of this function (all versions of its code); the count."""
+        store = self.store
+        clear_function = getattr(store, "clear_function", None)
+        if clear_function is not None:
+            return int(clear_function(self.function))
+        n = 0
+        for info in list(store.entries()):
+            if info.function == self.function:
+                n += store.delete(info.key)
+        return n

@@ -1,0 +1,216 @@
+"""Where a joblib-style ``location`` keeps its entries, how they are read, and result handles.
+
+Part of the ``fncache.Memory`` layer (:mod:`fncache.memory`): a path ``location`` holds a disk store in
+``LOCATION/fncache``; a store URL is used as it is. Entries are read plain or memory-mapped
+(``mmap_mode="r"``), after checking that a disk store's directory was not deleted meanwhile.
+:class:`MemorizedResult` is a picklable handle on one cached result.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pprint import pformat
+from typing import Any
+
+from fncache import _codec
+from fncache._errors import ConfigError, IntegrityError
+from fncache._options import secret_from
+from fncache.stores import Store, open_store
+
+__all__ = ["MemorizedResult", "NotMemorizedResult"]
+
+#: Subdirectory of a path ``location`` that holds the store (joblib uses ``LOCATION/joblib``).
+SUBDIR = "fncache"
+_MMAP_MODES = (None, "r", "r+", "w+", "c")
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------------
+
+
+def _store_spec(location: Any) -> str | Store:
+    """The store behind a joblib ``location``: a path gets the ``fncache`` subdirectory."""
+    if isinstance(location, Store):
+        return location
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not isinstance(location, str) or not location:
+        raise ConfigError(
+            f"location: expected a directory path, a store URL or None, got {location!r}"
+        )
+    if "://" in location:
+        return location
+    return os.path.join(os.path.abspath(os.path.expanduser(location)), SUBDIR)
+
+
+def _check_mmap_mode(mmap_mode: Any) -> str | None:
+    if mmap_mode not in _MMAP_MODES:
+        raise ConfigError(f"mmap_mode: expected one of {_MMAP_MODES}, got {mmap_mode!r}")
+    return mmap_mode  # type: ignore[no-any-return]
+
+
+def _check_backend(backend: Any) -> None:
+    if backend != "local":
+        raise ConfigError(
+            f"backend: only 'local' is supported, got {backend!r}; for a shared cache pass an "
+            "fncache store URL (redis://..., s3://...) as location"
+        )
+
+
+def _store_options(backend_options: dict[str, Any] | None) -> dict[str, Any]:
+    # joblib's local backend reads compress/mmap_mode/verbose from here too; fncache takes those
+    # from the Memory arguments, and hands the rest (e.g. size_limit) to the store.
+    opts = dict(backend_options or {})
+    for name in ("compress", "mmap_mode", "verbose"):
+        opts.pop(name, None)
+    return opts
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading entries: memory maps, and a disk store whose directory was deleted
+# ---------------------------------------------------------------------------------------------
+
+_dir_ids: dict[str, tuple[int, int] | None] = {}
+
+
+def _revive(store: Store) -> None:
+    """Reopen a disk store whose directory was deleted (or replaced) since the last look.
+
+    SQLite keeps using an unlinked database file without an error, so without this check a deleted
+    cache would go on serving and accepting entries nobody else can see. Costs one ``stat``.
+    """
+    directory = getattr(store, "directory", None)
+    if directory is None or store.kind != "disk":
+        return
+    try:
+        st = os.stat(directory)
+        now: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        now = None
+    before = _dir_ids.get(directory)
+    if now is None or (before is not None and before != now):
+        store.close()  # reopened (and the directory recreated) on next use
+    _dir_ids[directory] = now
+
+
+def _read(store: Store, key: str, mmap_mode: str | None) -> Any:
+    """The frame at ``key`` (``None`` if absent); with ``mmap_mode="r"`` a memory map if possible.
+
+    Only stores with ``get_mmap`` (disk: values in files, over 32 KiB) can map; smaller values and
+    other stores' values are read into memory. ``"c"``, ``"r+"`` and ``"w+"`` read a private,
+    writable copy: an entry is checksummed and immutable, so writes must never reach it.
+    """
+    _revive(store)
+    get_mmap = getattr(store, "get_mmap", None)
+    if mmap_mode == "r" and get_mmap is not None:
+        return get_mmap(key)
+    return store.get(key)
+
+
+def _metadata(header: _codec.Header) -> dict[str, Any]:
+    """joblib's metadata dict for an entry: when it was computed and how long that took."""
+    return {"duration": header.duration, "time": header.created}
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+class MemorizedResult:
+    """A small, picklable handle on one cached result; :meth:`get` loads it.
+
+    Safe to send to other processes: it holds the store's configuration, not a connection.
+    :meth:`get` raises ``KeyError`` once the entry is gone (cleared, evicted) or fails its checksum.
+    """
+
+    def __init__(
+        self,
+        location: Any,
+        call_id: tuple[str, str],
+        backend: str = "local",
+        mmap_mode: str | None = None,
+        verbose: int = 0,
+        timestamp: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        _check_backend(backend)
+        self.store = open_store(_store_spec(location))
+        self.func_id, self.args_id = call_id
+        self.mmap_mode = _check_mmap_mode(mmap_mode)
+        self.verbose = verbose
+        self.timestamp = timestamp
+        self._metadata = metadata
+
+    @property
+    def location(self) -> str:
+        return self.store.url
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """``{"duration": ..., "time": ...}`` of the entry, or ``{}`` if it is gone."""
+        if self._metadata is None:
+            frame = self.store.get(self.args_id)
+            try:
+                return _metadata(_codec.read_header(frame)) if frame is not None else {}
+            except IntegrityError:
+                return {}
+        return self._metadata
+
+    @property
+    def duration(self) -> float | None:
+        return self.metadata.get("duration")
+
+    def get(self) -> Any:
+        """The cached value. Raises ``KeyError`` if it is no longer in the cache."""
+        frame = _read(self.store, self.args_id, self.mmap_mode)
+        if frame is None:
+            raise KeyError(f"{self.func_id}: result {self.args_id} is not in the cache")
+        try:
+            # As in Memoized._lookup: a mapped frame's array bytes are left unread.
+            return _codec.decode(frame, self.args_id, secret=secret_from(None),
+                                 verify_buffers=type(frame) is not mmap.mmap)[0]
+        except IntegrityError as e:
+            raise KeyError(f"{self.func_id}: result {self.args_id} is damaged: {e}") from e
+
+    def clear(self) -> None:
+        """Remove the result from the cache; a later :meth:`get` raises ``KeyError``."""
+        self.store.delete(self.args_id)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, timestamp=None)
+
+    def __repr__(self) -> str:
+        return (f'{type(self).__name__}(location="{self.location}", func="{self.func_id}", '
+                f'args_id="{self.args_id}")')
+
+
+class NotMemorizedResult:
+    """A result held in memory, for when caching is off (``Memory(None)``)."""
+
+    __slots__ = ("value", "valid")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.valid = True
+
+    def get(self) -> Any:
+        if not self.valid:
+            raise KeyError("No value stored.")
+        return self.value
+
+    def clear(self) -> None:
+        self.valid, self.value = False, None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"valid": self.valid, "value": self.value}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.valid, self.value = state["valid"], state["value"]
+
+    def __repr__(self) -> str:
+        if self.valid:
+            return f"{type(self).__name__}({pformat(self.value)})"
+        return f"{type(self).__name__} with no value"

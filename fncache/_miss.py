@@ -1,0 +1,327 @@
+"""The miss path, written once: what happens after a lookup found nothing.
+
+``look again if another computation finished meanwhile -> (lock=True) take the store's lock for the
+key and look again -> compute -> store the result unless its inputs moved meanwhile -> release``.
+
+It is one generator, :meth:`MissPath.steps`, that *yields* the two things that differ between a plain
+and a coroutine function: entering the store lock (which may wait) and running the function. Two
+small drivers answer them: :func:`run` calls them directly, :func:`arun` awaits the coroutine and
+waits for the lock in a worker thread so the event loop keeps running. So ``lock=True``, the
+re-check and the failure policy are the same code for ``def`` and ``async def`` functions.
+
+Single-flight inside one process is the shells' job (:meth:`MissPath.call` for threads,
+:meth:`MissPath.acall` for the tasks of one event loop): the first caller of a key owns the
+computation, the others wait for its result.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple
+
+from fncache._callkey import CallKey, KeyBuilder
+from fncache._entries import Entries
+from fncache._errors import LockTimeout, StoreError
+from fncache._fingerprint import Fingerprint, mark_state
+
+__all__ = ["MissPath", "arun", "run"]
+
+log = logging.getLogger("fncache")
+
+#: Yielded by the steps: "run the function now and send me its result (or throw its exception)".
+COMPUTE = "compute"
+Steps = Generator[Any, Any, Any]
+
+
+def run(steps: Steps, compute: Callable[[], Any]) -> Any:
+    """Drive the miss steps for a plain function: enter locks and call ``compute`` in place."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = steps.throw(error) if error is not None else steps.send(send)
+        except StopIteration as stop:
+            return stop.value
+        send = error = None
+        try:
+            send = compute() if op is COMPUTE else op.__enter__()
+        except BaseException as e:  # handed to the steps, which re-raise what is not theirs
+            error = e
+
+
+async def arun(steps: Steps, compute: Callable[[], Any]) -> Any:
+    """Drive the miss steps for a coroutine function: await ``compute()``; wait for a store lock in
+    a worker thread (a cancelled task may then leave the lock taken until it expires)."""
+    import asyncio
+
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = steps.throw(error) if error is not None else steps.send(send)
+        except StopIteration as stop:
+            return stop.value
+        send = error = None
+        try:
+            if op is COMPUTE:
+                send = await compute()
+            else:
+                send = await asyncio.get_running_loop().run_in_executor(None, op.__enter__)
+        except BaseException as e:
+            error = e
+
+
+class _Flight:
+    """One in-process computation of a key that other threads may wait on.
+
+    The owner holds ``running`` (acquired at creation) until it is done; waiters acquire and release
+    it. A bare lock, not an Event: one is made per miss, and an Event costs a Condition and two locks.
+    """
+
+    __slots__ = ("running", "value", "ok")
+
+    def __init__(self) -> None:
+        self.running = threading.Lock()
+        self.running.acquire()
+        self.value: Any = None
+        self.ok = False
+
+    def wait(self) -> None:
+        with self.running:
+            pass
+
+
+class _Before(NamedTuple):
+    """What a computation's key was made from, as it stood when the function started."""
+
+    now: CallKey  # the key's parts taken afresh
+    depends: bytes | None  # the depends_on digest
+    same: bool  # the inputs still gave the key looked up
+    alone: bool  # no other thread or task existed
+
+
+class MissPath:
+    """Computes and stores missed keys of one function (see the module docstring)."""
+
+    def __init__(self, func: Callable[..., Any], keys: KeyBuilder, entries: Entries,
+                 *, lock: bool = False, lock_timeout: float = 600.0,
+                 map_result: bool = False) -> None:
+        self.func = func
+        self.keys = keys
+        self.entries = entries
+        self.lock = lock
+        self.lock_timeout = lock_timeout
+        # Return the stored entry (memory-mapped) rather than the computed value, so the first
+        # call and later ones give the same kind of array (the joblib layer's mmap_mode).
+        self.map_result = map_result
+        self._flights: dict[str, _Flight] = {}
+        self._flights_lock = threading.Lock()
+        self._aflights: dict[Any, Any] = {}
+        self.finished = 0  # computations ended in this process (see steps)
+
+    # -- the steps -----------------------------------------------------------------------------
+    def steps(self, ck: CallKey, *, finished: int | None = None, loop: Any = None,
+              lock: bool = True, overwrite: bool = False) -> Steps:
+        """The miss path of ``ck`` as a generator (see the module docstring); returns the value."""
+        if finished is not None and finished != self.finished:
+            # A computation of this function ended between our lookup and now, perhaps of this
+            # very key: look again before computing a second time. With no computation in between,
+            # as in any single-threaded use, this costs nothing.
+            found, value = self.entries.lookup(ck.key)
+            if found:
+                return value
+        guard = None
+        if lock and self.lock:
+            try:
+                guard = self.entries.store.lock(ck.key, self.lock_timeout)
+                yield guard
+            except LockTimeout:
+                guard = None
+                log.warning("%s: waited %.0fs for another process computing %s; computing too",
+                            self.entries.function, self.lock_timeout, ck.key)
+            except (StoreError, OSError) as e:
+                guard = None
+                self.entries.failed("lock", e)
+        try:
+            if guard is not None:
+                found, value = self.entries.lookup(ck.key)  # someone may have finished meanwhile
+                if found:
+                    self.entries.report("hit", ck.key)
+                    return value
+            self.entries.report("miss", ck.key)
+            before = self._before(ck, loop)
+            start = time.perf_counter()
+            value = yield COMPUTE
+            self._store_result(before, ck, value, time.perf_counter() - start, overwrite, loop)
+            if self.map_result:
+                found, mapped = self.entries.lookup(ck.key)
+                if found:
+                    return mapped
+            return value
+        finally:
+            if guard is not None:
+                try:
+                    guard.__exit__(None, None, None)
+                except (StoreError, OSError) as e:
+                    self.entries.failed("unlock", e)
+
+    def _before(self, ck: CallKey, loop: Any) -> _Before:
+        """What ``ck`` was made from, taken just before the function runs (see _store_result)."""
+        now = self.keys.rebuild(ck.args)
+        # The inputs may have moved since the lookup (another thread rebound a global): the key of
+        # the inputs as they stand now is then another one, and this result must not go under key.
+        same = now.fingerprint is None or now.key == ck.key
+        return _Before(now, now.depends_on, same, _alone(loop))
+
+    def _store_result(self, before: _Before, ck: CallKey, value: Any, duration: float,
+                      overwrite: bool, loop: Any) -> None:
+        """Store a computed value under ``ck.key``, unless what the key was made from changed
+        meanwhile in a way the function itself cannot be shown to have caused.
+
+        The function was *alone* when no other thread (and, for a coroutine, no other task of its
+        loop) existed when it began and when it ended: any change seen now was made by the call
+        itself. Otherwise only the mutation of values reached privately (closures, defaults) is taken
+        as the function's own; a global rebound or mutated meanwhile may be another thread's doing,
+        and the function may have read the new value, so the result may not belong to the key. A
+        ``depends_on`` input that changed is never the function's doing. Identity checks and
+        re-hashes of the mutable values read, as on a hit.
+        """
+        fp: Fingerprint | None = before.now.fingerprint  # None with version=
+        rebound, private = False, True
+        changed: list[Any] = []
+        if fp is not None and before.same:
+            rebound, changed, private = fp.changes()
+        alone = before.alone and _alone(loop)
+        drifted = not before.same or (before.depends is not None and _depends_changed(
+            self.keys, before.depends))
+        if drifted or ((rebound or changed) and not (alone or (not rebound and private))):
+            log.info("%s: an input changed while the function ran, and not provably by the function "
+                     "itself (another thread?): result returned, not stored", self.entries.function)
+            return
+        if not changed:
+            self.entries.save(ck, value, duration, overwrite, meta_from=self.keys.rebuild(ck.args))
+            return
+        # The function modified a value it reads (a log list, a counter, a memo dict): that is
+        # state it writes, not an input, or no call would ever hit again. Key it by name (for this
+        # function only) from now on.
+        mark_state(self.keys.func, changed)
+        log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
+                 "by name from now on", self.entries.function, len(changed))
+        after = self.keys.rebuild(ck.args)
+        self.entries.save(ck, value, duration, overwrite, meta_from=after)
+        if not rebound and after.key != ck.key:
+            # Also under the key the next call will compute. Not after a rebinding: the new key
+            # holds the new value, which this result was not computed from.
+            self.entries.save(after, value, duration, overwrite)
+
+    # -- the shells ----------------------------------------------------------------------------
+    def call(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
+             finished: int | None = None) -> Any:
+        """A missed call of a plain function: once per key among this process's threads."""
+        with self._flights_lock:
+            flight = self._flights.get(ck.key)
+            owner = flight is None
+            if flight is None:
+                flight = self._flights[ck.key] = _Flight()
+        if not owner:
+            flight.wait()
+            if flight.ok:
+                self.entries.report("shared", ck.key)
+                return flight.value
+            # The owner raised (its exception is its caller's alone): the waiters elect a new owner
+            # among themselves rather than all computing at once. A waiter that wakes after the new
+            # owner already finished finds its result in the store.
+            found, value = self.entries.lookup(ck.key)
+            if found:
+                return value
+            return self.call(ck, args, kwargs)
+        try:
+            value = run(self.steps(ck, finished=finished), lambda: self.func(*args, **kwargs))
+            flight.value, flight.ok = value, True
+            return value
+        finally:
+            with self._flights_lock:
+                self._flights.pop(ck.key, None)
+                self.finished += 1
+            flight.running.release()
+
+    async def acall(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    finished: int | None = None) -> Any:
+        """A missed call of a coroutine function: once per key among the tasks of one loop."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        fut = self._aflights.get((loop, ck.key))
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = self._aflights[(loop, ck.key)] = loop.create_future()
+        try:
+            value = await arun(self.steps(ck, finished=finished, loop=loop),
+                               lambda: self.func(*args, **kwargs))
+            fut.set_result(value)
+            return value
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # waiters re-raise it; mark it retrieved for the owner
+            raise
+        finally:
+            self._aflights.pop((loop, ck.key), None)
+            self.finished += 1
+
+    def recompute(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Compute whatever the store holds and replace the entry (no lock, no single-flight)."""
+        return run(self.steps(ck, lock=False, overwrite=True), lambda: self.func(*args, **kwargs))
+
+    async def arecompute(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """:meth:`recompute` of a coroutine function."""
+        import asyncio
+
+        steps = self.steps(ck, loop=asyncio.get_running_loop(), lock=False, overwrite=True)
+        return await arun(steps, lambda: self.func(*args, **kwargs))
+
+
+def _depends_changed(keys: KeyBuilder, before: bytes) -> bool:
+    from fncache._depends import depends_digest
+
+    return depends_digest(keys.depends) != before
+
+
+# Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
+# IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
+# always has them, so counting them would keep every function that writes state from ever storing.
+_SERVICE_THREAD_MODULES = ("ipykernel.", "IPython.", "zmq.", "jupyter_client.", "tornado.", "debugpy.")
+_SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
+
+
+def _is_service_thread(t: threading.Thread) -> bool:
+    if t.name in _SERVICE_THREAD_NAMES and "fsspec" in sys.modules:
+        return True
+    target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
+    owner = getattr(target, "__self__", None)
+    where = type(owner) if owner is not None and not isinstance(owner, type) else target
+    if where is None:
+        where = type(t)
+    module = getattr(where, "__module__", None) or ""
+    return (module + ".").startswith(_SERVICE_THREAD_MODULES)
+
+
+def _alone(loop: Any = None) -> bool:
+    """Whether no other thread that can run user code exists (and, given an event loop, the current
+    task is the loop's only one): then no other code can change what the function reads meanwhile.
+
+    Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
+    the README, that they never run the user's code.
+    """
+    if threading.active_count() != 1:
+        me = threading.current_thread()
+        if any(t is not me and not _is_service_thread(t) for t in threading.enumerate()):
+            return False
+    if loop is None:
+        return True
+    import asyncio
+
+    return len(asyncio.all_tasks(loop)) <= 1

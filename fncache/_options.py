@@ -1,0 +1,193 @@
+"""The options of a memoized function: one frozen value, validated once.
+
+:class:`Options` is made by :meth:`Options.make` from the keyword options of ``memoize`` (every check
+in one place, each error a :class:`~fncache.ConfigError` naming the option); ``fncache.Memoized``,
+``fncache.Memory`` and ``fncache.key_for`` all use it, and :meth:`Options.pickled` is what travels
+when a memoized function is pickled (configuration only: never a secret given in code).
+
+Also here: the process-wide switch ``FNCACHE_DISABLE``, read once at import (reading the environment
+on every call cost about a tenth of a hit) and changed at run time with :func:`disable` and
+:func:`enable`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fncache import _codec
+from fncache._errors import ConfigError
+from fncache.stores import Store
+
+__all__ = ["Options", "disable", "disabled", "enable"]
+
+_ON_UNHASHABLE = ("raise", "call")
+_ON_STORE_ERROR = ("log", "raise")
+_SCHEMES = ("file://", "memory://", "redis://", "rediss://", "unix://", "s3://")
+
+
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is set to something other than empty/0/false/no/off."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# Read once per process: a memoized call looks at this list, never at the environment.
+_DISABLED = [env_flag("FNCACHE_DISABLE")]
+
+
+def disable() -> None:
+    """Turn caching off in this process: every memoized call runs the function, nothing is stored.
+
+    The same as starting the process with ``FNCACHE_DISABLE=1`` (read once, at import).
+    """
+    _DISABLED[0] = True
+
+
+def enable() -> None:
+    """Turn caching back on in this process (after :func:`disable` or ``FNCACHE_DISABLE=1``)."""
+    _DISABLED[0] = False
+
+
+def disabled() -> bool:
+    """Whether caching is off in this process."""
+    return _DISABLED[0]
+
+
+def secret_from(secret: str | bytes | None) -> bytes | None:
+    """The signing key: ``secret`` or ``$FNCACHE_SECRET``, as bytes; None when neither is set."""
+    if secret is None:
+        secret = os.environ.get("FNCACHE_SECRET") or None
+    if secret is None:
+        return None
+    if isinstance(secret, str):
+        secret = secret.encode()
+    if not isinstance(secret, bytes) or not secret:
+        raise ConfigError("secret: expected a non-empty str or bytes")
+    return secret
+
+
+@dataclass(frozen=True)
+class Options:
+    """Validated options of one memoized function (see :func:`fncache.memoize` for each)."""
+
+    store: Any = None  # a path, a URL or a Store (None: the default store)
+    ignore: tuple[str, ...] = ()
+    version: str | None = None
+    expire: float | None = None
+    lock: bool = False
+    lock_timeout: float = 600.0
+    secret: bytes | None = dataclasses.field(default=None, repr=False)
+    compress: str | None = None
+    on_unhashable: str = "raise"
+    on_store_error: str = "log"
+    depends_on: tuple[Any, ...] = ()
+    track_versions: bool = False
+    store_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    verbose: bool = False
+    mmap_mode: str | None = None
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        store: str | os.PathLike[str] | Store | None = None,
+        ignore: Iterable[str] = (),
+        version: str | None = None,
+        expire: float | None = None,
+        lock: bool = False,
+        lock_timeout: float = 600.0,
+        secret: str | bytes | None = None,
+        compress: Any = None,
+        on_unhashable: str = "raise",
+        on_store_error: str = "log",
+        depends_on: Iterable[Any] = (),
+        track_versions: bool = False,
+        store_options: dict[str, Any] | None = None,
+        verbose: bool | None = None,
+        mmap_mode: str | None = None,
+    ) -> Options:
+        """Check every option and return them as one frozen value; raises :class:`ConfigError`."""
+        if isinstance(ignore, str):
+            raise ConfigError("ignore: expected a list of parameter names, not a single string")
+        if version is not None and not isinstance(version, str):
+            raise ConfigError(f"version: expected a str, got {type(version).__name__}")
+        if expire is not None and (isinstance(expire, bool) or not isinstance(expire, (int, float))
+                                   or expire <= 0):
+            raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
+        if not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
+            raise ConfigError(f"lock_timeout: expected a positive number of seconds, got {lock_timeout!r}")
+        _one_of("on_unhashable", on_unhashable, _ON_UNHASHABLE)
+        _one_of("on_store_error", on_store_error, _ON_STORE_ERROR)
+        if mmap_mode not in (None, "r"):
+            raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
+        _check_store(store, store_options)
+        return cls(
+            store=store,
+            ignore=tuple(sorted(ignore)),
+            version=version,
+            expire=expire,
+            lock=bool(lock),
+            lock_timeout=float(lock_timeout),
+            secret=secret_from(secret),
+            compress=_codec.check_compress(compress),
+            on_unhashable=on_unhashable,
+            on_store_error=on_store_error,
+            depends_on=tuple(depends_on),
+            track_versions=bool(track_versions),
+            store_options=dict(store_options or {}),
+            verbose=env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose),
+            mmap_mode=mmap_mode,
+        )
+
+    def pickled(self, store: Store | None = None) -> dict[str, Any]:
+        """The keyword options that rebuild these in another process (:meth:`make` accepts them).
+
+        A secret given in code is left out (it would travel in clear): workers take theirs from
+        ``$FNCACHE_SECRET``. ``store``: the opened store, sent instead of a Store option (a store
+        pickles as its URL and options).
+        """
+        return {
+            "store": store if isinstance(self.store, Store) and store is not None else self.store,
+            "ignore": list(self.ignore),
+            "version": self.version,
+            "expire": self.expire,
+            "lock": self.lock,
+            "lock_timeout": self.lock_timeout,
+            "compress": self.compress,
+            "on_unhashable": self.on_unhashable,
+            "on_store_error": self.on_store_error,
+            "depends_on": self.depends_on,
+            "track_versions": self.track_versions,
+            "store_options": self.store_options,
+            "verbose": self.verbose,
+            "mmap_mode": self.mmap_mode,
+        }
+
+    def replace(self, **changes: Any) -> Options:
+        """A copy with some fields changed (already-validated values only)."""
+        return dataclasses.replace(self, **changes)
+
+
+#: The names ``memoize`` accepts as options.
+NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+
+
+def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name}: expected one of {allowed}, got {value!r}")
+
+
+def _check_store(store: Any, store_options: Any) -> None:
+    if store is not None and not isinstance(store, (str, os.PathLike, Store)):
+        raise ConfigError(f"store: expected a path, a URL or a Store, got {type(store).__name__}")
+    if store_options is not None and not isinstance(store_options, dict):
+        raise ConfigError("store_options: expected a dict")
+    limit = (store_options or {}).get("size_limit")
+    if limit is not None and (type(limit) is not int or limit <= 0):
+        raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
+    if isinstance(store, str) and "://" in store and not store.startswith(_SCHEMES):
+        raise ConfigError(f"store: unknown URL scheme in {store!r}; expected a directory path, "
+                          "file://, memory://, redis://, rediss://, unix:// or s3://")
