@@ -157,7 +157,7 @@ def _check_url(url: str) -> None:
     from redis.connection import parse_url
 
     try:
-        parsed = parse_url(url)
+        parsed = parse_url(url)  # type: ignore[no-untyped-call]
         parts = urlsplit(url)
         if not url.startswith("unix://"):
             parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
@@ -583,7 +583,7 @@ class RedisStore(Store):
             removed = self.client.unlink(
                 vkey, self._meta_key(key), *self._manifest_chunks(key, raw)
             )
-        return strlen > 0 and removed > 0
+        return bool(strlen > 0 and removed > 0)
 
     def clear(self) -> int:
         """Remove every key under ``prefix`` except held locks, in ``SCAN`` batches.
