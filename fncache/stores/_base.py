@@ -109,8 +109,9 @@ def entry_info(
 
     ``size`` is what the store measured (the stored length), never a size the metadata claims.
     Metadata of the wrong types (``"created": [1]``, ``"function": 5``, not a dict) marks the entry
-    ``damaged`` and is dropped; ``created`` (a time the store knows, e.g. an object's modification
-    time) is the fallback when the metadata has none. A listing built from these never crashes.
+    ``damaged`` and is dropped, and a damaged entry's creation time is unknown (0.0). ``created`` (a
+    time the store knows, e.g. an object's modification time) is the fallback when intact metadata
+    has none. A listing built from these never crashes.
     """
     if not isinstance(meta, dict):
         meta, damaged = {}, True
@@ -122,7 +123,8 @@ def entry_info(
     if function is not None and not isinstance(function, str):
         damaged = True
     if damaged:
-        meta = {}
+        # Unknown, so counted as oldest: `clear --older-than` and `prune` remove damage first.
+        meta, when, created = {}, None, None
     return EntryInfo(
         key=key,
         size=max(int(size), 0),

@@ -90,7 +90,7 @@ _MAX_MANIFEST = 1024
 _MAX_CHUNKS = 65536
 _MAX_VALUE = 1 << 40
 _FETCH_BATCH = 16
-_TOKEN = re.compile(r"[0-9a-f]{32}")
+_TOKEN = _KEY = re.compile(r"[0-9a-f]{32}")
 # Keyword options that hold credentials: used to connect, never kept in ``options`` (which are
 # pickled and shown), never logged.
 _SECRET_WORDS = ("password", "secret", "token", "credential")
@@ -425,7 +425,12 @@ class RedisStore(Store):
             for name in self.client.scan_iter(
                 match=_glob_escape(self.prefix) + "v:*", count=_SCAN_BATCH
             ):
-                batch.append(name.decode() if isinstance(name, bytes) else name)
+                if isinstance(name, bytes):
+                    try:
+                        name = name.decode()
+                    except UnicodeDecodeError:
+                        continue  # not a name fncache writes; clear() still removes it
+                batch.append(name)
                 if len(batch) >= _SCAN_BATCH:
                     yield from self._describe(batch, cut)
                     batch = []
@@ -489,6 +494,7 @@ class RedisStore(Store):
                     damaged = damaged or size != manifest[2]
             elif head != _INLINE:
                 damaged = True
+            damaged = damaged or not _KEY.fullmatch(key)  # a name fncache never writes
             yield entry_info(
                 key, size, meta, damaged=damaged or meta is None,
                 accessed=t - float(idle) if isinstance(idle, int) else None,
