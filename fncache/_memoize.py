@@ -759,9 +759,14 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         on_unhashable: ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
             uncached, warn once).
         on_store_error: ``"log"`` (a store failure is a logged miss) or ``"raise"``.
-        depends_on: extra inputs the code does not show: objects, or paths whose content counts.
+        depends_on: a list of extra inputs the code does not show: objects, or paths whose content
+            counts. A bare string or path is refused (``depends_on=["data.csv"]``, not
+            ``depends_on="data.csv"``, which would otherwise be read one character at a time).
         track_versions: add the versions of the distributions the code reaches to the key.
-        store_options: keyword options for opening ``store`` (e.g. ``size_limit``).
+        store_options: keyword options for opening ``store`` (e.g. ``size_limit``); unknown
+            ones, a malformed store URL and invalid values are refused here. Credentials given
+            here or in the URL are used but never pickled with the function nor shown in its
+            ``repr``: workers take them from their environment (see :mod:`fncache.stores`).
         verbose: one line per call on stderr; default ``$FNCACHE_VERBOSE``.
         mmap_mode: ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
             read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:

@@ -25,25 +25,39 @@ Guarantees and failure modes:
 * ``expire`` becomes the keys' TTL: Redis itself forgets the entry. ``entries()`` and ``clear()``
   use ``SCAN``, never ``KEYS``, so they do not block the server; entries written meanwhile may or
   may not be seen.
-* A server that cannot be reached, times out (``socket_timeout``, default 10 s), refuses a write at
-  its ``maxmemory`` limit ("OOM command not allowed") or rejects a command raises
-  :class:`fncache.StoreError`; after a connection error the pool is rebuilt on next use.
+* A server that cannot be reached, times out, refuses a write at its ``maxmemory`` limit ("OOM
+  command not allowed") or rejects a command raises :class:`fncache.StoreError`, as does any other
+  error of the client; after a connection error the pool is rebuilt on next use.
+* Deadline: every command waits at most ``socket_timeout`` (default 10 s) for its reply, a new
+  connection at most ``socket_connect_timeout`` (default 5 s), and a timed-out command is not
+  retried (redis-py's default retries would multiply the time-out). An operation fails at its
+  first timed-out command, so it takes at most ``socket_connect_timeout + socket_timeout`` against
+  a frozen server (one retry on a fresh connection after a broken one).
+* What the server returns is untrusted. A chunk manifest is at most 1 KiB of JSON with a 32-hex-digit
+  token; its chunk count must match its size and chunk size, at most 65536 chunks and 1 TiB, and the
+  chunks' stored lengths must add up to the size before any chunk is fetched. Anything else is
+  damage: the entry reads as a miss and is removed. Listings count stored lengths, never the size
+  the metadata claims, and mark metadata that is unreadable, over 1 MiB, nested over 16 levels or of
+  the wrong types as damaged.
 * The connection opens on first use and is rebuilt in a child process after ``fork`` (the parent's
   sockets are never shared).
 * The store is written for one Redis server (or a primary behind a proxy), not Redis Cluster:
   the publish script touches the value key and its chunks together.
 
-Secrets: a password is never pickled. It is taken, at open time, from the ``password=`` option,
-else from the URL (``redis://:PASSWORD@host`` or ``?password=``), else from ``$REDIS_PASSWORD``.
-``url`` keeps everything the user gave *except* the password, and ``options`` never hold it. A
-store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set that variable (rather
-than writing the password in the URL) when memoized functions travel to workers; pickling a store
-whose password came from the URL or the option, while ``$REDIS_PASSWORD`` is unset, logs a
-warning.
+Secrets: a password is never pickled, shown or logged. It is taken, at open time, from the
+``password=`` option, else from the URL (``redis://:PASSWORD@host`` or ``?password=``), else from
+``$REDIS_PASSWORD``. ``url`` keeps everything the user gave *except* the password, and ``options``
+never hold it nor any other option whose name says password, secret, token or credential (e.g.
+``ssl_password``). A store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set
+that variable (rather than writing the password in the URL) when memoized functions travel to
+workers; pickling a store whose password came from the URL or an option, while
+``$REDIS_PASSWORD`` is unset, logs a warning.
 
 Options: ``prefix`` (key namespace, default ``"fncache:"``), ``chunk_size`` (bytes, default
 64 MiB), ``socket_timeout`` and ``socket_connect_timeout`` (seconds, defaults 10 and 5),
-``password``; any other keyword goes to :func:`redis.Redis.from_url` (e.g. ``ssl_ca_certs``).
+``password``; any other keyword of :class:`redis.Redis` goes to :func:`redis.Redis.from_url` (e.g.
+``ssl_ca_certs``). The URL and the options are checked when the store is created (before any
+connection): a malformed URL or an unknown option raises :class:`fncache.ConfigError`.
 """
 
 from __future__ import annotations

@@ -28,9 +28,18 @@ Guarantees and failure modes:
   deleting it once its ``expires`` time has passed. S3 has no atomic expiry, so two waiters that
   see the same expired lease can both take it, and the expiry is judged by the waiters' clocks.
   A lock only saves duplicate work; correctness never depends on it.
-* Network failures, time-outs (``connect_timeout`` 5 s, ``read_timeout`` 60 s), denied access and
-  other HTTP errors raise :class:`fncache.StoreError`. The client is created on first use and
-  again in a child process after ``fork``.
+* Network failures, time-outs (``connect_timeout`` 5 s, ``read_timeout`` 60 s), denied access,
+  other HTTP errors and any other error of the client raise :class:`fncache.StoreError`. The
+  client is created on first use and again in a child process after ``fork``.
+* Deadline: one operation (a request with all of s3fs's and botocore's retries, which would
+  otherwise multiply the time-outs) is cancelled after ``timeout`` seconds (default
+  ``connect_timeout + read_timeout``), plus 1 s per MiB of value transferred, and raises
+  :class:`fncache.StoreError`. Listings get that deadline per page of 1000 objects.
+* What the bucket returns is untrusted. Only objects at ``v1/ab/KEY`` (``KEY`` 32 hex digits,
+  starting ``ab``) are entries, so a deletion by key removes exactly the object that was listed;
+  metadata over 1 MiB is not fetched; lease records are read up to 1 KiB; JSON nested over 16
+  levels or of the wrong types is damage (a damaged lease is taken over, damaged metadata is
+  listed as damaged).
 
 Credentials and secrets: the endpoint and credentials come from the options ``endpoint_url=``,
 ``key=``, ``secret=``, ``token=`` (and ``client_kwargs=``) or, when not given, from the usual AWS
@@ -41,8 +50,9 @@ another process authenticates with that process's AWS configuration (a warning i
 store given explicit credentials is pickled). Prefer the environment when functions travel.
 
 Other options: ``part_size`` (bytes, default 50 MiB), ``connect_timeout``, ``read_timeout``,
-``retries`` (s3fs retries of transient errors, default 3); any other keyword goes to
-:class:`s3fs.S3FileSystem`.
+``retries`` (s3fs retries of transient errors, default 3), ``timeout`` (the deadline above); any
+other keyword of :class:`s3fs.S3FileSystem` goes to it. Unknown options raise
+:class:`fncache.ConfigError` when the store is created.
 """
 
 from __future__ import annotations
