@@ -495,6 +495,22 @@ def test_redis_password_never_in_pickles_reprs_logs_or_errors(redis_factory, cap
     with pytest.raises(ConfigError) as err:
         fncache.memoize(store=bad, store_options=options)(local)
     assert PW not in str(err.value) and PW not in repr(err.value)
+    wrong = url.replace(PW, PW + "-wrong")
+    options = {k: v.replace(PW, PW + "-wrong") for k, v in options.items()}
+    g = fncache.memoize(store=wrong, store_options=options, on_store_error="raise")(local)
+    with pytest.raises(fncache.StoreError) as failed:
+        g(1)
+    assert PW not in _chain_text(failed.value)
+    assert PW not in repr(g)
+
+
+def _chain_text(e: BaseException | None) -> str:
+    """The text of an exception and of every cause and context behind it."""
+    out = []
+    while e is not None:
+        out.append(f"{type(e).__name__}: {e!s} {e!r}")
+        e = e.__cause__ or e.__context__
+    return " | ".join(out)
 
 
 WORKER = """
@@ -554,6 +570,12 @@ def test_s3_credentials_never_in_pickles_reprs_or_logs(s3_server, caplog, monkey
         assert secret not in repr(f) and secret not in repr(f.store)
         assert all(secret not in r.getMessage() for r in caplog.records)
     f.store.clear()
+    wrong = "wrong-secret-Kq72"
+    options["client_kwargs"] = {"aws_secret_access_key": wrong}
+    g = fncache.memoize(store=s3_server.url(), store_options=options, on_store_error="raise")(local)
+    with pytest.raises(fncache.StoreError) as failed:
+        g(1)
+    assert wrong not in _chain_text(failed.value) and s3_server.key not in str(failed.value)
 
 
 # -- a reader that cannot load an entry ----------------------------------------------------------
@@ -620,6 +642,7 @@ def test_reader_without_a_module_keeps_the_shared_entry(shared, tmp_path):
         ({"store": "s3://bucket/p", "store_options": {"colour": 1}}, "colour"),
         ({"store": "s3://bucket/p", "store_options": {"read_timeout": float("nan")}}, "read_timeout"),
         ({"store_options": {"colour": 1}}, "colour"),
+        ({"store": "memory://x", "store_options": {"colour": 1}}, "colour"),
     ],
 )
 def test_bad_options_are_refused_at_decoration_time(tmp_path, monkeypatch, options, needle):

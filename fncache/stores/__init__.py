@@ -175,6 +175,10 @@ def check_store(store: str | os.PathLike[str] | Store | None, options: dict[str,
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return
     url = os.fspath(store) if store is not None else default_store_url()
+    if url.startswith("memory://") and options:
+        raise ConfigError(
+            f"store_options: a memory:// store takes no options, got {', '.join(map(str, options))}"
+        )
     if url.startswith(_REMOTE):
         open_store(url, **options)
         return
