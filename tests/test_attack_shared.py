@@ -354,6 +354,29 @@ def test_redis_planted_key_names_never_crash_listings(redis_shared):
     assert not [k for k in shared.client.scan_iter(match="fncache:[vm]:*")]
 
 
+def test_redis_keys_of_another_type_are_damage(redis_shared):
+    """A hash planted where a value, its metadata or a chunk belongs is damage: the call returns
+    the right value, `ls`/`info` list it as damaged, and `clear --older-than` removes it."""
+    shared = redis_shared
+    f = shared.memoize()
+    f(1)
+    key, other = f.key(2), f.key(3)
+    shared.client.hset(f"fncache:v:{key}", "a", "b")
+    assert f(2) == _value(2) and f(2) == _value(2) and f.cache_info().hits == 1
+    f(3)
+    shared.client.delete(f"fncache:m:{other}")
+    shared.client.hset(f"fncache:m:{other}", "a", "b")
+    planted = uuid.uuid4().hex
+    shared.client.hset(f"fncache:v:{planted}", "a", "b")
+    info = cli_json("info", *shared.cli())
+    assert info["entries"] == 4 and info["damaged"] == 2, info
+    assert {r["function"] for r in cli_json("ls", *shared.cli())} == {f.function_id, "(damaged)"}
+    proc = fncache_cmd("clear", "--older-than", "1h", "--yes", *shared.cli())
+    assert proc.returncode == 0, proc.stderr
+    after = cli_json("info", *shared.cli())
+    assert (after["entries"], after["damaged"], after["functions"]) == (2, 0, 1)
+
+
 def test_s3_clear_function_deletes_exactly_what_it_listed(s3_shared):
     """An object planted outside fncache's layout (under another fan-out directory) but named with
     a real entry's key and claiming another function is not listed, so `clear --function` of that

@@ -377,7 +377,8 @@ class RedisStore(Store):
         pipe = self.client.pipeline(transaction=False)
         for name in chunks:
             pipe.strlen(name)
-        return [int(n) for n in pipe.execute()]
+        # A chunk of another type (WRONGTYPE) counts as missing.
+        return [0 if _error(n) else int(n) for n in pipe.execute(raise_on_error=False)]
 
     def _read_chunks(self, chunks: list[str], size: int) -> bytes | None:
         """The chunks joined, or ``None`` if any is missing or the lengths do not add up to ``size``.
@@ -403,8 +404,19 @@ class RedisStore(Store):
 
         A chunked value whose chunks are not all there reads as ``None`` and is removed.
         """
+        import redis
+
         with self._guard("read"):
-            raw = self.client.get(self._value_key(key))
+            try:
+                raw = self.client.get(self._value_key(key))
+            except redis.exceptions.ResponseError as e:
+                if "WRONGTYPE" not in str(e):
+                    raise
+                # A key of another type (a hash, a list) where a value belongs: damage.
+                log.warning("redis store %s: entry %s is damaged (not a string); removed",
+                            self.url, key)
+                self.client.unlink(self._value_key(key), self._meta_key(key))
+                return None
             if raw is None:
                 return None
             tag = raw[:1]
@@ -466,13 +478,14 @@ class RedisStore(Store):
             pipe.getrange(n, 0, 0)
             pipe.strlen(self._meta_key(k))
             pipe.object("idletime", n)
-        # raise_on_error=False: OBJECT IDLETIME fails under an LFU eviction policy; then no time.
+        # raise_on_error=False: OBJECT IDLETIME fails under an LFU eviction policy (then no time),
+        # and a key of another type (a planted hash or list) answers WRONGTYPE (then damage).
         replies = pipe.execute(raise_on_error=False)
         rows = [replies[4 * i : 4 * i + 4] for i in range(len(names))]
-        for row in rows:
-            for reply in row[:3]:
-                if isinstance(reply, Exception):
-                    raise reply
+        wrong_type = [any(_error(r) for r in row[:3]) for row in rows]
+        for i, row in enumerate(rows):
+            if wrong_type[i]:
+                rows[i] = [0 if _error(row[0]) else row[0], b"", 0, row[3]]
         pipe = self.client.pipeline(transaction=False)
         for n, k, (strlen, head, metalen, _) in zip(names, keys, rows, strict=True):
             if 0 < metalen <= MAX_JSON_BYTES:
@@ -483,7 +496,7 @@ class RedisStore(Store):
                 pipe.get(n)
             else:
                 pipe.echo(b"")
-        second = pipe.execute()
+        second = [None if _error(r) else r for r in pipe.execute(raise_on_error=False)]
         manifests = [self._manifest(second[2 * i + 1] or None) for i in range(len(names))]
         chunk_names = [
             self._chunk_keys(k, m[0], m[1]) if m is not None else []
@@ -494,6 +507,9 @@ class RedisStore(Store):
         t = now()
         for i, key in enumerate(keys):
             strlen, head, metalen, idle = rows[i]
+            if wrong_type[i]:
+                yield entry_info(key, strlen or 0, {}, damaged=True)
+                continue
             if not strlen:
                 continue  # removed since the scan saw it
             damaged = metalen > MAX_JSON_BYTES
@@ -598,7 +614,9 @@ class RedisStore(Store):
             pipe = self.client.pipeline(transaction=False)
             pipe.getrange(vkey, 0, 0)
             pipe.strlen(vkey)
-            head, strlen = pipe.execute()
+            head, strlen = pipe.execute(raise_on_error=False)
+            if _error(head) or _error(strlen):  # not a string (planted): no chunks to find
+                head, strlen = b"", 1
             raw = self.client.get(vkey) if head == _CHUNKED and strlen <= _MAX_MANIFEST else None
             removed = self.client.unlink(
                 vkey, self._meta_key(key), *self._manifest_chunks(key, raw)
@@ -651,6 +669,11 @@ class RedisStore(Store):
                 self.client.delete(name)
 
         return LeaseLock(try_add, read, remove, ttl=timeout, release=release)
+
+
+def _error(reply: Any) -> bool:
+    """Whether a pipelined reply is an error (``raise_on_error=False`` returns them as values)."""
+    return isinstance(reply, Exception)
 
 
 def _describe_error(e: BaseException) -> str:
