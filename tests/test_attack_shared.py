@@ -536,6 +536,22 @@ def _chain_text(e: BaseException | None) -> str:
     return " | ".join(out)
 
 
+def test_joblib_style_memory_never_pickles_or_shows_a_password():
+    """``fncache.Memory`` and the functions it caches pickle and print a Redis location without its
+    password, whether it is in the URL or in backend_options (nothing connects here)."""
+
+    def local(x: int) -> int:
+        return x
+
+    for location, options in ((f"redis://:{PW}@127.0.0.1:1/0", None),
+                              ("redis://127.0.0.1:1/0", {"password": PW})):
+        memory = fncache.Memory(location, backend_options=options, verbose=0)
+        cached = memory.cache(local)
+        for obj in (memory, cached):
+            assert PW.encode() not in pickle.dumps(obj)
+            assert PW not in repr(obj)
+
+
 WORKER = """
 import pickle, sys
 import fncache
