@@ -30,7 +30,7 @@ import fncache
 from fncache import _codec
 from fncache._errors import ConfigError
 
-from .helpers import run_py, write
+from .helpers import import_source, run_py, write
 
 SECRET = b"attack suite secret"
 SECRETS = [pytest.param(None, id="no-secret"), pytest.param(SECRET, id="secret")]
@@ -659,6 +659,28 @@ def test_reader_without_a_module_keeps_the_shared_entry(shared, tmp_path):
     assert [e.key for e in f.store.entries()] == keys_before
     assert shared.get("value", keys_before[0]) is not None
     assert "value 7" in run_py(script, shared.url, env=with_module).stdout
+
+
+def test_unloadable_entry_is_replaced_once_a_recompute_succeeded(shared, tmp_path, caplog):
+    """An entry this process cannot load (its module is gone) is a miss warned once by module
+    name; the recomputed value then replaces it, and the next call hits it quietly."""
+    mod = import_source("thingmod_gone", THINGMOD, tmp_path)
+    state = {"thing": True}
+
+    def make(x: int) -> Any:
+        return mod.Thing(x) if state["thing"] else ("plain", x)
+
+    f = shared.memoize(make, version="1")
+    assert f(1).x == 1
+    sys.modules.pop("thingmod_gone")  # and it is not on sys.path: unpickling cannot import it
+    state["thing"] = False
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(1) == ("plain", 1)
+    assert any("thingmod_gone" in m for m in _warnings(caplog))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(1) == ("plain", 1)
+    assert _warnings(caplog) == [] and f.cache_info().hits == 1
 
 
 # -- the front door: options and command-line input ----------------------------------------------
