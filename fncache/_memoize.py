@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 import mmap
 import os
 import sys
@@ -34,7 +35,7 @@ from fncache._errors import (
     UnhashableArgument,
 )
 from fncache._fingerprint import Fingerprint, fingerprint, mark_state
-from fncache.stores import Store, open_store
+from fncache.stores import Store, check_store, open_store, public_config, redact
 from fncache.stores._base import value_size
 
 __all__ = ["CacheInfo", "Memoized", "memoize"]
@@ -151,11 +152,16 @@ class Memoized(Generic[P, R]):
             raise ConfigError("ignore: expected a list of parameter names, not a single string")
         if version is not None and not isinstance(version, str):
             raise ConfigError(f"version: expected a str, got {type(version).__name__}")
-        if expire is not None:
-            if isinstance(expire, bool) or not isinstance(expire, (int, float)) or expire <= 0:
-                raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
-        if not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
+        if expire is not None and not _positive_seconds(expire):
+            raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
+        if not _positive_seconds(lock_timeout):
             raise ConfigError(f"lock_timeout: expected a positive number of seconds, got {lock_timeout!r}")
+        for name, flag in (("lock", lock), ("track_versions", track_versions)):
+            if not isinstance(flag, bool):  # lock="no" would mean True
+                raise ConfigError(f"{name}: expected True or False, got {flag!r}")
+        if verbose is not None and not isinstance(verbose, bool):
+            raise ConfigError(f"verbose: expected True, False or None, got {verbose!r}")
+        depends_on = _check_depends_on(depends_on)
         if on_unhashable not in _ON_UNHASHABLE:
             raise ConfigError(f"on_unhashable: expected one of {_ON_UNHASHABLE}, got {on_unhashable!r}")
         if on_store_error not in _ON_STORE_ERROR:
@@ -168,26 +174,28 @@ class Memoized(Generic[P, R]):
         if limit is not None and (type(limit) is not int or limit <= 0):
             raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
         if isinstance(store, str) and "://" in store and not store.startswith(_SCHEMES):
-            raise ConfigError(f"store: unknown URL scheme in {store!r}; expected a directory path, "
-                              "file://, memory://, redis://, rediss://, unix:// or s3://")
+            raise ConfigError(f"store: unknown URL scheme in {redact(store)!r}; expected a directory "
+                              "path, file://, memory://, redis://, rediss://, unix:// or s3://")
+        # A bad Redis URL, chunk_size=0 or an unknown option fails here, not at the first call.
+        check_store(store, dict(store_options or {}))
         self.__wrapped__ = func
         functools.update_wrapper(self, func)
         self._binder = Binder(func, ignore)
         self.ignore = sorted(self._binder.ignore)
         self.version = version
         self.expire = expire
-        self.lock = bool(lock)
+        self.lock = lock
         self.lock_timeout = float(lock_timeout)
         self._secret = _secret_from(secret)
         self.compress = _codec.check_compress(compress)
         self.on_unhashable = on_unhashable
         self.on_store_error = on_store_error
-        self.depends_on = tuple(depends_on)
-        self.track_versions = bool(track_versions)
+        self.depends_on = depends_on
+        self.track_versions = track_versions
         self._store_spec = store
         self._store_options = dict(store_options or {})
         self._store: Store | None = store if isinstance(store, Store) else None
-        self.verbose = _env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose)
+        self.verbose = _env_flag("FNCACHE_VERBOSE") if verbose is None else verbose
         if mmap_mode not in (None, "r"):
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         self.mmap_mode = mmap_mode
@@ -201,6 +209,9 @@ class Memoized(Generic[P, R]):
         self._finished = 0  # computations ended in this process (see _compute_once)
         self._stats = [0, 0, 0, 0]
         self._warned: set[str] = set()
+        # Keys whose verified entry this process could not unpickle (a module it lacks): they are
+        # misses here, and the entry is replaced (never deleted) once a recompute has succeeded.
+        self._unloadable: set[str] = set()
         self._is_async = inspect.iscoroutinefunction(func)
         if self._is_async:
             # Frameworks that dispatch on it (web routes, test runners) must see a coroutine
@@ -221,9 +232,13 @@ class Memoized(Generic[P, R]):
 
     def _options(self) -> dict[str, Any]:
         # What travels when the function is pickled: configuration only. A secret given in code is
-        # left out (it would travel in clear); workers take theirs from $FNCACHE_SECRET.
+        # left out (it would travel in clear); workers take theirs from $FNCACHE_SECRET. So are
+        # store credentials (a password in the URL or store_options, an S3 secret): workers take
+        # them from their environment ($REDIS_PASSWORD, AWS_*), see fncache.stores.
+        spec = self._store_spec if not isinstance(self._store_spec, Store) else self._store
+        store, store_options = public_config(spec, self._store_options)
         return {
-            "store": self._store_spec if not isinstance(self._store_spec, Store) else self._store,
+            "store": store,
             "ignore": self.ignore,
             "version": self.version,
             "expire": self.expire,
@@ -234,7 +249,7 @@ class Memoized(Generic[P, R]):
             "on_store_error": self.on_store_error,
             "depends_on": self.depends_on,
             "track_versions": self.track_versions,
-            "store_options": self._store_options,
+            "store_options": store_options,
             "verbose": self.verbose,
             "mmap_mode": self.mmap_mode,
         }
@@ -257,7 +272,9 @@ class Memoized(Generic[P, R]):
         return functools.partial(self, instance)
 
     def __repr__(self) -> str:
-        return f"<memoized {self.function_id} in {self._store_spec or 'default store'}>"
+        spec = self._store_spec
+        where = redact(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec
+        return f"<memoized {self.function_id} in {where or 'default store'}>"
 
     def __fncache_token__(self) -> Any:
         return self._fingerprint().digest
@@ -317,13 +334,41 @@ class Memoized(Generic[P, R]):
 
     # -- store access with the failure policy --------------------------------------------------
     def _store_failed(self, what: str, e: Exception) -> None:
+        """The failure policy for anything a store raised: a logged miss, or ``StoreError``.
+
+        Not only :class:`StoreError`: whatever a store or the parsing of its data raises (a bug, a
+        ``RecursionError`` on planted data) is a store failure, never an error of the call.
+        """
         self._stats[3] += 1
         if self.on_store_error == "raise":
-            raise e
+            if isinstance(e, (StoreError, OSError)):
+                raise e
+            raise StoreError(f"{self.function_id}: store {what} failed: {type(e).__name__}: {e}") from e
         kind = f"{what}:{type(e).__name__}"
         level = logging.WARNING if kind not in self._warned else logging.DEBUG
         self._warned.add(kind)
-        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function_id, what, e)
+        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function_id, what,
+                e if isinstance(e, (StoreError, OSError)) else f"{type(e).__name__}: {e}")
+
+    def _unloadable_entry(self, key: str, e: Exception) -> None:
+        """A verified entry that this process cannot unpickle: a miss here, kept for the others.
+
+        The entry passed its checksum (and signature), so the failure is the reader's: a module it
+        lacks, an incompatible library version. Deleting it would wipe a result that every other
+        process sharing the store can still read, so it stays; this process recomputes and replaces
+        it only once that succeeded (see :meth:`_save`). Warned once per missing module.
+        """
+        self._stats[3] += 1
+        if len(self._unloadable) > 10_000:  # bounded: a process that cannot load anything
+            self._unloadable.clear()
+        self._unloadable.add(key)
+        missing = getattr(e, "name", None) if isinstance(e, ImportError) else None
+        what = f"module {missing!r} is missing here" if missing else f"{type(e).__name__}: {e}"
+        kind = f"unloadable:{missing or type(e).__name__}"
+        level = logging.WARNING if kind not in self._warned else logging.DEBUG
+        self._warned.add(kind)
+        log.log(level, "%s: entry %s cannot be loaded in this process (%s); recomputing, and the "
+                "entry is kept for processes that can load it", self.function_id, key, what)
 
     def _fetch(self, key: str) -> Any:
         """The stored frame at ``key`` or ``None``; a subclass may read it another way (mapped)."""
@@ -343,7 +388,7 @@ class Memoized(Generic[P, R]):
     def _lookup(self, key: str) -> tuple[bool, Any]:
         try:
             frame = self._fetch(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:  # any store failure is a miss (see _store_failed)
             self._store_failed("read", e)
             return False, None
         if frame is None:
@@ -358,10 +403,8 @@ class Memoized(Generic[P, R]):
             self._stats[3] += 1
             self._discard(key)
             return False, None
-        except Exception as e:  # a verified pickle that no longer loads (a class was removed)
-            log.warning("%s: entry %s no longer loads, recomputing: %r", self.function_id, key, e)
-            self._stats[3] += 1
-            self._discard(key)
+        except Exception as e:  # a verified pickle that does not load here (a module missing)
+            self._unloadable_entry(key, e)
             return False, None
         if not self._accept(key, header):
             self._discard(key)
@@ -371,7 +414,7 @@ class Memoized(Generic[P, R]):
     def _discard(self, key: str) -> None:
         try:
             self.store.delete(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self._store_failed("delete", e)
 
     def _save(self, key: str, value: Any, duration: float, arg_digests: list[bytes],
@@ -389,15 +432,19 @@ class Memoized(Generic[P, R]):
                 log.warning("%s: result not stored: %s", self.function_id, e)
             return
         meta = self._meta(created, duration, arg_digests)
+        # An entry this process could not load is replaced now that a value was computed: a
+        # create-only add would leave it in place, and this process missing on it forever.
+        replace = overwrite or key in self._unloadable
         try:
-            if overwrite:
+            if replace:
                 self.store.set(key, frame, meta, expire=self.expire)
+                self._unloadable.discard(key)
             else:
                 self.store.add(key, frame, meta, expire=self.expire)
             self._stats[2] += 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: stored %s (%d bytes)", self.function_id, key, value_size(frame))
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self._store_failed("write", e)
 
     def _meta(self, created: float, duration: float, arg_digests: list[bytes]) -> dict[str, Any]:
@@ -506,7 +553,7 @@ class Memoized(Generic[P, R]):
             log.warning("%s: waited %.0fs for another process computing %s; computing too",
                         self.function_id, self.lock_timeout, key)
             return self._run(key, arg_digests, args, kwargs)
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self._store_failed("lock", e)
             return self._run(key, arg_digests, args, kwargs)
         try:
@@ -518,7 +565,7 @@ class Memoized(Generic[P, R]):
         finally:
             try:
                 guard.__exit__(None, None, None)
-            except (StoreError, OSError) as e:
+            except Exception as e:
                 self._store_failed("unlock", e)
 
     def _run(self, key: str, arg_digests: list[bytes], args: tuple[Any, ...],
@@ -626,7 +673,7 @@ class Memoized(Generic[P, R]):
         key = self._key(args, kwargs)[0]
         try:
             return self.store.contains(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self._store_failed("lookup", e)
             return False
 
@@ -703,6 +750,29 @@ def _alone(loop: Any = None) -> bool:
     import asyncio
 
     return len(asyncio.all_tasks(loop)) <= 1
+def _positive_seconds(value: Any) -> bool:
+    """Whether ``value`` is a finite positive number (not a bool, not NaN, not infinity)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and value > 0)
+
+
+def _check_depends_on(depends_on: Any) -> tuple[Any, ...]:
+    """``depends_on`` as a tuple; a bare string or path is refused rather than guessed at.
+
+    A string is iterable, so ``depends_on="data.csv"`` would depend on the files ``d``, ``a``, ...
+    (and ``"."`` on the whole working directory): refused, with the list spelling as the hint.
+    """
+    if isinstance(depends_on, (str, bytes, os.PathLike)):
+        raise ConfigError(
+            f"depends_on: expected a list of paths or objects, got the single {type(depends_on).__name__} "
+            f"{depends_on!r}; write depends_on=[{depends_on!r}]"
+        )
+    try:
+        return tuple(depends_on)
+    except TypeError:
+        raise ConfigError(
+            f"depends_on: expected a list of paths or objects, got {type(depends_on).__name__}"
+        ) from None
 
 
 def _function_id(func: Any) -> str:
@@ -780,9 +850,14 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         on_unhashable: ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
             uncached, warn once).
         on_store_error: ``"log"`` (a store failure is a logged miss) or ``"raise"``.
-        depends_on: extra inputs the code does not show: objects, or paths whose content counts.
+        depends_on: a list of extra inputs the code does not show: objects, or paths whose content
+            counts. A bare string or path is refused (``depends_on=["data.csv"]``, not
+            ``depends_on="data.csv"``, which would otherwise be read one character at a time).
         track_versions: add the versions of the distributions the code reaches to the key.
-        store_options: keyword options for opening ``store`` (e.g. ``size_limit``).
+        store_options: keyword options for opening ``store`` (e.g. ``size_limit``); unknown
+            ones, a malformed store URL and invalid values are refused here. Credentials given
+            here or in the URL are used but never pickled with the function nor shown in its
+            ``repr``: workers take them from their environment (see :mod:`fncache.stores`).
         verbose: one line per call on stderr; default ``$FNCACHE_VERBOSE``.
         mmap_mode: ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
             read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:
