@@ -4,10 +4,11 @@
 verifies and unpickles, ``save(callkey, value, duration)`` encodes and adds create-only, ``discard``
 deletes. What it does with failures, in one place:
 
-* a store or I/O error is a logged miss (warned once per kind, then at debug level), or raised as it
+* whatever a store raises is a logged miss (warned once per kind, then at debug level), or raised as it
   is with ``on_store_error="raise"``;
-* an entry that fails its checksum or signature is logged, deleted and recomputed; so is a verified
-  entry that no longer unpickles (a class was removed);
+* an entry that fails its checksum or signature is logged, deleted and recomputed; a verified entry
+  that does not unpickle here (a module this process lacks) is recomputed and replaced, never deleted
+  (other processes may still read it);
 * an entry the ``accept`` predicate refuses (expired, or the joblib layer's validation callback) is
   deleted and recomputed;
 * a result that cannot be pickled is returned by the caller and not stored (warned once).
@@ -80,6 +81,9 @@ class Entries:
         self.report = strategies.report or self._report
         self._store: Store | None = options.store if isinstance(options.store, Store) else None
         self._warned: set[str] = set()
+        # Keys whose verified entry this process could not unpickle (a module it lacks): they are
+        # misses here, and the entry is replaced (never deleted) once a recompute has succeeded.
+        self._unloadable: set[str] = set()
 
     @property
     def store(self) -> Store:
@@ -90,14 +94,41 @@ class Entries:
 
     # -- the failure policy --------------------------------------------------------------------
     def failed(self, what: str, e: Exception) -> None:
-        """A store operation failed: a logged miss, or raised with ``on_store_error="raise"``."""
+        """The failure policy for anything a store raised: a logged miss, or ``StoreError``.
+
+        Not only :class:`StoreError`: whatever a store or the parsing of its data raises (a bug, a
+        ``RecursionError`` on planted data) is a store failure, never an error of the call.
+        """
         self.counters.errors += 1
         if self.options.on_store_error == "raise":
-            raise e
+            if isinstance(e, (StoreError, OSError)):
+                raise e
+            raise StoreError(f"{self.function}: store {what} failed: {type(e).__name__}: {e}") from e
         kind = f"{what}:{type(e).__name__}"
         level = logging.WARNING if kind not in self._warned else logging.DEBUG
         self._warned.add(kind)
-        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function, what, e)
+        log.log(level, "%s: store %s failed, treated as a miss: %s", self.function, what,
+                e if isinstance(e, (StoreError, OSError)) else f"{type(e).__name__}: {e}")
+
+    def unloadable(self, key: str, e: Exception) -> None:
+        """A verified entry that this process cannot unpickle: a miss here, kept for the others.
+
+        The entry passed its checksum (and signature), so the failure is the reader's: a module it
+        lacks, an incompatible library version. Deleting it would wipe a result that every other
+        process sharing the store can still read, so it stays; this process recomputes and replaces
+        it only once that succeeded (see :meth:`save`). Warned once per missing module.
+        """
+        self.counters.errors += 1
+        if len(self._unloadable) > 10_000:  # bounded: a process that cannot load anything
+            self._unloadable.clear()
+        self._unloadable.add(key)
+        missing = getattr(e, "name", None) if isinstance(e, ImportError) else None
+        what = f"module {missing!r} is missing here" if missing else f"{type(e).__name__}: {e}"
+        kind = f"unloadable:{missing or type(e).__name__}"
+        level = logging.WARNING if kind not in self._warned else logging.DEBUG
+        self._warned.add(kind)
+        log.log(level, "%s: entry %s cannot be loaded in this process (%s); recomputing, and the "
+                "entry is kept for processes that can load it", self.function, key, what)
 
     def warn_once(self, kind: str, message: str, *args: Any) -> None:
         """Log a warning the first time ``kind`` happens for this function."""
@@ -136,7 +167,7 @@ class Entries:
         """(True, value) for a usable entry, else (False, None); never raises but for the policy."""
         try:
             frame = self.read(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:  # any store failure is a miss (see failed)
             self.failed("read", e)
             return False, None
         if frame is None:
@@ -151,10 +182,8 @@ class Entries:
             self.counters.errors += 1
             self.discard(key)
             return False, None
-        except Exception as e:  # a verified pickle that no longer loads (a class was removed)
-            log.warning("%s: entry %s no longer loads, recomputing: %r", self.function, key, e)
-            self.counters.errors += 1
-            self.discard(key)
+        except Exception as e:  # a verified pickle that does not load here (a module missing)
+            self.unloadable(key, e)
             return False, None
         if not self.accept(key, header):
             self.discard(key)
@@ -166,7 +195,7 @@ class Entries:
         unpickled); an entry :meth:`accept` refuses is removed."""
         try:
             frame = self.store.get(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:  # any store failure is a miss (see failed)
             self.failed("lookup", e)
             return False
         if frame is None:
@@ -184,7 +213,7 @@ class Entries:
         """Whether an entry exists at ``key`` (not read, not verified)."""
         try:
             return self.store.contains(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self.failed("lookup", e)
             return False
 
@@ -193,7 +222,7 @@ class Entries:
         """Delete the entry at ``key`` if there is one."""
         try:
             self.store.delete(key)
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self.failed("delete", e)
 
     def save(self, ck: CallKey, value: Any, duration: float, overwrite: bool = False,
@@ -213,15 +242,19 @@ class Entries:
             self.warn_once("unpicklable", "%s: result not stored: %s", self.function, e)
             return
         meta = (meta_from or ck).meta(created, duration)
+        # An entry this process could not load is replaced now that a value was computed: a
+        # create-only add would leave it in place, and this process missing on it forever.
+        replace = overwrite or ck.key in self._unloadable
         try:
-            if overwrite:
+            if replace:
                 self.store.set(ck.key, frame, meta, expire=opts.expire)
+                self._unloadable.discard(ck.key)
             else:
                 self.store.add(ck.key, frame, meta, expire=opts.expire)
             self.counters.stores += 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: stored %s (%d bytes)", self.function, ck.key, value_size(frame))
-        except (StoreError, OSError) as e:
+        except Exception as e:
             self.failed("write", e)
 
     def clear(self) -> int:

@@ -30,7 +30,7 @@ from fncache._errors import ConfigError, UnhashableArgument
 from fncache._fingerprint import Fingerprint
 from fncache._miss import MissPath
 from fncache._options import _DISABLED, NAMES, Options
-from fncache.stores import Store
+from fncache.stores import Store, redact
 
 __all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
 
@@ -150,7 +150,9 @@ class Memoized(Generic[P, R]):
         return types.MethodType(self, instance)
 
     def __repr__(self) -> str:
-        return f"<memoized {self.function_id} in {self.options.store or 'default store'}>"
+        spec = self.options.store
+        where = redact(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec
+        return f"<memoized {self.function_id} in {where or 'default store'}>"
 
     def __fncache_token__(self) -> Any:
         return self._keys.fingerprint().digest
@@ -308,9 +310,14 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         on_unhashable: ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
             uncached, warn once).
         on_store_error: ``"log"`` (a store failure is a logged miss) or ``"raise"``.
-        depends_on: extra inputs the code does not show: objects, or paths whose content counts.
+        depends_on: a list of extra inputs the code does not show: objects, or paths whose content
+            counts. A bare string or path is refused (``depends_on=["data.csv"]``, not
+            ``depends_on="data.csv"``, which would otherwise be read one character at a time).
         track_versions: add the versions of the distributions the code reaches to the key.
-        store_options: keyword options for opening ``store`` (e.g. ``size_limit``).
+        store_options: keyword options for opening ``store`` (e.g. ``size_limit``); unknown
+            ones, a malformed store URL and invalid values are refused here. Credentials given
+            here or in the URL are used but never pickled with the function nor shown in its
+            ``repr``: workers take them from their environment (see :mod:`fncache.stores`).
         verbose: one line per call on stderr; default ``$FNCACHE_VERBOSE``.
         mmap_mode: ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
             read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:

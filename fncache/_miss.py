@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
-from fncache._errors import LockTimeout, StoreError
+from fncache._errors import LockTimeout
 from fncache._fingerprint import Fingerprint, mark_state
 
 __all__ = ["MissPath", "arun", "run"]
@@ -143,7 +143,7 @@ class MissPath:
                 guard = None
                 log.warning("%s: waited %.0fs for another process computing %s; computing too",
                             self.entries.function, self.lock_timeout, ck.key)
-            except (StoreError, OSError) as e:
+            except Exception as e:  # any store failure is a miss (see Entries.failed)
                 guard = None
                 self.entries.failed("lock", e)
         try:
@@ -166,7 +166,7 @@ class MissPath:
             if guard is not None:
                 try:
                     guard.__exit__(None, None, None)
-                except (StoreError, OSError) as e:
+                except Exception as e:
                     self.entries.failed("unlock", e)
 
     def _before(self, ck: CallKey, loop: Any) -> _Before:

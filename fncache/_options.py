@@ -13,6 +13,7 @@ on every call cost about a tenth of a hit) and changed at run time with :func:`d
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 from fncache import _codec
 from fncache._errors import ConfigError
-from fncache.stores import Store
+from fncache.stores import Store, check_store, public_config, redact
 
 __all__ = ["Options", "disable", "disabled", "enable"]
 
@@ -114,11 +115,16 @@ class Options:
             raise ConfigError("ignore: expected a list of parameter names, not a single string")
         if version is not None and not isinstance(version, str):
             raise ConfigError(f"version: expected a str, got {type(version).__name__}")
-        if expire is not None and (isinstance(expire, bool) or not isinstance(expire, (int, float))
-                                   or expire <= 0):
+        if expire is not None and not _positive_seconds(expire):
             raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
-        if not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
+        if not _positive_seconds(lock_timeout):
             raise ConfigError(f"lock_timeout: expected a positive number of seconds, got {lock_timeout!r}")
+        for name, flag in (("lock", lock), ("track_versions", track_versions)):
+            if not isinstance(flag, bool):  # lock="no" would mean True
+                raise ConfigError(f"{name}: expected True or False, got {flag!r}")
+        if verbose is not None and not isinstance(verbose, bool):
+            raise ConfigError(f"verbose: expected True, False or None, got {verbose!r}")
+        depends_on = _check_depends_on(depends_on)
         _one_of("on_unhashable", on_unhashable, _ON_UNHASHABLE)
         _one_of("on_store_error", on_store_error, _ON_STORE_ERROR)
         if mmap_mode not in (None, "r"):
@@ -129,16 +135,16 @@ class Options:
             ignore=tuple(sorted(ignore)),
             version=version,
             expire=expire,
-            lock=bool(lock),
+            lock=lock,
             lock_timeout=float(lock_timeout),
             secret=secret_from(secret),
             compress=_codec.check_compress(compress),
             on_unhashable=on_unhashable,
             on_store_error=on_store_error,
             depends_on=tuple(depends_on),
-            track_versions=bool(track_versions),
+            track_versions=track_versions,
             store_options=dict(store_options or {}),
-            verbose=env_flag("FNCACHE_VERBOSE") if verbose is None else bool(verbose),
+            verbose=env_flag("FNCACHE_VERBOSE") if verbose is None else verbose,
             mmap_mode=mmap_mode,
         )
 
@@ -146,11 +152,15 @@ class Options:
         """The keyword options that rebuild these in another process (:meth:`make` accepts them).
 
         A secret given in code is left out (it would travel in clear): workers take theirs from
-        ``$FNCACHE_SECRET``. ``store``: the opened store, sent instead of a Store option (a store
+        ``$FNCACHE_SECRET``. So are store credentials (a password in the URL or store_options, an S3
+        secret): workers take them from their environment ($REDIS_PASSWORD, AWS_*), see
+        :mod:`fncache.stores`. ``store``: the opened store, sent instead of a Store option (a store
         pickles as its URL and options).
         """
+        spec = store if isinstance(self.store, Store) and store is not None else self.store
+        public_store, public_options = public_config(spec, self.store_options)
         return {
-            "store": store if isinstance(self.store, Store) and store is not None else self.store,
+            "store": public_store,
             "ignore": list(self.ignore),
             "version": self.version,
             "expire": self.expire,
@@ -161,7 +171,7 @@ class Options:
             "on_store_error": self.on_store_error,
             "depends_on": self.depends_on,
             "track_versions": self.track_versions,
-            "store_options": self.store_options,
+            "store_options": public_options,
             "verbose": self.verbose,
             "mmap_mode": self.mmap_mode,
         }
@@ -189,5 +199,32 @@ def _check_store(store: Any, store_options: Any) -> None:
     if limit is not None and (type(limit) is not int or limit <= 0):
         raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
     if isinstance(store, str) and "://" in store and not store.startswith(_SCHEMES):
-        raise ConfigError(f"store: unknown URL scheme in {store!r}; expected a directory path, "
-                          "file://, memory://, redis://, rediss://, unix:// or s3://")
+        raise ConfigError(f"store: unknown URL scheme in {redact(store)!r}; expected a directory "
+                          "path, file://, memory://, redis://, rediss://, unix:// or s3://")
+    # A bad Redis URL, chunk_size=0 or an unknown option fails here, not at the first call.
+    check_store(store, dict(store_options or {}))
+
+
+def _positive_seconds(value: Any) -> bool:
+    """Whether ``value`` is a finite positive number (not a bool, not NaN, not infinity)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and value > 0)
+
+
+def _check_depends_on(depends_on: Any) -> tuple[Any, ...]:
+    """``depends_on`` as a tuple; a bare string or path is refused rather than guessed at.
+
+    A string is iterable, so ``depends_on="data.csv"`` would depend on the files ``d``, ``a``, ...
+    (and ``"."`` on the whole working directory): refused, with the list spelling as the hint.
+    """
+    if isinstance(depends_on, (str, bytes, os.PathLike)):
+        raise ConfigError(
+            f"depends_on: expected a list of paths or objects, got the single {type(depends_on).__name__} "
+            f"{depends_on!r}; write depends_on=[{depends_on!r}]"
+        )
+    try:
+        return tuple(depends_on)
+    except TypeError:
+        raise ConfigError(
+            f"depends_on: expected a list of paths or objects, got {type(depends_on).__name__}"
+        ) from None

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fncache._errors import FncacheError
-from fncache.stores import EntryInfo, Store, default_store_url, open_store
+from fncache._errors import ConfigError, FncacheError
+from fncache.stores import EntryInfo, Store, default_store_url, open_store, redact
 
 __all__ = ["main", "parse_duration", "parse_size"]
 
@@ -59,17 +59,35 @@ def _human_age(seconds: float) -> str:
     return f"{seconds:.0f}s ago"
 
 
+# What ``ls`` shows for entries whose metadata is unreadable or of the wrong types.
+_DAMAGED = "(damaged)"
+
+
 class _Fail(Exception):
     """A failure the command reports in one line (exit status 1)."""
 
 
+# The file diskcache keeps its index in: a directory without it holds no store.
+_DISK_INDEX = "cache.db"
+
+
 def _store_from(args: argparse.Namespace) -> Store:
+    """The store the command works on. Only ``doctor`` may create one: reading commands and
+    ``clear``/``prune`` on a directory without a store fail (exit 1) and leave it untouched; a
+    malformed store URL is bad usage (exit 2)."""
     if args.dir and args.store:
         raise _Usage("--dir and --store: give one or the other")
     url = args.store or args.dir or default_store_url()
-    if "://" not in url and not os.path.isdir(url) and args.command != "doctor":
-        raise _Fail(f"no cache at {url!r} (the directory does not exist)")
-    return open_store(url)
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if "://" not in path and args.command != "doctor":
+        if not os.path.isdir(path):
+            raise _Fail(f"no cache at {redact(url)!r} (the directory does not exist)")
+        if not os.path.exists(os.path.join(path, _DISK_INDEX)):
+            raise _Fail(f"no cache at {redact(url)!r} (the directory holds no fncache store)")
+    try:
+        return open_store(url)
+    except ConfigError as e:
+        raise _Usage(f"--store: {e}") from None
 
 
 class _Usage(Exception):
@@ -129,24 +147,26 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     store = _store_from(args)
     entries = list(store.entries())
-    functions = {e.function for e in entries}
+    functions = {e.function for e in entries if not e.damaged}
     data = {
         "store": store.url,
         "kind": store.kind,
         "entries": len(entries),
         "bytes": sum(e.size for e in entries),
         "functions": len(functions),
+        "damaged": sum(e.damaged for e in entries),
     }
-    # Disk stores: rows whose metadata is damaged, and value files no entry owns (killed writers).
-    data["damaged"] = sum(1 for e in entries if "damaged" in e.meta)
+    # Value files no entry owns (writers killed mid-write; disk stores).
     data["orphans"], data["orphan_bytes"] = store.orphans()
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
-        f"entries:   {data['entries']}" + (f" ({data['damaged']} damaged)" if data["damaged"] else ""),
+        f"entries:   {data['entries']}",
         f"size:      {_human_size(float(str(data['bytes'])))} ({data['bytes']} bytes)",
         f"functions: {data['functions']}",
         f"orphans:   {data['orphans']} files, {_human_size(float(str(data['orphan_bytes'])))}"
         " (no entry owns them; removed by clear and prune)",
+        *([f"damaged:   {data['damaged']} (unreadable metadata; `fncache clear` removes them)"]
+          if data["damaged"] else []),
     ])
     _emit(args, data, text)
     return 0
@@ -156,8 +176,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     store = _store_from(args)
     groups: dict[str, dict[str, Any]] = {}
     for info in _select(store, args):
-        label = info.function or ("(damaged)" if "damaged" in info.meta else "?")
-        g = groups.setdefault(label, {"function": label, "entries": 0,
+        name = _DAMAGED if info.damaged else info.function or "?"
+        g = groups.setdefault(name, {"function": name, "entries": 0,
                                                      "bytes": 0, "newest": 0.0, "oldest": None})
         g["entries"] += 1
         g["bytes"] += info.size
@@ -227,6 +247,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     store = _store_from(args)
     result = _explain.explain_function(store, args.target)
     _emit(args, result.as_dict(), str(result))
+    if result.error is not None and not result.entries:
+        # Nothing stored and no code to look at: there is nothing to explain.
+        print(f"fncache explain: cannot import {args.target}: {result.error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -54,7 +54,7 @@ from fncache._memory_results import (
     _store_spec,
 )
 from fncache._options import Options
-from fncache.stores import Store, open_store
+from fncache.stores import Store, open_store, public_config, redact
 
 __all__ = [
     "AsyncMemorizedFunc",
@@ -244,16 +244,30 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     def __reduce__(self) -> Any:
         if _importable(self):
             return self.__qualname__  # type: ignore[attr-defined]  # set by update_wrapper
+        # Credentials stay behind (a password in the URL or backend_options, an S3 secret):
+        # workers take theirs from the environment, as fncache.stores documents.
+        location, backend_options = _public(self.location, self._backend_options)
         options = dict(
             backend=self.backend, ignore=self.ignore, mmap_mode=self.mmap_mode,
             compress=self.compress or False, verbose=self._verbose,
             cache_validation_callback=_portable(self.cache_validation_callback),
-            backend_options=self._backend_options,
+            backend_options=backend_options,
         )
-        return (_rebuild, (type(self), _portable(self.__wrapped__), self.location, options))
+        return (_rebuild, (type(self), _portable(self.__wrapped__), location, options))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(func={self.function_id}, location={self.location})"
+        return f"{type(self).__name__}(func={self.function_id}, location={_shown(self.location)})"
+
+
+def _public(location: Any, backend_options: dict[str, Any] | None) -> tuple[Any, Any]:
+    """``location`` and ``backend_options`` without credentials, for pickles."""
+    clean, options = public_config(location, backend_options or {})
+    return clean, (options if backend_options is not None else None)
+
+
+def _shown(location: Any) -> Any:
+    """``location`` as ``repr`` shows it: a URL's password replaced by ``***``."""
+    return redact(location) if isinstance(location, str) else location
 
 
 def _rebuild(cls: type[MemorizedFunc], func: Any, location: Any, options: dict[str, Any]) -> Any:
@@ -464,10 +478,12 @@ class Memory:
         return removed
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, timestamp=None)
+        location, backend_options = _public(self.location, self.backend_options)
+        return dict(self.__dict__, timestamp=None, location=location,
+                    backend_options=backend_options)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(location={self.location})"
+        return f"{type(self).__name__}(location={_shown(self.location)})"
 
 
 def expires_after(

@@ -463,10 +463,12 @@ def test_s3_endpoint_from_environment(s3_env):
 def test_s3_server_ignoring_if_none_match_still_stores_a_value(s3_env, monkeypatch):
     """Where a server ignores ``If-None-Match`` every add succeeds and the last write stays."""
     store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
-    pipe_file = store.fs.pipe_file
-    monkeypatch.setattr(
-        store.fs, "pipe_file", lambda path, data, mode=None, **kw: pipe_file(path, data, **kw)
-    )
+    pipe_file = store.fs._pipe_file
+
+    async def ignoring_condition(path: str, data: bytes, mode: Any = None, **kw: Any) -> Any:
+        return await pipe_file(path, data, **kw)
+
+    monkeypatch.setattr(store.fs, "_pipe_file", ignoring_condition)
     key = new_key()
     assert store.add(key, b"same", META)
     assert store.add(key, b"same", META)

@@ -10,11 +10,19 @@ URL                                    store
 =====================================  ==========================================================
 
 Backends import lazily: opening a disk store never imports redis or s3fs.
+
+Credentials never travel with a store's configuration. :func:`public_config` is what a memoized
+function carries when it is pickled and what ``repr`` shows: the URL without a password and the
+options without any credential. A process that unpickles it takes credentials from its own
+environment: ``$REDIS_PASSWORD`` for Redis, the AWS configuration (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``, instance roles) for S3, and
+``$FNCACHE_STORE`` when no store was given at all.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,7 +30,62 @@ from typing import Any
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["EntryInfo", "Store", "default_store_url", "open_store"]
+__all__ = [
+    "EntryInfo",
+    "Store",
+    "check_store",
+    "default_store_url",
+    "open_store",
+    "public_config",
+    "redact",
+]
+
+# Option names that hold credentials, at any depth of the options (``client_kwargs`` too).
+_SECRET_WORDS = ("password", "secret", "token", "credential", "access_key")
+_SECRET_EXACT = ("key",)
+_USERINFO_PASSWORD = re.compile(r"(://[^/@?#]*?):[^/@?#]*@")
+_QUERY_SECRET = re.compile(r"(?i)([?&][^=&#]*(?:password|secret|token)[^=&#]*=)[^&#]*")
+_REMOTE = ("memory://", "redis://", "rediss://", "unix://", "s3://")
+
+
+def _is_secret(name: Any) -> bool:
+    lowered = str(name).lower()
+    return lowered in _SECRET_EXACT or any(word in lowered for word in _SECRET_WORDS)
+
+
+def redact(url: str) -> str:
+    """``url`` with any password (``user:PASSWORD@``, ``?password=``) replaced by ``***``.
+
+    For messages and ``repr``: a URL given by the user is shown this way wherever fncache shows it.
+    """
+    url = _USERINFO_PASSWORD.sub(r"\1:***@", url)
+    return _QUERY_SECRET.sub(r"\1***", url)
+
+
+def _strip(options: Any) -> Any:
+    if isinstance(options, dict):
+        return {k: _strip(v) for k, v in options.items() if not _is_secret(k)}
+    return options
+
+
+def public_config(
+    store: str | os.PathLike[str] | Store | None, options: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """``(store, options)`` without credentials: safe to pickle, log and show.
+
+    A URL loses its password (from the userinfo and the query), the options lose every key that
+    names a credential (``password``, ``secret``, ``key``, ``token``, ``aws_secret_access_key``...,
+    also inside ``client_kwargs``). A :class:`Store` is kept: it pickles as its own sanitised
+    configuration.
+    """
+    if isinstance(store, str) and "://" in store:
+        if store.startswith(("redis://", "rediss://", "unix://")):
+            from fncache.stores.redis import _split_password
+
+            store = _split_password(store)[0]
+        store = _USERINFO_PASSWORD.sub(r"\1@", store)
+        store = re.sub(r"(?i)[?&][^=&#]*(?:password|secret|token)[^=&#]*=[^&#]*", "", store)
+    return store, _strip(dict(options))
 
 _cache_lock = threading.Lock()
 _open: dict[tuple[str, tuple[tuple[str, Any], ...]], Store] = {}
@@ -59,7 +122,7 @@ def _create(url: str, options: dict[str, Any]) -> Store:
     elif "://" in url:
         scheme = url.split("://", 1)[0]
         raise ConfigError(
-            f"store: unknown URL scheme {scheme!r} in {url!r}; "
+            f"store: unknown URL scheme {scheme!r} in {redact(url)!r}; "
             "expected a directory path, file://, memory://, redis:// or s3://"
         )
     from fncache.stores.disk import DiskStore
@@ -98,6 +161,42 @@ def open_store(store: str | os.PathLike[str] | Store | None = None, **options: A
         if found is None:
             found = _open[ident] = _create(url, options)
         return found
+
+
+def check_store(store: str | os.PathLike[str] | Store | None, options: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` now for a store URL or options that opening it would refuse.
+
+    A remote store (Redis, S3, memory) is opened, which validates its URL and options without
+    connecting (connections are lazy). A disk store is not opened (that would create its directory);
+    its option names are checked against the settings diskcache takes.
+    """
+    if isinstance(store, Store) or (store is None and not options):
+        if isinstance(store, Store) and options:
+            raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
+        return
+    url = os.fspath(store) if store is not None else default_store_url()
+    if url.startswith("memory://") and options:
+        raise ConfigError(
+            f"store_options: a memory:// store takes no options, got {', '.join(map(str, options))}"
+        )
+    if url.startswith(_REMOTE):
+        open_store(url, **options)
+        return
+    if "://" in url and not url.startswith("file://"):
+        scheme = url.split("://", 1)[0]
+        raise ConfigError(
+            f"store: unknown URL scheme {scheme!r} in {redact(url)!r}; "
+            "expected a directory path, file://, memory://, redis:// or s3://"
+        )
+    import diskcache
+
+    known = set(diskcache.DEFAULT_SETTINGS) | {"timeout"}
+    unknown = sorted(k for k in options if k not in known and not str(k).startswith("disk_"))
+    if unknown:
+        raise ConfigError(
+            f"store_options: unknown option(s) for a disk store: {', '.join(map(str, unknown))}; "
+            f"expected size_limit or a diskcache setting ({', '.join(sorted(known))})"
+        )
 
 
 def _reopen(url: str, options: dict[str, Any]) -> Store:

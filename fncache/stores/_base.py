@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -29,7 +31,25 @@ from typing import Any
 #: writes its data before it publishes the entry, and may be doing so right now.
 ORPHAN_GRACE = 3600.0
 
-__all__ = ["ORPHAN_GRACE", "EntryInfo", "Store", "decode_meta", "encode_meta", "join_parts", "value_size"]
+__all__ = [
+    "ORPHAN_GRACE",
+    "EntryInfo",
+    "Store",
+    "decode_meta",
+    "encode_meta",
+    "entry_info",
+    "join_parts",
+    "load_json",
+    "parse_meta",
+    "value_size",
+]
+
+#: Metadata, manifests and lease records are small; anything larger is damage, never parsed.
+MAX_JSON_BYTES = 1 << 20
+#: fncache writes JSON nested a few levels deep; deeper input is damage (and could exhaust the stack).
+MAX_JSON_DEPTH = 16
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 def join_parts(value: Any) -> bytes | bytearray | memoryview:
@@ -65,11 +85,84 @@ class EntryInfo:
     created: float
     accessed: float | None
     meta: dict[str, Any]
+    #: the metadata was unreadable or of the wrong types (planted, corrupted): listed, never trusted
+    damaged: bool = False
 
     @property
     def function(self) -> str:
         """``module:qualname`` of the function that produced the entry, or ``""`` if unknown."""
-        return str(self.meta.get("function", ""))
+        name = self.meta.get("function", "")
+        return name if isinstance(name, str) else ""
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite, non-negative float, or ``None`` if it is anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def entry_info(
+    key: str, size: int, meta: Any, *, created: float | None = None,
+    accessed: float | None = None, damaged: bool = False,
+) -> EntryInfo:
+    """An :class:`EntryInfo` built from untrusted metadata.
+
+    ``size`` is what the store measured (the stored length), never a size the metadata claims.
+    Metadata of the wrong types (``"created": [1]``, ``"function": 5``, not a dict) marks the entry
+    ``damaged`` and is dropped, and a damaged entry's creation time is unknown (0.0). ``created`` (a
+    time the store knows, e.g. an object's modification time) is the fallback when intact metadata
+    has none. A listing built from these never crashes.
+    """
+    if not isinstance(meta, dict):
+        meta, damaged = {}, True
+    claimed = meta.get("created")
+    when = _finite(claimed)
+    if claimed is not None and when is None:
+        damaged = True
+    function = meta.get("function")
+    if function is not None and not isinstance(function, str):
+        damaged = True
+    if damaged:
+        # Unknown, so counted as oldest: `clear --older-than` and `prune` remove damage first.
+        meta, when, created = {}, None, None
+    return EntryInfo(
+        key=key,
+        size=max(int(size), 0),
+        created=when if when is not None else (_finite(created) or 0.0),
+        accessed=_finite(accessed),
+        meta=meta,
+        damaged=damaged,
+    )
+
+
+def load_json(raw: bytes | bytearray | str | None, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """Parse JSON read from a store, or raise ``ValueError``: bounded in size and nesting depth.
+
+    Store data is untrusted: a planted document nested a hundred thousand levels deep would raise
+    ``RecursionError`` in :func:`json.loads`, a huge one would take its time and memory. Both are
+    refused before parsing (depth is counted over the brackets outside strings).
+    """
+    if raw is None:
+        raise ValueError("no data")
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if len(data) > max_bytes:
+        raise ValueError(f"{len(data)} bytes of JSON, more than the {max_bytes} allowed")
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for c in brackets if len(brackets) > MAX_JSON_DEPTH else b"":
+        depth += 1 if c in b"[{" else -1
+        deepest = max(deepest, depth)
+    if deepest > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested {deepest} levels deep, more than {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(data)
+    except (RecursionError, UnicodeDecodeError) as e:  # counted above; belt and braces
+        raise ValueError(str(e)) from e
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:
@@ -79,13 +172,23 @@ def encode_meta(meta: dict[str, Any]) -> bytes:
 
 def decode_meta(raw: bytes | str | None) -> dict[str, Any]:
     """Inverse of :func:`encode_meta`; damaged metadata reads as ``{}`` rather than failing a listing."""
+    meta = parse_meta(raw)
+    return {} if meta is None else meta
+
+
+def parse_meta(raw: bytes | bytearray | str | None) -> dict[str, Any] | None:
+    """Metadata read from a store: ``{}`` for none, ``None`` for damaged metadata.
+
+    Damaged means unparsable, too large or too deep (see :func:`load_json`), or not a JSON object;
+    it never raises, so one bad record cannot fail a listing.
+    """
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        value = load_json(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class Store:

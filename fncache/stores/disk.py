@@ -182,7 +182,7 @@ def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     accessed = _number(access_time) if tracks_reads else None
     if problem is not None:
         return EntryInfo(key=key, size=int(stored or 0), created=_number(store_time) or 0.0,
-                         accessed=accessed or None, meta={"damaged": problem})
+                         accessed=accessed or None, meta={"damaged": problem}, damaged=True)
     return EntryInfo(key=key, size=int(meta.get("size") or stored or 0),
                      created=_number(meta.get("created")) or _number(store_time) or 0.0,
                      accessed=accessed or None, meta=meta)

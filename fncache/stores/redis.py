@@ -25,25 +25,39 @@ Guarantees and failure modes:
 * ``expire`` becomes the keys' TTL: Redis itself forgets the entry. ``entries()`` and ``clear()``
   use ``SCAN``, never ``KEYS``, so they do not block the server; entries written meanwhile may or
   may not be seen.
-* A server that cannot be reached, times out (``socket_timeout``, default 10 s), refuses a write at
-  its ``maxmemory`` limit ("OOM command not allowed") or rejects a command raises
-  :class:`fncache.StoreError`; after a connection error the pool is rebuilt on next use.
+* A server that cannot be reached, times out, refuses a write at its ``maxmemory`` limit ("OOM
+  command not allowed") or rejects a command raises :class:`fncache.StoreError`, as does any other
+  error of the client; after a connection error the pool is rebuilt on next use.
+* Deadline: every command waits at most ``socket_timeout`` (default 10 s) for its reply, a new
+  connection at most ``socket_connect_timeout`` (default 5 s), and a timed-out command is not
+  retried (redis-py's default retries would multiply the time-out). An operation fails at its
+  first timed-out command, so it takes at most ``socket_connect_timeout + socket_timeout`` against
+  a frozen server (one retry on a fresh connection after a broken one).
+* What the server returns is untrusted. A chunk manifest is at most 1 KiB of JSON with a 32-hex-digit
+  token; its chunk count must match its size and chunk size, at most 65536 chunks and 1 TiB, and the
+  chunks' stored lengths must add up to the size before any chunk is fetched. Anything else is
+  damage: the entry reads as a miss and is removed. Listings count stored lengths, never the size
+  the metadata claims, and mark metadata that is unreadable, over 1 MiB, nested over 16 levels or of
+  the wrong types as damaged.
 * The connection opens on first use and is rebuilt in a child process after ``fork`` (the parent's
   sockets are never shared).
 * The store is written for one Redis server (or a primary behind a proxy), not Redis Cluster:
   the publish script touches the value key and its chunks together.
 
-Secrets: a password is never pickled. It is taken, at open time, from the ``password=`` option,
-else from the URL (``redis://:PASSWORD@host`` or ``?password=``), else from ``$REDIS_PASSWORD``.
-``url`` keeps everything the user gave *except* the password, and ``options`` never hold it. A
-store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set that variable (rather
-than writing the password in the URL) when memoized functions travel to workers; pickling a store
-whose password came from the URL or the option, while ``$REDIS_PASSWORD`` is unset, logs a
-warning.
+Secrets: a password is never pickled, shown or logged. It is taken, at open time, from the
+``password=`` option, else from the URL (``redis://:PASSWORD@host`` or ``?password=``), else from
+``$REDIS_PASSWORD``. ``url`` keeps everything the user gave *except* the password, and ``options``
+never hold it nor any other option whose name says password, secret, token or credential (e.g.
+``ssl_password``). A store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set
+that variable (rather than writing the password in the URL) when memoized functions travel to
+workers; pickling a store whose password came from the URL or an option, while
+``$REDIS_PASSWORD`` is unset, logs a warning.
 
 Options: ``prefix`` (key namespace, default ``"fncache:"``), ``chunk_size`` (bytes, default
 64 MiB), ``socket_timeout`` and ``socket_connect_timeout`` (seconds, defaults 10 and 5),
-``password``; any other keyword goes to :func:`redis.Redis.from_url` (e.g. ``ssl_ca_certs``).
+``password``; any other keyword of :class:`redis.Redis` goes to :func:`redis.Redis.from_url` (e.g.
+``ssl_ca_certs``). The URL and the options are checked when the store is created (before any
+connection): a malformed URL or an unknown option raises :class:`fncache.ConfigError`.
 """
 
 from __future__ import annotations
@@ -51,6 +65,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -58,7 +73,17 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, join_parts, now
+from fncache.stores._base import (
+    MAX_JSON_BYTES,
+    EntryInfo,
+    Store,
+    encode_meta,
+    entry_info,
+    join_parts,
+    load_json,
+    now,
+    parse_meta,
+)
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["RedisStore"]
@@ -73,6 +98,16 @@ _DEFAULT_CHUNK = 64 * 2**20
 # Chunks of an add still in flight expire by themselves if the writer dies before publishing.
 _PENDING_TTL_MS = 3600 * 1000
 _SCAN_BATCH = 500
+# A manifest is about 80 bytes of JSON; chunk counts and sizes are capped before anything is
+# allocated or fetched, so a planted ``{"n": 10**12}`` costs one small read and is then damage.
+_MAX_MANIFEST = 1024
+_MAX_CHUNKS = 65536
+_MAX_VALUE = 1 << 40
+_FETCH_BATCH = 16
+_TOKEN = _KEY = re.compile(r"[0-9a-f]{32}")
+# Keyword options that hold credentials: used to connect, never kept in ``options`` (which are
+# pickled and shown), never logged.
+_SECRET_WORDS = ("password", "secret", "token", "credential")
 
 # KEYS: value, meta, chunk... ARGV: manifest, meta, ttl in ms (0 = none), mode ("add" or "set").
 # One script, so the manifest and its chunks become visible and permanent together.
@@ -127,6 +162,46 @@ def _split_password(url: str) -> tuple[str, str | None]:
     return clean, password
 
 
+def _is_secret(option: str) -> bool:
+    return any(word in option.lower() for word in _SECRET_WORDS)
+
+
+def _check_url(url: str) -> None:
+    """Raise :class:`ConfigError` for a URL redis-py would refuse (checked now, not at first use)."""
+    from redis.connection import parse_url
+
+    try:
+        parsed = parse_url(url)  # type: ignore[no-untyped-call]
+        parts = urlsplit(url)
+        if not url.startswith("unix://"):
+            parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+            if not parts.hostname:
+                raise ValueError("no host")
+    except (ValueError, TypeError) as e:
+        # The message of the parser may quote the URL; ours quotes it without its password.
+        raise ConfigError(f"store: invalid Redis URL {url!r}: {e}") from None
+    if not isinstance(parsed, dict):  # pragma: no cover - parse_url always returns a dict
+        raise ConfigError(f"store: invalid Redis URL {url!r}")
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming any option :class:`redis.Redis` does not take."""
+    import inspect
+
+    import redis
+
+    known = set(inspect.signature(redis.Redis.__init__).parameters) - {
+        "self", "host", "port", "db", "connection_pool", "unix_socket_path", "single_connection_client"
+    }
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(
+            f"store_options: unknown option(s) for a Redis store: {', '.join(unknown)}; expected "
+            "prefix, chunk_size, socket_timeout, socket_connect_timeout, password or an option of "
+            "redis.Redis"
+        )
+
+
 class RedisStore(Store):
     """A store in a Redis database, e.g. ``RedisStore("redis://localhost:6379/0")``.
 
@@ -152,9 +227,15 @@ class RedisStore(Store):
             raise ConfigError(
                 f"chunk_size: expected a number of bytes in 1..{_MAX_CHUNK}, got {chunk_size!r}"
             )
+        for name, value in (("socket_timeout", socket_timeout),
+                            ("socket_connect_timeout", socket_connect_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value < float("inf"):
+                raise ConfigError(f"{name}: expected a positive number of seconds, got {value!r}")
         clean_url, url_password = _split_password(url)
-        if url_password is not None or password is not None:
-            log.debug("redis store %s: password kept out of url and options", clean_url)
+        _check_url(clean_url)
+        secrets = {k: options.pop(k) for k in list(options) if _is_secret(k)}
+        _check_options(options)
         options = dict(
             options,
             prefix=prefix,
@@ -166,7 +247,8 @@ class RedisStore(Store):
         self.prefix = prefix
         self.chunk_size = chunk_size
         self._password = password or url_password or os.environ.get("REDIS_PASSWORD") or None
-        self._explicit_password = (password or url_password) is not None
+        self._explicit_password = (password or url_password) is not None or bool(secrets)
+        self._secret_kwargs = secrets
         self._client: Any = None
         self._pid = 0
         self._scripts: dict[str, Any] = {}
@@ -179,14 +261,21 @@ class RedisStore(Store):
             import redis
 
             kwargs = {k: v for k, v in self.options.items() if k not in ("prefix", "chunk_size")}
+            kwargs.update(self._secret_kwargs)
+            # redis-py retries a timed-out command three times by default, which multiplies
+            # socket_timeout; one retry of a broken pooled connection (a restarted server) is
+            # kept, a time-out is not retried: a store operation gives up within its time-outs.
+            kwargs.setdefault("retry", redis.retry.Retry(
+                redis.backoff.NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)
+            ))
             if self._password is not None:
                 kwargs["password"] = self._password
             try:
                 client = redis.Redis.from_url(self.url, **kwargs)
             except (ValueError, TypeError) as e:
                 raise ConfigError(
-                    f"store: invalid Redis URL or option for {self.url!r}: {e}"
-                ) from e
+                    f"store: invalid Redis URL or option for {self.url!r}: {type(e).__name__}"
+                ) from None
             # Forgetting (not closing) a parent's pool after fork: closing would shut sockets that
             # the parent still uses.
             self._client, self._pid = client, os.getpid()
@@ -208,15 +297,20 @@ class RedisStore(Store):
 
         try:
             yield
-        except (redis.exceptions.RedisError, OSError) as e:
-            if isinstance(e, StoreError):
-                raise
-            if isinstance(e, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-                # A half-read reply would poison a pooled connection: start afresh next time.
-                self.close()
+        except (ConfigError, StoreError):
+            raise
+        except Exception as e:
+            # Not only RedisError and OSError: a connection dropped by a time-out while its reply
+            # was being read has surfaced as ``ValueError: I/O operation on closed file``, and a
+            # parser may raise anything on bytes from a damaged server. All of it is a store failure.
+            if not isinstance(e, redis.exceptions.ResponseError):
+                # Start with a fresh pool next time. The old one is dropped, not closed: closing
+                # would pull sockets from under other threads' calls in flight (redis-py already
+                # disconnected the connection that failed).
+                self._client = None
             full = isinstance(e, redis.exceptions.OutOfMemoryError)
             hint = " (server full: maxmemory reached, nothing was stored)" if full else ""
-            raise StoreError(f"redis {what} failed on {self.url}{hint}: {e}") from e
+            raise StoreError(f"redis {what} failed on {self.url}{hint}: {_describe_error(e)}") from e
 
     def close(self) -> None:
         client, self._client = self._client, None
@@ -245,15 +339,64 @@ class RedisStore(Store):
     def _chunk_keys(self, key: str, token: str, n: int) -> list[str]:
         return [f"{self.prefix}c:{{{key}}}:{token}:{i}" for i in range(n)]
 
-    def _manifest_chunks(self, key: str, raw: bytes | None) -> list[str]:
-        """The chunk keys a stored value refers to (``[]`` for inline or unreadable values)."""
-        if not raw or raw[:1] != _CHUNKED:
-            return []
+    def _manifest(self, raw: bytes | None) -> tuple[str, int, int] | None:
+        """``(token, n, size)`` of a chunked value's manifest; ``None`` if it is not a valid one.
+
+        A manifest is untrusted: it must be small, a JSON object with a 32-hex-digit token, a size
+        up to 1 TiB and a chunk count that the size and the chunk size allow (at most 65536).
+        """
+        if not raw or raw[:1] != _CHUNKED or len(raw) > _MAX_MANIFEST:
+            return None
         try:
-            manifest = json.loads(raw[1:])
-            return self._chunk_keys(key, str(manifest["token"]), int(manifest["n"]))
-        except (ValueError, KeyError, TypeError):
-            return []
+            manifest = load_json(raw[1:], max_bytes=_MAX_MANIFEST)
+        except ValueError:
+            return None
+        if not isinstance(manifest, dict):
+            return None
+        token, n, size = manifest.get("token"), manifest.get("n"), manifest.get("size")
+        chunk = manifest.get("chunk")  # absent in manifests of fncache 0.1
+        if not (isinstance(token, str) and _TOKEN.fullmatch(token)):
+            return None
+        if type(n) is not int or type(size) is not int or not 0 < size <= _MAX_VALUE:
+            return None
+        if not 0 < n <= min(_MAX_CHUNKS, size) or n < -(-size // _MAX_CHUNK):
+            return None
+        if chunk is not None and (
+            type(chunk) is not int or not 0 < chunk <= _MAX_CHUNK or n != -(-size // chunk)
+        ):
+            return None
+        return token, n, size
+
+    def _manifest_chunks(self, key: str, raw: bytes | None) -> list[str]:
+        """The chunk keys a stored value refers to (``[]`` for inline or invalid values)."""
+        manifest = self._manifest(raw)
+        return [] if manifest is None else self._chunk_keys(key, manifest[0], manifest[1])
+
+    def _chunk_lengths(self, chunks: list[str]) -> list[int]:
+        """The stored length of each chunk (0 for a missing one), in one pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for name in chunks:
+            pipe.strlen(name)
+        # A chunk of another type (WRONGTYPE) counts as missing.
+        return [0 if _error(n) else int(n) for n in pipe.execute(raise_on_error=False)]
+
+    def _read_chunks(self, chunks: list[str], size: int) -> bytes | None:
+        """The chunks joined, or ``None`` if any is missing or the lengths do not add up to ``size``.
+
+        Lengths are checked (``STRLEN``) before any chunk is fetched, and chunks are fetched a few
+        at a time, so damage is found without reading, and memory never exceeds the value's size.
+        """
+        lengths = self._chunk_lengths(chunks)
+        if sum(lengths) != size or not all(lengths):
+            return None
+        out = bytearray()
+        for i in range(0, len(chunks), _FETCH_BATCH):
+            parts = self.client.mget(chunks[i : i + _FETCH_BATCH])
+            for part, length in zip(parts, lengths[i : i + _FETCH_BATCH], strict=True):
+                if part is None or len(part) != length:
+                    return None  # replaced or removed meanwhile
+                out += part
+        return bytes(out)
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, key: str) -> bytes | None:
@@ -261,21 +404,36 @@ class RedisStore(Store):
 
         A chunked value whose chunks are not all there reads as ``None`` and is removed.
         """
+        import redis
+
         with self._guard("read"):
-            raw = self.client.get(self._value_key(key))
+            try:
+                raw = self.client.get(self._value_key(key))
+            except redis.exceptions.ResponseError as e:
+                if "WRONGTYPE" not in str(e):
+                    raise
+                # A key of another type (a hash, a list) where a value belongs: damage.
+                log.warning("redis store %s: entry %s is damaged (not a string); removed",
+                            self.url, key)
+                self.client.unlink(self._value_key(key), self._meta_key(key))
+                return None
             if raw is None:
                 return None
             tag = raw[:1]
             if tag == _INLINE:
                 return bytes(raw[1:])
-            chunks = self._manifest_chunks(key, raw)
-            parts = self.client.mget(chunks) if chunks else []
-            if chunks and all(p is not None for p in parts):
-                value = b"".join(parts)
-                if len(value) == json.loads(raw[1:]).get("size", len(value)):
+            manifest = self._manifest(raw)
+            if manifest is not None:
+                token, n, size = manifest
+                chunks = self._chunk_keys(key, token, n)
+                value = self._read_chunks(chunks, size)
+                if value is not None:
                     return value
+            else:
+                chunks = []
             log.warning(
-                "redis store %s: entry %s is damaged (missing chunk); removed", self.url, key
+                "redis store %s: entry %s is damaged (%s); removed", self.url, key,
+                "bad manifest" if manifest is None else "missing or changed chunk",
             )
             self._script("delete_if")(keys=[self._value_key(key)], args=[raw])
             self.client.unlink(self._meta_key(key), *chunks)
@@ -293,7 +451,12 @@ class RedisStore(Store):
             for name in self.client.scan_iter(
                 match=_glob_escape(self.prefix) + "v:*", count=_SCAN_BATCH
             ):
-                batch.append(name.decode() if isinstance(name, bytes) else name)
+                if isinstance(name, bytes):
+                    try:
+                        name = name.decode()
+                    except UnicodeDecodeError:
+                        continue  # not a name fncache writes; clear() still removes it
+                batch.append(name)
                 if len(batch) >= _SCAN_BATCH:
                     yield from self._describe(batch, cut)
                     batch = []
@@ -301,44 +464,71 @@ class RedisStore(Store):
                 yield from self._describe(batch, cut)
 
     def _describe(self, names: Sequence[str], cut: int) -> Iterator[EntryInfo]:
+        """Entries for a batch of value keys, in three pipelined round trips.
+
+        Everything read here is untrusted: sizes are the stored lengths (of the value, or the sum of
+        a chunked value's chunks), never a size the metadata or manifest claims; metadata of the
+        wrong types or too large to be fncache's marks the entry damaged; nothing larger than a
+        manifest or a metadata record is fetched.
+        """
         keys = [n[cut:] for n in names]
         pipe = self.client.pipeline(transaction=False)
-        pipe.mget([self._meta_key(k) for k in keys])
-        for n in names:
+        for n, k in zip(names, keys, strict=True):
             pipe.strlen(n)
+            pipe.getrange(n, 0, 0)
+            pipe.strlen(self._meta_key(k))
             pipe.object("idletime", n)
-        # raise_on_error=False: OBJECT IDLETIME fails under an LFU eviction policy; then no time.
+        # raise_on_error=False: OBJECT IDLETIME fails under an LFU eviction policy (then no time),
+        # and a key of another type (a planted hash or list) answers WRONGTYPE (then damage).
         replies = pipe.execute(raise_on_error=False)
-        metas = replies[0]
-        if isinstance(metas, Exception):
-            raise metas
+        rows = [replies[4 * i : 4 * i + 4] for i in range(len(names))]
+        wrong_type = [any(_error(r) for r in row[:3]) for row in rows]
+        for i, row in enumerate(rows):
+            if wrong_type[i]:
+                rows[i] = [0 if _error(row[0]) else row[0], b"", 0, row[3]]
+        pipe = self.client.pipeline(transaction=False)
+        for n, k, (strlen, head, metalen, _) in zip(names, keys, rows, strict=True):
+            if 0 < metalen <= MAX_JSON_BYTES:
+                pipe.get(self._meta_key(k))
+            else:
+                pipe.echo(b"")
+            if head == _CHUNKED and strlen <= _MAX_MANIFEST:
+                pipe.get(n)
+            else:
+                pipe.echo(b"")
+        second = [None if _error(r) else r for r in pipe.execute(raise_on_error=False)]
+        manifests = [self._manifest(second[2 * i + 1] or None) for i in range(len(names))]
+        chunk_names = [
+            self._chunk_keys(k, m[0], m[1]) if m is not None else []
+            for k, m in zip(keys, manifests, strict=True)
+        ]
+        all_chunks = [c for names_ in chunk_names for c in names_]
+        lengths = iter(self._chunk_lengths(all_chunks) if all_chunks else [])
         t = now()
         for i, key in enumerate(keys):
-            strlen, idle = replies[1 + 2 * i], replies[2 + 2 * i]
-            if isinstance(strlen, Exception) or not strlen:
+            strlen, head, metalen, idle = rows[i]
+            if wrong_type[i]:
+                yield entry_info(key, strlen or 0, {}, damaged=True)
+                continue
+            if not strlen:
                 continue  # removed since the scan saw it
-            meta = decode_meta(metas[i])
-            size = meta.get("size")
-            if size is None:
-                size = self._stored_size(names[i], int(strlen))
-            accessed = t - float(idle) if isinstance(idle, int) else None
-            yield EntryInfo(
-                key=key,
-                size=int(size),
-                created=float(meta.get("created") or 0.0),
-                accessed=accessed,
-                meta=meta,
+            damaged = metalen > MAX_JSON_BYTES
+            meta = parse_meta(second[2 * i]) if not damaged else None
+            size = int(strlen) - 1
+            if head == _CHUNKED:
+                manifest = manifests[i]
+                if manifest is None:
+                    damaged = True
+                else:
+                    size = sum(next(lengths) for _ in chunk_names[i])
+                    damaged = damaged or size != manifest[2]
+            elif head != _INLINE:
+                damaged = True
+            damaged = damaged or not _KEY.fullmatch(key)  # a name fncache never writes
+            yield entry_info(
+                key, size, meta, damaged=damaged or meta is None,
+                accessed=t - float(idle) if isinstance(idle, int) else None,
             )
-
-    def _stored_size(self, name: str, strlen: int) -> int:
-        """Size of a value whose metadata is lost: its length, or its manifest's ``size``."""
-        head = self.client.getrange(name, 0, 0)
-        if head != _CHUNKED:
-            return max(strlen - 1, 0)
-        try:
-            return int(json.loads((self.client.get(name) or b"")[1:]).get("size", 0))
-        except (ValueError, TypeError):
-            return 0
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -387,7 +577,8 @@ class RedisStore(Store):
                     manifest = (
                         _CHUNKED
                         + json.dumps(
-                            {"token": token, "n": n, "size": len(value)}, separators=(",", ":")
+                            {"token": token, "n": n, "size": len(value), "chunk": self.chunk_size},
+                            separators=(",", ":"),
                         ).encode()
                     )
                     won, old = self._script("publish")(
@@ -413,14 +604,24 @@ class RedisStore(Store):
             pass
 
     def delete(self, key: str) -> bool:
-        """Remove the entry and its chunks; ``True`` if there was one. Idempotent."""
+        """Remove the entry and its chunks; ``True`` if there was one. Idempotent.
+
+        The value is read only if it is a manifest (its first byte says so, and it is small), so
+        deleting a large value does not fetch it.
+        """
         vkey = self._value_key(key)
         with self._guard("delete"):
-            raw = self.client.get(vkey)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.getrange(vkey, 0, 0)
+            pipe.strlen(vkey)
+            head, strlen = pipe.execute(raise_on_error=False)
+            if _error(head) or _error(strlen):  # not a string (planted): no chunks to find
+                head, strlen = b"", 1
+            raw = self.client.get(vkey) if head == _CHUNKED and strlen <= _MAX_MANIFEST else None
             removed = self.client.unlink(
                 vkey, self._meta_key(key), *self._manifest_chunks(key, raw)
             )
-        return raw is not None and removed > 0
+        return bool(strlen > 0 and removed > 0)
 
     def clear(self) -> int:
         """Remove every key under ``prefix`` except held locks, in ``SCAN`` batches.
@@ -456,7 +657,8 @@ class RedisStore(Store):
         def read() -> str | None:
             with self._guard("lock"):
                 raw = self.client.get(name)
-            return None if raw is None else raw.decode()
+            # A lease is a token we wrote; anything else (planted bytes) is just not our token.
+            return None if raw is None else raw.decode("utf-8", "replace")
 
         def release(token: str) -> None:
             with self._guard("unlock"):
@@ -467,6 +669,16 @@ class RedisStore(Store):
                 self.client.delete(name)
 
         return LeaseLock(try_add, read, remove, ttl=timeout, release=release)
+
+
+def _error(reply: Any) -> bool:
+    """Whether a pipelined reply is an error (``raise_on_error=False`` returns them as values)."""
+    return isinstance(reply, Exception)
+
+
+def _describe_error(e: BaseException) -> str:
+    """An error's message for logs: its text, or its type when the text is empty."""
+    return str(e) or type(e).__name__
 
 
 def _glob_escape(text: str) -> str:

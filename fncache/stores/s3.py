@@ -28,9 +28,18 @@ Guarantees and failure modes:
   deleting it once its ``expires`` time has passed. S3 has no atomic expiry, so two waiters that
   see the same expired lease can both take it, and the expiry is judged by the waiters' clocks.
   A lock only saves duplicate work; correctness never depends on it.
-* Network failures, time-outs (``connect_timeout`` 5 s, ``read_timeout`` 60 s), denied access and
-  other HTTP errors raise :class:`fncache.StoreError`. The client is created on first use and
-  again in a child process after ``fork``.
+* Network failures, time-outs (``connect_timeout`` 5 s, ``read_timeout`` 60 s), denied access,
+  other HTTP errors and any other error of the client raise :class:`fncache.StoreError`. The
+  client is created on first use and again in a child process after ``fork``.
+* Deadline: one operation (a request with all of s3fs's and botocore's retries, which would
+  otherwise multiply the time-outs) is cancelled after ``timeout`` seconds (default
+  ``connect_timeout + read_timeout``), plus 1 s per MiB of value transferred, and raises
+  :class:`fncache.StoreError`. Listings get that deadline per page of 1000 objects.
+* What the bucket returns is untrusted. Only objects at ``v1/ab/KEY`` (``KEY`` 32 hex digits,
+  starting ``ab``) are entries, so a deletion by key removes exactly the object that was listed;
+  metadata over 1 MiB is not fetched; lease records are read up to 1 KiB; JSON nested over 16
+  levels or of the wrong types is damage (a damaged lease is taken over, damaged metadata is
+  listed as damaged).
 
 Credentials and secrets: the endpoint and credentials come from the options ``endpoint_url=``,
 ``key=``, ``secret=``, ``token=`` (and ``client_kwargs=``) or, when not given, from the usual AWS
@@ -41,21 +50,32 @@ another process authenticates with that process's AWS configuration (a warning i
 store given explicit credentials is pickled). Prefer the environment when functions travel.
 
 Other options: ``part_size`` (bytes, default 50 MiB), ``connect_timeout``, ``read_timeout``,
-``retries`` (s3fs retries of transient errors, default 3); any other keyword goes to
-:class:`s3fs.S3FileSystem`.
+``retries`` (s3fs retries of transient errors, default 3), ``timeout`` (the deadline above); any
+other keyword of :class:`s3fs.S3FileSystem` goes to it. Unknown options raise
+:class:`fncache.ConfigError` when the store is created.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores._base import EntryInfo, Store, decode_meta, encode_meta, join_parts, now
+from fncache.stores._base import (
+    MAX_JSON_BYTES,
+    EntryInfo,
+    Store,
+    encode_meta,
+    entry_info,
+    join_parts,
+    now,
+    parse_meta,
+)
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["S3Store"]
@@ -69,6 +89,13 @@ _LIST_BATCH = 1000
 # 412: the object exists (If-None-Match). 409: AWS's answer when another conditional write to the
 # same key is in flight; for a content-addressed key that other writer stores the same value.
 _EXISTS = (412, 409)
+# A lease record is about 100 bytes: only its first KiB is ever read.
+_MAX_LEASE = 1024
+# Value transfers get this much time per byte on top of the operation deadline (1 s per MiB).
+_SECONDS_PER_BYTE = 1 / 2**20
+_KEY = re.compile(r"[0-9a-f]{32}")
+# Options of s3fs.S3FileSystem beyond its explicit parameters (passed to fsspec or aiobotocore).
+_EXTRA_FS_OPTIONS = ("profile", "session_vars", "listings_expiry_time", "max_paths")
 
 
 def _http_status(exc: BaseException) -> int | None:
@@ -135,15 +162,42 @@ def _abandon(fs: Any) -> None:
             finalizer.detach()
 
 
-async def _get_object(fs: Any, bucket: str, key: str) -> tuple[dict[str, str], bytes]:
-    """One GET returning user metadata and body (``cat_file`` drops the metadata)."""
-    resp = await fs._call_s3("get_object", Bucket=bucket, Key=key)
+async def _get_object(
+    fs: Any, bucket: str, key: str, deadline: float
+) -> tuple[dict[str, str], bytes]:
+    """One GET returning user metadata and body (``cat_file`` drops the metadata).
+
+    The request must answer within ``deadline`` seconds, and the body then arrive within
+    ``deadline`` plus 1 s per MiB of its announced length (a frozen server cannot hold it longer).
+    """
+    import asyncio
+
+    resp = await asyncio.wait_for(fs._call_s3("get_object", Bucket=bucket, Key=key), deadline)
     body = resp["Body"]
     try:
-        data = await body.read()
+        length = resp.get("ContentLength")
+        extra = length * _SECONDS_PER_BYTE if isinstance(length, int) and length > 0 else 0.0
+        data = await asyncio.wait_for(body.read(), deadline + extra)
     finally:
         body.close()
     return resp.get("Metadata") or {}, data
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming any option :class:`s3fs.S3FileSystem` does not take."""
+    import inspect
+
+    import s3fs
+
+    known = set(inspect.signature(s3fs.S3FileSystem.__init__).parameters)
+    known = (known | set(_EXTRA_FS_OPTIONS)) - {"self", "kwargs", "asynchronous", "loop"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(
+            f"store_options: unknown option(s) for an S3 store: {', '.join(unknown)}; expected "
+            "part_size, connect_timeout, read_timeout, retries, timeout or an option of "
+            "s3fs.S3FileSystem"
+        )
 
 
 class S3Store(Store):
@@ -159,6 +213,7 @@ class S3Store(Store):
         connect_timeout: float = 5.0,
         read_timeout: float = 60.0,
         retries: int = 3,
+        timeout: float | None = None,
         **options: Any,
     ) -> None:
         if not url.startswith("s3://"):
@@ -170,7 +225,19 @@ class S3Store(Store):
             raise ConfigError(
                 f"part_size: expected at least 5 MiB (S3's minimum), got {part_size!r}"
             )
+        for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout),
+                            ("timeout", timeout)):
+            if name == "timeout" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value < float("inf"):
+                raise ConfigError(f"{name}: expected a positive number of seconds, got {value!r}")
+        if type(retries) is not int or retries < 1:
+            raise ConfigError(f"retries: expected a positive number of attempts, got {retries!r}")
+        _check_options(options)
         secrets = {k: options.pop(k) for k in _SECRET_OPTIONS if options.get(k) is not None}
+        for k in _SECRET_OPTIONS:
+            options.pop(k, None)
         client_kwargs = dict(options.pop("client_kwargs", None) or {})
         secret_client = {
             k: client_kwargs.pop(k) for k in _SECRET_CLIENT_KWARGS if k in client_kwargs
@@ -183,6 +250,10 @@ class S3Store(Store):
             read_timeout=read_timeout,
             retries=retries,
         )
+        if timeout is not None:
+            options["timeout"] = timeout
+        #: total seconds one operation may take (value transfers add 1 s per MiB); then StoreError
+        self.timeout = float(timeout if timeout is not None else connect_timeout + read_timeout)
         super().__init__(url, **options)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -207,6 +278,7 @@ class S3Store(Store):
             opts = dict(self.options)
             part_size = opts.pop("part_size")
             retries = opts.pop("retries")
+            opts.pop("timeout", None)
             config = dict(opts.pop("config_kwargs", None) or {})
             config.setdefault("connect_timeout", opts.pop("connect_timeout"))
             config.setdefault("read_timeout", opts.pop("read_timeout"))
@@ -237,26 +309,21 @@ class S3Store(Store):
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
-        """Turn s3fs's, botocore's and aiohttp's errors into :class:`StoreError`."""
-        import asyncio
+        """Turn s3fs's, botocore's and aiohttp's errors into :class:`StoreError`.
 
-        import botocore.exceptions
-        from fsspec.exceptions import FSTimeoutError
-
+        Every exception, not a list of known ones: s3fs, aiobotocore and aiohttp raise many kinds
+        (and time-outs surface as ``FSTimeoutError`` or ``asyncio.TimeoutError``), and none of them
+        may reach the caller of a memoized function.
+        """
         try:
             yield
-        except (
-            OSError,
-            botocore.exceptions.BotoCoreError,
-            botocore.exceptions.ClientError,
-            asyncio.TimeoutError,
-            FSTimeoutError,
-        ) as e:
-            if isinstance(e, StoreError):
-                raise
+        except (ConfigError, StoreError):
+            raise
+        except Exception as e:
             status = _http_status(e)
             detail = f" (HTTP {status})" if status else ""
-            raise StoreError(f"s3 {what} failed on {self.url}{detail}: {e}") from e
+            text = str(e) or type(e).__name__
+            raise StoreError(f"s3 {what} failed on {self.url}{detail}: {text}") from e
 
     def close(self) -> None:
         # s3fs closes its session when the filesystem is garbage-collected; dropping it is enough.
@@ -279,15 +346,54 @@ class S3Store(Store):
         bucket, _, key = path.partition("/")
         return bucket, key
 
+    def _call(self, method: str, *args: Any, transfer: int = 0, **kwargs: Any) -> Any:
+        """``fs._<method>(*args, **kwargs)`` run with this store's deadline.
+
+        The deadline (``timeout``, default ``connect_timeout + read_timeout``, plus 1 s per MiB of
+        ``transfer``) covers the whole operation, s3fs's and botocore's retries included: at that
+        point the request is cancelled and :class:`fsspec.exceptions.FSTimeoutError` raised.
+        """
+        from fsspec.asyn import sync
+
+        fs = self.fs
+        deadline = self.timeout + transfer * _SECONDS_PER_BYTE
+        return sync(fs.loop, getattr(fs, "_" + method), *args, timeout=deadline, **kwargs)
+
     def _head(self, path: str) -> dict[str, Any] | None:
         """The HEAD response of ``path``, or ``None`` if there is no such object."""
         bucket, key = self._split(path)
         try:
-            return dict(self.fs.call_s3("head_object", Bucket=bucket, Key=key))
+            return dict(self._call("call_s3", "head_object", Bucket=bucket, Key=key))
         except FileNotFoundError as e:
             if _is_missing_key(e):
                 return None
             raise
+
+    def _list(self) -> Iterator[tuple[str, int, Any]]:
+        """``(path, size, last_modified)`` of every object under ``prefix/v1``, page by page.
+
+        Each page is one request under the store's deadline, so a large bucket lists as long as
+        it needs while a frozen server fails the listing within the deadline.
+        """
+        prefix = self._split(self._values)[1] + "/"
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            try:
+                page = self._call("call_s3", "list_objects_v2", **kwargs)
+            except FileNotFoundError as e:
+                if _is_missing_key(e):
+                    return
+                raise
+            for item in page.get("Contents") or ():
+                name, size = item.get("Key"), item.get("Size")
+                if isinstance(name, str) and isinstance(size, int):
+                    yield f"{self.bucket}/{name}", size, item.get("LastModified")
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
 
     @staticmethod
     def _expired(metadata: dict[str, str] | None) -> bool:
@@ -301,8 +407,9 @@ class S3Store(Store):
         """Delete objects in batches of 1000 (S3's limit); missing ones are no error."""
         for i in range(0, len(paths), 1000):
             objects = [{"Key": self._split(p)[1]} for p in paths[i : i + 1000]]
-            self.fs.call_s3(
-                "delete_objects", Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            self._call(
+                "call_s3", "delete_objects", Bucket=self.bucket,
+                Delete={"Objects": objects, "Quiet": True},
             )
 
     # -- reading ---------------------------------------------------------------------------------
@@ -314,7 +421,8 @@ class S3Store(Store):
         with self._guard("read"):
             fs = self.fs
             try:
-                metadata, data = sync(fs.loop, _get_object, fs, *self._split(path))
+                # The deadline is applied inside, to the request and then to the body by its length.
+                metadata, data = sync(fs.loop, _get_object, fs, *self._split(path), self.timeout)
             except FileNotFoundError as e:
                 if _is_missing_key(e):
                     return None
@@ -330,37 +438,42 @@ class S3Store(Store):
         return head is not None and not self._expired(head.get("Metadata"))
 
     def entries(self) -> Iterator[EntryInfo]:
-        """Every live entry: one paginated listing, then the metadata objects in concurrent GETs."""
+        """Every live entry: a paginated listing, then the metadata objects in concurrent GETs.
+
+        The listing is untrusted. Only objects at the place fncache writes them (``v1/ab/KEY`` for a
+        32-hex-digit ``KEY`` starting ``ab``) are entries, so deleting an entry by its key deletes
+        exactly the object listed; anything else under the prefix is ignored here (and removed by
+        :meth:`clear`). Sizes are the listed object sizes; metadata larger than 1 MiB is not
+        fetched, and metadata of the wrong types marks the entry damaged.
+        """
         with self._guard("list"):
-            try:
-                listing = self.fs.find(self._values, detail=True)
-            except FileNotFoundError:
-                return
-        # s3fs lists a prefix that has no objects left as a "directory" entry of its own.
-        listing = {p: info for p, info in listing.items() if info.get("type") == "file"}
-        values = {p: info for p, info in listing.items() if not p.endswith(".json")}
+            listing = {path: (size, modified) for path, size, modified in self._list()}
+        values = {
+            p: v for p, v in listing.items()
+            if _KEY.fullmatch(p.rsplit("/", 1)[1]) and p == self._value_path(p.rsplit("/", 1)[1])
+        }
         names = list(values)
         t = now()
         for i in range(0, len(names), _LIST_BATCH):
             batch = names[i : i + _LIST_BATCH]
-            wanted = [p + ".json" for p in batch if p + ".json" in listing]
+            wanted = [p + ".json" for p in batch
+                      if 0 < listing.get(p + ".json", (0, None))[0] <= MAX_JSON_BYTES]
             with self._guard("list"):
-                metas = self.fs.cat(wanted, on_error="omit") if wanted else {}
+                metas = self._call("cat", wanted, on_error="omit") if wanted else {}
             for path in batch:
-                meta = decode_meta(metas.get(path + ".json"))
-                expires = meta.get("expires")
-                if isinstance(expires, (int, float)) and expires <= t:
+                size, modified = values[path]
+                meta_size = listing.get(path + ".json", (0, None))[0]
+                meta = parse_meta(metas.get(path + ".json")) if meta_size <= MAX_JSON_BYTES else None
+                expires = (meta or {}).get("expires")
+                if isinstance(expires, (int, float)) and not isinstance(expires, bool) \
+                        and expires <= t:
                     continue
-                info = values[path]
-                modified = info.get("LastModified")
-                created = meta.get("created") or (modified.timestamp() if modified else 0.0)
-                yield EntryInfo(
-                    key=path.rsplit("/", 1)[1],
-                    size=int(info.get("size") or 0),
-                    created=float(created),
-                    accessed=None,
-                    meta=meta,
-                )
+                try:
+                    fallback = modified.timestamp() if modified is not None else None
+                except (AttributeError, ValueError, OverflowError):
+                    fallback = None
+                yield entry_info(path.rsplit("/", 1)[1], size, meta, created=fallback,
+                                 damaged=meta is None)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -399,9 +512,11 @@ class S3Store(Store):
         """PUT ``value`` (multipart when large); ``False`` if create-only and the object exists."""
         metadata = {} if expire is None else {_EXPIRES: repr(now() + expire)}
         try:
-            self.fs.pipe_file(
+            self._call(
+                "pipe_file",
                 path,
                 bytes(value),
+                transfer=len(value),
                 mode="create" if create_only else "overwrite",
                 chunksize=self.options["part_size"],
                 Metadata=metadata,
@@ -418,7 +533,7 @@ class S3Store(Store):
         meta = dict(meta, size=len(value), created=meta.get("created") or now())
         if expire is not None:
             meta["expires"] = now() + expire
-        self.fs.pipe_file(path + ".json", encode_meta(meta))
+        self._call("pipe_file", path + ".json", encode_meta(meta))
 
     def delete(self, key: str) -> bool:
         """Remove the entry; ``True`` if there was one. Idempotent."""
@@ -434,11 +549,7 @@ class S3Store(Store):
         Not atomic: entries added during the listing may survive.
         """
         with self._guard("clear"):
-            try:
-                listing = self.fs.find(self._values, detail=True)
-            except FileNotFoundError:
-                return 0
-            paths = [p for p, info in listing.items() if info.get("type") == "file"]
+            paths = [path for path, _, _ in self._list()]
             self._remove(paths)
         return sum(1 for p in paths if not p.endswith(".json"))
 
@@ -447,10 +558,13 @@ class S3Store(Store):
         path = f"{self._locks}/{key}"
 
         def read_lease() -> dict[str, Any] | None:
+            # Untrusted: only its first KiB is read; unreadable or oversized reads as ``{}``,
+            # which has no valid expiry and is taken over.
             try:
-                return decode_meta(self.fs.cat_file(path))
+                raw = self._call("cat_file", path, start=0, end=_MAX_LEASE + 1)
             except FileNotFoundError:
                 return None
+            return (parse_meta(raw) if len(raw) <= _MAX_LEASE else None) or {}
 
         def try_add(token: str, ttl: float) -> bool:
             t = now()
@@ -458,14 +572,15 @@ class S3Store(Store):
             with self._guard("lock"):
                 for _ in range(2):
                     try:
-                        self.fs.pipe_file(path, lease, mode="create")
+                        self._call("pipe_file", path, lease, mode="create")
                         return True
                     except Exception as e:
                         if _http_status(e) not in _EXISTS:
                             raise
                     held = read_lease()
                     expires = (held or {}).get("expires")
-                    if held is not None and isinstance(expires, (int, float)) and expires > now():
+                    if held is not None and isinstance(expires, (int, float)) \
+                            and not isinstance(expires, bool) and expires > now():
                         return False
                     # Expired or unreadable: its holder died or overran; take the lease over.
                     self._remove([path])
@@ -474,7 +589,8 @@ class S3Store(Store):
         def read() -> str | None:
             with self._guard("lock"):
                 held = read_lease()
-            return None if held is None else str(held.get("token"))
+            token = None if held is None else held.get("token")
+            return None if held is None else token if isinstance(token, str) else ""
 
         def remove() -> None:
             with self._guard("unlock"):
