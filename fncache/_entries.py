@@ -151,8 +151,7 @@ class Entries:
         if reader == "plain":
             return store.get(key)
         if reader == "mmap":
-            get_mmap = getattr(store, "get_mmap", None)
-            return get_mmap(key) if get_mmap is not None else store.get(key)
+            return store.get_mmap(key)
         return reader(store, key)  # type: ignore[operator]
 
     def accept(self, key: str, header: _codec.Header) -> bool:
@@ -259,12 +258,4 @@ class Entries:
 
     def clear(self) -> int:
         """Remove every stored entry of this function (all versions of its code); the count."""
-        store = self.store
-        clear_function = getattr(store, "clear_function", None)
-        if clear_function is not None:
-            return int(clear_function(self.function))
-        n = 0
-        for info in list(store.entries()):
-            if info.function == self.function:
-                n += store.delete(info.key)
-        return n
+        return self.store.clear_function(self.function)

@@ -72,41 +72,20 @@ def _store_options(backend_options: dict[str, Any] | None) -> dict[str, Any]:
 # Reading entries: memory maps, and a disk store whose directory was deleted
 # ---------------------------------------------------------------------------------------------
 
-_dir_ids: dict[str, tuple[int, int] | None] = {}
-
-
 def _revive(store: Store) -> None:
-    """Reopen a disk store whose directory was deleted (or replaced) since the last look.
-
-    SQLite keeps using an unlinked database file without an error, so without this check a deleted
-    cache would go on serving and accepting entries nobody else can see. Costs one ``stat``.
-    """
-    directory = getattr(store, "directory", None)
-    if directory is None or store.kind != "disk":
-        return
-    try:
-        st = os.stat(directory)
-        now: tuple[int, int] | None = (st.st_dev, st.st_ino)
-    except OSError:
-        now = None
-    before = _dir_ids.get(directory)
-    if now is None or (before is not None and before != now):
-        store.close()  # reopened (and the directory recreated) on next use
-    _dir_ids[directory] = now
+    """Reopen a disk store whose directory was deleted (or replaced) since the last look."""
+    store.refresh()
 
 
 def _read(store: Store, key: str, mmap_mode: str | None) -> Any:
     """The frame at ``key`` (``None`` if absent); with ``mmap_mode="r"`` a memory map if possible.
 
-    Only stores with ``get_mmap`` (disk: values in files, over 32 KiB) can map; smaller values and
-    other stores' values are read into memory. ``"c"``, ``"r+"`` and ``"w+"`` read a private,
-    writable copy: an entry is checksummed and immutable, so writes must never reach it.
+    Stores that keep values in files (disk: values over 32 KiB) map them; smaller values and other
+    stores' values are read into memory. ``"c"``, ``"r+"`` and ``"w+"`` read a private, writable
+    copy: an entry is checksummed and immutable, so writes must never reach it.
     """
-    _revive(store)
-    get_mmap = getattr(store, "get_mmap", None)
-    if mmap_mode == "r" and get_mmap is not None:
-        return get_mmap(key)
-    return store.get(key)
+    store.refresh()
+    return store.get_mmap(key) if mmap_mode == "r" else store.get(key)
 
 
 def _metadata(header: _codec.Header) -> dict[str, Any]:

@@ -21,13 +21,12 @@ from typing import Any
 
 from fncache import _codec
 from fncache._errors import ConfigError
-from fncache.stores import Store, check_store, public_config, redact
+from fncache.stores import Store, check_store, public_config
 
 __all__ = ["Options", "disable", "disabled", "enable"]
 
 _ON_UNHASHABLE = ("raise", "call")
 _ON_STORE_ERROR = ("log", "raise")
-_SCHEMES = ("file://", "memory://", "redis://", "rediss://", "unix://", "s3://")
 
 
 def env_flag(name: str) -> bool:
@@ -198,10 +197,8 @@ def _check_store(store: Any, store_options: Any) -> None:
     limit = (store_options or {}).get("size_limit")
     if limit is not None and (type(limit) is not int or limit <= 0):
         raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
-    if isinstance(store, str) and "://" in store and not store.startswith(_SCHEMES):
-        raise ConfigError(f"store: unknown URL scheme in {redact(store)!r}; expected a directory "
-                          "path, file://, memory://, redis://, rediss://, unix:// or s3://")
-    # A bad Redis URL, chunk_size=0 or an unknown option fails here, not at the first call.
+    # An unknown URL scheme, a bad Redis URL, chunk_size=0 or an unknown option fails here, not at
+    # the first call.
     check_store(store, dict(store_options or {}))
 
 

@@ -105,6 +105,41 @@ class StoreContract:
         assert store.get(key) is None and not store.contains(key)
         assert store.add(key, b"again", META), "a deleted key can be added again"
 
+    def test_a_value_given_as_parts_is_stored_joined(self, store: Store) -> None:
+        """``add`` and ``set`` take a list of bytes-like parts and store them one after another."""
+        key, parts = new_key(), [b"head-", bytearray(b"middle-"), memoryview(b"tail" * 20_000)]
+        assert store.add(key, parts, META) is True
+        assert bytes(store.get(key)) == b"head-middle-" + b"tail" * 20_000
+        store.set(key, [b"new", b"-value"], META)
+        assert bytes(store.get(key)) == b"new-value"
+
+    def test_get_mmap_reads_what_get_reads(self, store: Store) -> None:
+        """``get_mmap`` returns the value's bytes (mapped where the store can), None when absent."""
+        small, large = new_key(), new_key()
+        store.add(small, b"s" * 10, META)
+        store.add(large, bytes(range(256)) * 1024, META)
+        assert bytes(store.get_mmap(small)) == b"s" * 10
+        assert bytes(store.get_mmap(large)) == bytes(range(256)) * 1024
+        assert store.get_mmap(new_key()) is None
+
+    def test_clear_function_removes_only_that_functions_entries(self, store: Store) -> None:
+        """``clear_function`` removes the entries whose metadata names the function, no others."""
+        mine = [new_key() for _ in range(3)]
+        other = new_key()
+        for key in mine:
+            store.add(key, b"m", META)
+        store.add(other, b"o", dict(META, function="tests.test_stores:g"))
+        assert store.clear_function(META["function"]) == 3
+        assert [e.key for e in store.entries()] == [other]
+        assert store.clear_function(META["function"]) == 0
+
+    def test_refresh_keeps_the_store_usable(self, store: Store) -> None:
+        """``refresh`` (look for a backend replaced underneath) leaves entries readable."""
+        key = new_key()
+        store.add(key, b"kept", META)
+        store.refresh()
+        assert bytes(store.get(key)) == b"kept"
+
     # -- listing ---------------------------------------------------------------------------------
     def test_entries_carry_size_times_and_meta(self, store: Store) -> None:
         """``entries()`` lists each entry with its value size, creation time and metadata."""

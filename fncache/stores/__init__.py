@@ -29,9 +29,12 @@ from typing import Any
 
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
+from fncache.stores._lock import LeaseLock
 
 __all__ = [
+    "SCHEMES",
     "EntryInfo",
+    "LeaseLock",
     "Store",
     "check_store",
     "default_store_url",
@@ -45,7 +48,32 @@ _SECRET_WORDS = ("password", "secret", "token", "credential", "access_key")
 _SECRET_EXACT = ("key",)
 _USERINFO_PASSWORD = re.compile(r"(://[^/@?#]*?):[^/@?#]*@")
 _QUERY_SECRET = re.compile(r"(?i)([?&][^=&#]*(?:password|secret|token)[^=&#]*=)[^&#]*")
-_REMOTE = ("memory://", "redis://", "rediss://", "unix://", "s3://")
+
+#: Every URL scheme a store can be opened by, and the store class it opens (module, class). A
+#: directory path without a scheme is a disk store too. The one list: options and the CLI check
+#: URLs against it, and its error message names it.
+SCHEMES: dict[str, tuple[str, str]] = {
+    "file": ("fncache.stores.disk", "DiskStore"),
+    "memory": ("fncache.stores.memory", "MemoryStore"),
+    "redis": ("fncache.stores.redis", "RedisStore"),
+    "rediss": ("fncache.stores.redis", "RedisStore"),
+    "unix": ("fncache.stores.redis", "RedisStore"),
+    "s3": ("fncache.stores.s3", "S3Store"),
+}
+
+
+def _scheme(url: str) -> str:
+    """The scheme of a store URL (``"file"`` for a plain path); raises :class:`ConfigError` for a
+    scheme no store has."""
+    if "://" not in url:
+        return "file"
+    scheme = url.split("://", 1)[0]
+    if scheme not in SCHEMES:
+        raise ConfigError(
+            f"store: unknown URL scheme {scheme!r} in {redact(url)!r}; expected a directory path "
+            f"or {', '.join(s + '://' for s in SCHEMES)}"
+        )
+    return scheme
 
 
 def _is_secret(name: Any) -> bool:
@@ -105,29 +133,14 @@ def default_store_url() -> str:
 
 
 def _create(url: str, options: dict[str, Any]) -> Store:
-    if url.startswith("memory://"):
-        from fncache.stores.memory import MemoryStore
+    import importlib
 
-        return MemoryStore(url, **options)
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from fncache.stores.redis import RedisStore
-
-        return RedisStore(url, **options)
-    if url.startswith("s3://"):
-        from fncache.stores.s3 import S3Store
-
-        return S3Store(url, **options)
-    if url.startswith("file://"):
+    scheme = _scheme(url)
+    if scheme == "file" and url.startswith("file://"):
         url = url[len("file://") :]
-    elif "://" in url:
-        scheme = url.split("://", 1)[0]
-        raise ConfigError(
-            f"store: unknown URL scheme {scheme!r} in {redact(url)!r}; "
-            "expected a directory path, file://, memory://, redis:// or s3://"
-        )
-    from fncache.stores.disk import DiskStore
-
-    return DiskStore(url, **options)
+    module, name = SCHEMES[scheme]
+    cls: type[Store] = getattr(importlib.import_module(module), name)
+    return cls(url, **options)
 
 
 def open_store(store: str | os.PathLike[str] | Store | None = None, **options: Any) -> Store:
@@ -179,15 +192,9 @@ def check_store(store: str | os.PathLike[str] | Store | None, options: dict[str,
         raise ConfigError(
             f"store_options: a memory:// store takes no options, got {', '.join(map(str, options))}"
         )
-    if url.startswith(_REMOTE):
+    if _scheme(url) != "file":
         open_store(url, **options)
         return
-    if "://" in url and not url.startswith("file://"):
-        scheme = url.split("://", 1)[0]
-        raise ConfigError(
-            f"store: unknown URL scheme {scheme!r} in {redact(url)!r}; "
-            "expected a directory path, file://, memory://, redis:// or s3://"
-        )
     import diskcache
 
     known = set(diskcache.DEFAULT_SETTINGS) | {"timeout"}

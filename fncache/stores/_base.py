@@ -194,8 +194,12 @@ def parse_meta(raw: bytes | bytearray | str | None) -> dict[str, Any] | None:
 class Store:
     """Base class and documentation of the store protocol.
 
-    Subclasses implement the methods that raise ``NotImplementedError``. ``url`` is the canonical URL the
+    Subclasses implement the methods that raise ``NotImplementedError`` (``get``, ``entries``,
+    ``add``, ``set``, ``delete``, ``lock``); the others have defaults written in terms of those, which
+    a store overrides where its backend does better (``contains`` without reading the value,
+    ``get_mmap`` from a file, ``clear_function`` through an index). ``url`` is the canonical URL the
     store was opened with; ``options`` the keyword options (never secrets) needed to reopen it.
+    ``tests/test_stores.py``'s ``StoreContract`` is what every store must pass.
     """
 
     #: short name of the kind of store, shown by ``fncache info``
@@ -212,9 +216,17 @@ class Store:
         """The value stored at ``key``, or ``None``. Never a partial value."""
         raise NotImplementedError
 
+    def get_mmap(self, key: str) -> Any:
+        """The value at ``key`` as a read-only memory map where the store keeps it in a file, else
+        as :meth:`get` returns it; ``None`` if absent. Default: :meth:`get`."""
+        return self.get(key)
+
     def contains(self, key: str) -> bool:
-        """Whether an entry exists at ``key`` (it may still fail its checksum when read)."""
-        raise NotImplementedError
+        """Whether an entry exists at ``key`` (it may still fail its checksum when read).
+
+        Default: :meth:`get` is not ``None`` (reads the value; stores override it).
+        """
+        return self.get(key) is not None
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every entry with its metadata, in no particular order.
@@ -257,6 +269,21 @@ class Store:
         for info in list(self.entries()):
             n += self.delete(info.key)
         return n
+
+    def clear_function(self, function: str) -> int:
+        """Remove every entry whose metadata names ``function`` (``module:qualname``); the count.
+
+        Default: one pass over :meth:`entries`; entries added meanwhile may or may not be removed.
+        """
+        n = 0
+        for info in list(self.entries()):
+            if info.function == function:
+                n += self.delete(info.key)
+        return n
+
+    def refresh(self) -> None:
+        """Notice that the backend was removed or replaced under this process (a deleted cache
+        directory) and reconnect on next use. Default: nothing to notice."""
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
         """A lock for computing ``key``, shared by every process that uses this store.

@@ -208,6 +208,10 @@ def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
     return meta, None
 
 
+# The identity of each store directory at the last refresh() (see DiskStore.refresh).
+_dir_ids: dict[str, tuple[int, int] | None] = {}
+
+
 class _Diskcache:
     """The one place that uses diskcache's private API (checked against diskcache 5.4 to 5.6).
 
@@ -647,6 +651,23 @@ class DiskStore(Store):
         or may not be removed.
         """
         return int(self._guard("clear", self._clear_rows, None))
+
+    def refresh(self) -> None:
+        """Reopen on next use if the directory was deleted (or replaced) since the last look.
+
+        SQLite keeps using an unlinked database file without an error, so without this check a
+        deleted cache would go on serving and accepting entries nobody else can see. One ``stat``.
+        """
+        directory = self.directory
+        try:
+            st = os.stat(directory)
+            now_: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            now_ = None
+        before = _dir_ids.get(directory)
+        if now_ is None or (before is not None and before != now_):
+            self.close()  # reopened (and the directory recreated) on next use
+        _dir_ids[directory] = now_
 
     def clear_function(self, function: str) -> int:
         """Remove every entry of ``function`` (``module:qualname``) through the tag index."""
