@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fncache._errors import ConfigError
-from fncache.stores._base import EntryInfo, Store
+from fncache.stores._base import EntryInfo, Store, join_parts
 from fncache.stores._lock import LeaseLock
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "Store",
     "check_store",
     "default_store_url",
+    "join_parts",
     "open_store",
     "public_config",
     "redact",
