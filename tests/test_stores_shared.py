@@ -292,7 +292,8 @@ def test_redis_oversized_write_needs_chunking(redis_factory):
 def test_redis_password_is_cut_from_every_url_form():
     """Passwords in the userinfo or the query of redis://, rediss:// and unix:// URLs are removed
     from ``url`` and still used to connect; a URL without one is kept as given."""
-    from fncache.stores.redis import RedisStore, _split_password
+    from fncache.stores._redis_config import split_password as _split_password
+    from fncache.stores.redis import RedisStore
 
     assert _split_password("redis://:p%40ss@h:1/0") == ("redis://h:1/0", "p@ss")
     assert _split_password("rediss://me:pw@h/2?x=1") == ("rediss://me@h/2?x=1", "pw")

@@ -109,9 +109,9 @@ def public_config(
     """
     if isinstance(store, str) and "://" in store:
         if store.startswith(("redis://", "rediss://", "unix://")):
-            from fncache.stores.redis import _split_password
+            from fncache.stores._redis_config import split_password
 
-            store = _split_password(store)[0]
+            store = split_password(store)[0]
         store = _USERINFO_PASSWORD.sub(r"\1@", store)
         store = re.sub(r"(?i)[?&][^=&#]*(?:password|secret|token)[^=&#]*=[^&#]*", "", store)
     return store, _strip(dict(options))

@@ -44,11 +44,8 @@ Guarantees and failure modes:
 * The store is written for one Redis server (or a primary behind a proxy), not Redis Cluster:
   the publish script touches the value key and its chunks together.
 
-Secrets: a password is never pickled, shown or logged. It is taken, at open time, from the
-``password=`` option, else from the URL (``redis://:PASSWORD@host`` or ``?password=``), else from
-``$REDIS_PASSWORD``. ``url`` keeps everything the user gave *except* the password, and ``options``
-never hold it nor any other option whose name says password, secret, token or credential (e.g.
-``ssl_password``). A store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set
+Secrets: a password is never pickled, shown or logged (see :mod:`fncache.stores._redis_config` for
+where it is taken from). A store unpickled in another process reads ``$REDIS_PASSWORD`` there, so set
 that variable (rather than writing the password in the URL) when memoized functions travel to
 workers; pickling a store whose password came from the URL or an option, while
 ``$REDIS_PASSWORD`` is unset, logs a warning.
@@ -65,12 +62,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from fncache._errors import ConfigError, StoreError
 from fncache.stores._base import (
@@ -80,35 +75,29 @@ from fncache.stores._base import (
     encode_meta,
     entry_info,
     join_parts,
-    load_json,
     now,
-    parse_meta,
 )
 from fncache.stores._lock import LeaseLock
+from fncache.stores._redis_config import check_options, check_url, is_secret, split_password
+from fncache.stores._redis_records import (
+    _CHUNKED,
+    _INLINE,
+    _MAX_CHUNK,
+    _MAX_MANIFEST,
+    is_error,
+    listed,
+    parse_manifest,
+)
 
 __all__ = ["RedisStore"]
 
 log = logging.getLogger("fncache")
 
-_INLINE = b"\x00"
-_CHUNKED = b"\x01"
-# Redis refuses strings over 512 MB (proto-max-bulk-len); stay well below it with the tag byte.
-_MAX_CHUNK = 512 * 2**20 - 4096
 _DEFAULT_CHUNK = 64 * 2**20
 # Chunks of an add still in flight expire by themselves if the writer dies before publishing.
 _PENDING_TTL_MS = 3600 * 1000
 _SCAN_BATCH = 500
-# A manifest is about 80 bytes of JSON; chunk counts and sizes are capped before anything is
-# allocated or fetched, so a planted ``{"n": 10**12}`` costs one small read and is then damage.
-_MAX_MANIFEST = 1024
-_MAX_CHUNKS = 65536
-_MAX_VALUE = 1 << 40
 _FETCH_BATCH = 16
-_TOKEN = _KEY = re.compile(r"[0-9a-f]{32}")
-# Keyword options that hold credentials: used to connect, never kept in ``options`` (which are
-# pickled and shown), never logged.
-_SECRET_WORDS = ("password", "secret", "token", "credential")
-
 # KEYS: value, meta, chunk... ARGV: manifest, meta, ttl in ms (0 = none), mode ("add" or "set").
 # One script, so the manifest and its chunks become visible and permanent together.
 _PUBLISH = """
@@ -137,69 +126,6 @@ _DELETE_IF = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-def _split_password(url: str) -> tuple[str, str | None]:
-    """``url`` without its password (userinfo or ``?password=``), and the password or ``None``.
-
-    Rebuilt by hand rather than with ``urlunsplit``, which drops the ``//`` of ``unix://`` URLs.
-    """
-    parts = urlsplit(url)
-    password = None if parts.password is None else unquote(parts.password)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    kept = [(k, v) for k, v in query if k != "password"]
-    if len(kept) != len(query):
-        password = password or dict(query)["password"]
-    if password is None:
-        return url, None
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    netloc = f"{user}@{host}" if user else host
-    scheme = url.split("://", 1)[0]
-    clean = f"{scheme}://{netloc}{parts.path}"
-    if kept:
-        clean += "?" + urlencode(kept)
-    return clean, password
-
-
-def _is_secret(option: str) -> bool:
-    return any(word in option.lower() for word in _SECRET_WORDS)
-
-
-def _check_url(url: str) -> None:
-    """Raise :class:`ConfigError` for a URL redis-py would refuse (checked now, not at first use)."""
-    from redis.connection import parse_url
-
-    try:
-        parsed = parse_url(url)  # type: ignore[no-untyped-call]
-        parts = urlsplit(url)
-        if not url.startswith("unix://"):
-            parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-            if not parts.hostname:
-                raise ValueError("no host")
-    except (ValueError, TypeError) as e:
-        # The message of the parser may quote the URL; ours quotes it without its password.
-        raise ConfigError(f"store: invalid Redis URL {url!r}: {e}") from None
-    if not isinstance(parsed, dict):  # pragma: no cover - parse_url always returns a dict
-        raise ConfigError(f"store: invalid Redis URL {url!r}")
-
-
-def _check_options(options: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming any option :class:`redis.Redis` does not take."""
-    import inspect
-
-    import redis
-
-    known = set(inspect.signature(redis.Redis.__init__).parameters) - {
-        "self", "host", "port", "db", "connection_pool", "unix_socket_path", "single_connection_client"
-    }
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ConfigError(
-            f"store_options: unknown option(s) for a Redis store: {', '.join(unknown)}; expected "
-            "prefix, chunk_size, socket_timeout, socket_connect_timeout, password or an option of "
-            "redis.Redis"
-        )
 
 
 class RedisStore(Store):
@@ -232,10 +158,10 @@ class RedisStore(Store):
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0 < value < float("inf"):
                 raise ConfigError(f"{name}: expected a positive number of seconds, got {value!r}")
-        clean_url, url_password = _split_password(url)
-        _check_url(clean_url)
-        secrets = {k: options.pop(k) for k in list(options) if _is_secret(k)}
-        _check_options(options)
+        clean_url, url_password = split_password(url)
+        check_url(clean_url)
+        secrets = {k: options.pop(k) for k in list(options) if is_secret(k)}
+        check_options(options)
         options = dict(
             options,
             prefix=prefix,
@@ -339,37 +265,9 @@ class RedisStore(Store):
     def _chunk_keys(self, key: str, token: str, n: int) -> list[str]:
         return [f"{self.prefix}c:{{{key}}}:{token}:{i}" for i in range(n)]
 
-    def _manifest(self, raw: bytes | None) -> tuple[str, int, int] | None:
-        """``(token, n, size)`` of a chunked value's manifest; ``None`` if it is not a valid one.
-
-        A manifest is untrusted: it must be small, a JSON object with a 32-hex-digit token, a size
-        up to 1 TiB and a chunk count that the size and the chunk size allow (at most 65536).
-        """
-        if not raw or raw[:1] != _CHUNKED or len(raw) > _MAX_MANIFEST:
-            return None
-        try:
-            manifest = load_json(raw[1:], max_bytes=_MAX_MANIFEST)
-        except ValueError:
-            return None
-        if not isinstance(manifest, dict):
-            return None
-        token, n, size = manifest.get("token"), manifest.get("n"), manifest.get("size")
-        chunk = manifest.get("chunk")  # absent in manifests of fncache 0.1
-        if not (isinstance(token, str) and _TOKEN.fullmatch(token)):
-            return None
-        if type(n) is not int or type(size) is not int or not 0 < size <= _MAX_VALUE:
-            return None
-        if not 0 < n <= min(_MAX_CHUNKS, size) or n < -(-size // _MAX_CHUNK):
-            return None
-        if chunk is not None and (
-            type(chunk) is not int or not 0 < chunk <= _MAX_CHUNK or n != -(-size // chunk)
-        ):
-            return None
-        return token, n, size
-
     def _manifest_chunks(self, key: str, raw: bytes | None) -> list[str]:
         """The chunk keys a stored value refers to (``[]`` for inline or invalid values)."""
-        manifest = self._manifest(raw)
+        manifest = parse_manifest(raw)
         return [] if manifest is None else self._chunk_keys(key, manifest[0], manifest[1])
 
     def _chunk_lengths(self, chunks: list[str]) -> list[int]:
@@ -378,7 +276,7 @@ class RedisStore(Store):
         for name in chunks:
             pipe.strlen(name)
         # A chunk of another type (WRONGTYPE) counts as missing.
-        return [0 if _error(n) else int(n) for n in pipe.execute(raise_on_error=False)]
+        return [0 if is_error(n) else int(n) for n in pipe.execute(raise_on_error=False)]
 
     def _read_chunks(self, chunks: list[str], size: int) -> bytes | None:
         """The chunks joined, or ``None`` if any is missing or the lengths do not add up to ``size``.
@@ -422,7 +320,7 @@ class RedisStore(Store):
             tag = raw[:1]
             if tag == _INLINE:
                 return bytes(raw[1:])
-            manifest = self._manifest(raw)
+            manifest = parse_manifest(raw)
             if manifest is not None:
                 token, n, size = manifest
                 chunks = self._chunk_keys(key, token, n)
@@ -472,6 +370,26 @@ class RedisStore(Store):
         manifest or a metadata record is fetched.
         """
         keys = [n[cut:] for n in names]
+        rows, wrong_type = self._sizes(names, keys)
+        second = self._records(names, keys, rows)
+        manifests = [parse_manifest(second[2 * i + 1] or None) for i in range(len(names))]
+        chunk_names = [
+            self._chunk_keys(k, m[0], m[1]) if m is not None else []
+            for k, m in zip(keys, manifests, strict=True)
+        ]
+        all_chunks = [c for names_ in chunk_names for c in names_]
+        lengths = iter(self._chunk_lengths(all_chunks) if all_chunks else [])
+        t = now()
+        for i, key in enumerate(keys):
+            strlen = rows[i][0]
+            if wrong_type[i]:
+                yield entry_info(key, strlen or 0, {}, damaged=True)
+            elif strlen:  # else removed since the scan saw it
+                yield listed(key, rows[i], second[2 * i], manifests[i], chunk_names[i], lengths, t)
+
+    def _sizes(self, names: Sequence[str], keys: list[str]) -> tuple[list[Any], list[bool]]:
+        """Round trip 1: (strlen, first byte, metadata length, idle time) of each value key, and
+        whether a key holds another type than fncache writes (a planted hash or list)."""
         pipe = self.client.pipeline(transaction=False)
         for n, k in zip(names, keys, strict=True):
             pipe.strlen(n)
@@ -482,10 +400,15 @@ class RedisStore(Store):
         # and a key of another type (a planted hash or list) answers WRONGTYPE (then damage).
         replies = pipe.execute(raise_on_error=False)
         rows = [replies[4 * i : 4 * i + 4] for i in range(len(names))]
-        wrong_type = [any(_error(r) for r in row[:3]) for row in rows]
+        wrong_type = [any(is_error(r) for r in row[:3]) for row in rows]
         for i, row in enumerate(rows):
             if wrong_type[i]:
-                rows[i] = [0 if _error(row[0]) else row[0], b"", 0, row[3]]
+                rows[i] = [0 if is_error(row[0]) else row[0], b"", 0, row[3]]
+        return rows, wrong_type
+
+    def _records(self, names: Sequence[str], keys: list[str], rows: list[Any]) -> list[Any]:
+        """Round trip 2: each key's metadata record and chunk manifest, where small enough to be
+        fncache's (an empty reply otherwise)."""
         pipe = self.client.pipeline(transaction=False)
         for n, k, (strlen, head, metalen, _) in zip(names, keys, rows, strict=True):
             if 0 < metalen <= MAX_JSON_BYTES:
@@ -496,39 +419,7 @@ class RedisStore(Store):
                 pipe.get(n)
             else:
                 pipe.echo(b"")
-        second = [None if _error(r) else r for r in pipe.execute(raise_on_error=False)]
-        manifests = [self._manifest(second[2 * i + 1] or None) for i in range(len(names))]
-        chunk_names = [
-            self._chunk_keys(k, m[0], m[1]) if m is not None else []
-            for k, m in zip(keys, manifests, strict=True)
-        ]
-        all_chunks = [c for names_ in chunk_names for c in names_]
-        lengths = iter(self._chunk_lengths(all_chunks) if all_chunks else [])
-        t = now()
-        for i, key in enumerate(keys):
-            strlen, head, metalen, idle = rows[i]
-            if wrong_type[i]:
-                yield entry_info(key, strlen or 0, {}, damaged=True)
-                continue
-            if not strlen:
-                continue  # removed since the scan saw it
-            damaged = metalen > MAX_JSON_BYTES
-            meta = parse_meta(second[2 * i]) if not damaged else None
-            size = int(strlen) - 1
-            if head == _CHUNKED:
-                manifest = manifests[i]
-                if manifest is None:
-                    damaged = True
-                else:
-                    size = sum(next(lengths) for _ in chunk_names[i])
-                    damaged = damaged or size != manifest[2]
-            elif head != _INLINE:
-                damaged = True
-            damaged = damaged or not _KEY.fullmatch(key)  # a name fncache never writes
-            yield entry_info(
-                key, size, meta, damaged=damaged or meta is None,
-                accessed=t - float(idle) if isinstance(idle, int) else None,
-            )
+        return [None if is_error(r) else r for r in pipe.execute(raise_on_error=False)]
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -615,7 +506,7 @@ class RedisStore(Store):
             pipe.getrange(vkey, 0, 0)
             pipe.strlen(vkey)
             head, strlen = pipe.execute(raise_on_error=False)
-            if _error(head) or _error(strlen):  # not a string (planted): no chunks to find
+            if is_error(head) or is_error(strlen):  # not a string (planted): no chunks to find
                 head, strlen = b"", 1
             raw = self.client.get(vkey) if head == _CHUNKED and strlen <= _MAX_MANIFEST else None
             removed = self.client.unlink(
@@ -669,11 +560,6 @@ class RedisStore(Store):
                 self.client.delete(name)
 
         return LeaseLock(try_add, read, remove, ttl=timeout, release=release)
-
-
-def _error(reply: Any) -> bool:
-    """Whether a pipelined reply is an error (``raise_on_error=False`` returns them as values)."""
-    return isinstance(reply, Exception)
 
 
 def _describe_error(e: BaseException) -> str:

@@ -77,13 +77,12 @@ from fncache.stores._base import (
     parse_meta,
 )
 from fncache.stores._lock import LeaseLock
+from fncache.stores._s3_config import check_options, check_s3, take_secrets
 
 __all__ = ["S3Store"]
 
 log = logging.getLogger("fncache")
 
-_SECRET_OPTIONS = ("key", "secret", "token", "username", "password")
-_SECRET_CLIENT_KWARGS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 _EXPIRES = "fncache-expires"
 _LIST_BATCH = 1000
 # 412: the object exists (If-None-Match). 409: AWS's answer when another conditional write to the
@@ -94,8 +93,6 @@ _MAX_LEASE = 1024
 # Value transfers get this much time per byte on top of the operation deadline (1 s per MiB).
 _SECONDS_PER_BYTE = 1 / 2**20
 _KEY = re.compile(r"[0-9a-f]{32}")
-# Options of s3fs.S3FileSystem beyond its explicit parameters (passed to fsspec or aiobotocore).
-_EXTRA_FS_OPTIONS = ("profile", "session_vars", "listings_expiry_time", "max_paths")
 
 
 def _http_status(exc: BaseException) -> int | None:
@@ -183,23 +180,6 @@ async def _get_object(
     return resp.get("Metadata") or {}, data
 
 
-def _check_options(options: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming any option :class:`s3fs.S3FileSystem` does not take."""
-    import inspect
-
-    import s3fs
-
-    known = set(inspect.signature(s3fs.S3FileSystem.__init__).parameters)
-    known = (known | set(_EXTRA_FS_OPTIONS)) - {"self", "kwargs", "asynchronous", "loop"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ConfigError(
-            f"store_options: unknown option(s) for an S3 store: {', '.join(unknown)}; expected "
-            "part_size, connect_timeout, read_timeout, retries, timeout or an option of "
-            "s3fs.S3FileSystem"
-        )
-
-
 class S3Store(Store):
     """A store under ``s3://bucket/prefix``; see the module documentation."""
 
@@ -216,34 +196,9 @@ class S3Store(Store):
         timeout: float | None = None,
         **options: Any,
     ) -> None:
-        if not url.startswith("s3://"):
-            raise ConfigError(f"store: expected an s3://bucket/prefix URL, got {url!r}")
-        bucket, _, prefix = url[len("s3://") :].partition("/")
-        if not bucket:
-            raise ConfigError(f"store: no bucket in {url!r}")
-        if not isinstance(part_size, int) or part_size < 5 * 2**20:
-            raise ConfigError(
-                f"part_size: expected at least 5 MiB (S3's minimum), got {part_size!r}"
-            )
-        for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout),
-                            ("timeout", timeout)):
-            if name == "timeout" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0 < value < float("inf"):
-                raise ConfigError(f"{name}: expected a positive number of seconds, got {value!r}")
-        if type(retries) is not int or retries < 1:
-            raise ConfigError(f"retries: expected a positive number of attempts, got {retries!r}")
-        _check_options(options)
-        secrets = {k: options.pop(k) for k in _SECRET_OPTIONS if options.get(k) is not None}
-        for k in _SECRET_OPTIONS:
-            options.pop(k, None)
-        client_kwargs = dict(options.pop("client_kwargs", None) or {})
-        secret_client = {
-            k: client_kwargs.pop(k) for k in _SECRET_CLIENT_KWARGS if k in client_kwargs
-        }
-        if client_kwargs:
-            options["client_kwargs"] = client_kwargs
+        bucket, prefix = check_s3(url, part_size, connect_timeout, read_timeout, timeout, retries)
+        check_options(options)
+        secrets, secret_client = take_secrets(options)
         options.update(
             part_size=part_size,
             connect_timeout=connect_timeout,
