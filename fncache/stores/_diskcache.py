@@ -1,0 +1,237 @@
+"""The SQL side of the disk store: diskcache's ``Cache`` table and the one adapter over its private API.
+
+:class:`_Diskcache` is the only code that touches diskcache's internals (checked against diskcache
+5.4 to 5.6; ``tests/test_disk.py`` checks what it assumes against the installed version). The
+statements below name the table's columns (:data:`COLUMNS`) and fncache's own metadata column; a
+listed row becomes an :class:`EntryInfo` through :func:`_entry`, which never raises on planted or
+damaged metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fncache.stores._base import EntryInfo
+from fncache.stores._diskfs import ValueFiles
+
+log = logging.getLogger("fncache")
+
+# diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
+_UNLIMITED = 2**62
+# diskcache's storage modes (diskcache.core.MODE_RAW / MODE_BINARY): inline blob, or a file.
+_MODE_RAW, _MODE_BINARY = 1, 2
+_COLUMN = "fncache_meta"
+# Columns of diskcache's Cache table that the statements below use (checked by the tests).
+COLUMNS = ("rowid", "key", "raw", "store_time", "expire_time", "access_time", "access_count", "tag",
+           "size", "mode", "filename", "value")
+_SELECT_VALUE = (
+    "SELECT rowid, mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
+    " AND (expire_time IS NULL OR expire_time > ?)"
+)
+_SELECT_LIVE = (
+    "SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
+)
+_SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
+_INSERT_ROW = (
+    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"
+    f" mode, filename, value, {_COLUMN}) VALUES (?, 1, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE_ROW = (
+    "UPDATE Cache SET store_time = ?, expire_time = ?, access_time = ?, access_count = 0, tag = ?,"
+    f" size = ?, mode = ?, filename = ?, value = ?, {_COLUMN} = ? WHERE rowid = ?"
+)
+_SELECT_ENTRIES = (
+    f"SELECT rowid, key, size, value, store_time, access_time, {_COLUMN} FROM Cache"
+    f" WHERE rowid > ? AND {_COLUMN} IS NOT NULL AND (expire_time IS NULL OR expire_time > ?)"
+    " ORDER BY rowid LIMIT ?"
+)
+_META_MAX = 64 * 1024
+# A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
+# regular expression, never unpickled.
+_TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
+
+
+def _number(x: object) -> float | None:
+    """``x`` as a finite float if it is an int or float (not a bool), else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
+    """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
+    is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
+    a listing, or the command that would clean it up)."""
+    _, key, size, value, store_time, access_time, raw = row
+    meta, problem = _parse_meta(raw, store_time)
+    if not isinstance(key, str):
+        key, problem = "", problem or "key is not text"
+    stored = _number(size)
+    if not stored and isinstance(value, bytes):
+        stored = len(value)
+    accessed = _number(access_time) if tracks_reads else None
+    if problem is not None:
+        return EntryInfo(key=key, size=int(stored or 0), created=_number(store_time) or 0.0,
+                         accessed=accessed or None, meta={"damaged": problem}, damaged=True)
+    return EntryInfo(key=key, size=int(meta.get("size") or stored or 0),
+                     created=_number(meta.get("created")) or _number(store_time) or 0.0,
+                     accessed=accessed or None, meta=meta)
+
+
+def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
+    """(the metadata JSON object of a row, what is wrong with it or None)."""
+    try:
+        if not isinstance(raw, (bytes, str)) or len(raw) > _META_MAX:
+            raise ValueError("not a short JSON text")
+        meta = json.loads(raw)
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
+        return {}, f"metadata: {e}"[:200]
+    msize = meta.get("size", 0)
+    if _number(meta.get("created", store_time)) is None:
+        return meta, "metadata: created is not a number"
+    if isinstance(msize, bool) or not isinstance(msize, int) or not 0 <= msize < 2**63:
+        return meta, "metadata: size is not a byte count"
+    if not isinstance(meta.get("function", ""), str):
+        return meta, "metadata: function is not text"
+    return meta, None
+
+
+class _Diskcache:
+    """The one place that uses diskcache's private API (checked against diskcache 5.4 to 5.6).
+
+    It relies on: the ``Cache`` table's columns (:data:`COLUMNS`) and storage modes 1 (raw bytes
+    inline) and 2 (bytes in a file); ``Cache._sql`` (the connection's ``execute``);
+    ``Cache._transact(retry)`` (``BEGIN IMMEDIATE`` ... ``COMMIT``, nested per thread, retried
+    while busy); ``Cache._cull(now, sql, cleanup)``; ``EVICTION_POLICY[...]["get"]``. The tests
+    check these against the installed diskcache. Nothing of diskcache reads a value or deletes a
+    file: rows are never given to ``Disk.fetch`` (which unpickles) and the files of removed rows go
+    to :meth:`ValueFiles.remove`, not to ``Disk.remove`` (which joins any name to the directory).
+    """
+
+    def __init__(self, directory: str, size_limit: int | None, options: dict[str, Any]) -> None:
+        import diskcache
+        from diskcache.core import EVICTION_POLICY
+
+        opts = dict(options)
+        opts.setdefault("eviction_policy", "least-recently-used" if size_limit else "none")
+        self.cache = diskcache.Cache(
+            directory, size_limit=size_limit or _UNLIMITED, tag_index=True, **opts
+        )
+        self.files = ValueFiles(directory)
+        self.min_file_size = int(self.cache.disk_min_file_size)
+        self.timeout = float(self.cache.timeout)
+        # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
+        self._on_read: str | None = EVICTION_POLICY[self.cache.eviction_policy]["get"]
+        self._statistics = bool(self.cache.statistics)
+        self.tracks_reads = self.cache.eviction_policy == "least-recently-used"
+        self._add_meta_column()
+
+    def _add_meta_column(self) -> None:
+        columns = [row[1] for row in self.cache._sql("PRAGMA table_info(Cache)").fetchall()]
+        if _COLUMN in columns:
+            return
+        try:
+            # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
+            self.cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
+        except sqlite3.OperationalError as e:
+            if "duplicate column" not in str(e):  # another process added it first: fine
+                raise
+
+    def rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        """All rows of one read-only statement."""
+        # WAL readers are rarely refused, but a checkpoint or a recovery can still answer "database
+        # is locked" past SQLite's busy timeout; diskcache retries its writers, so readers do too.
+        deadline = None
+        while True:
+            try:
+                return self.cache._sql(statement, params).fetchall()  # type: ignore[no-any-return]
+            except sqlite3.OperationalError as e:
+                if str(e) != "database is locked":
+                    raise
+                t = time.monotonic()
+                if deadline is None:
+                    deadline = t + self.timeout
+                elif t > deadline:
+                    raise
+                time.sleep(0.001)
+
+    @contextmanager
+    def transact(self) -> Iterator[tuple[Any, Any]]:
+        """``(sql, doom)`` inside one write transaction; files passed to ``doom`` are removed
+        (contained, see :class:`ValueFiles`) after the commit, none if the transaction fails."""
+        doomed: list[object] = []
+        with self.cache._transact(True) as (sql, _):
+            yield sql, doomed.append
+        for name in doomed:
+            if name is not None:
+                self.files.remove(name)
+
+    def cull(self, now_: float, sql: Any, doom: Any) -> None:
+        """Remove expired rows (and, past the size limit, rows by policy) inside a transaction."""
+        self.cache._cull(now_, sql, doom)
+
+    def record_read(self, rowid: int | None, now_: float) -> None:
+        """What diskcache records on a read under an LRU/LFU policy or with statistics on.
+
+        Bookkeeping only: a busy database loses this record rather than failing the read.
+        """
+        try:
+            if self._statistics:
+                self.cache._sql("UPDATE Settings SET value = value + 1 WHERE key = ?",
+                                ("hits" if rowid is not None else "misses",))
+            if self._on_read is not None and rowid is not None:
+                update = self._on_read.format(now=repr(now_))
+                self.cache._sql(f"UPDATE Cache SET {update} WHERE rowid = ?", (rowid,))
+        except sqlite3.OperationalError as e:
+            log.debug("read of row %s not recorded: %s", rowid, e)
+
+    def lease_add(self, name: str, token: str, ttl: float) -> bool:
+        """Take the lease row ``name`` for ``token`` unless a live, well-formed lease holds it."""
+        now_ = time.time()
+        with self.transact() as (sql, doom):
+            rows = sql("SELECT rowid, mode, filename, value, expire_time FROM Cache"
+                       " WHERE key = ? AND raw = 1", (name,)).fetchall()
+            if rows:
+                rowid, mode, filename, value, expire_time = rows[0]
+                live = _number(expire_time)
+                if (mode == _MODE_RAW and filename is None and isinstance(value, bytes)
+                        and _TOKEN.fullmatch(value) and live is not None and live > now_):
+                    return False
+                sql("DELETE FROM Cache WHERE rowid = ?", (rowid,))
+                doom(filename)
+            sql("INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count,"
+                " tag, size, mode, filename, value) VALUES (?, 1, ?, ?, ?, 0, NULL, 0, ?, NULL, ?)",
+                (name, now_, now_ + ttl, now_, _MODE_RAW, sqlite3.Binary(token.encode())))
+        return True
+
+    def lease_read(self, name: str) -> str | None:
+        """The token of the lease row ``name``, or None (absent or malformed)."""
+        rows = self.rows("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1",
+                            (name,))
+        if not rows:
+            return None
+        mode, filename, value = rows[0]
+        if mode != _MODE_RAW or filename is not None or not isinstance(value, bytes) \
+                or not _TOKEN.fullmatch(value):
+            return None
+        return value.decode("ascii")
+
+    def lease_release(self, name: str, token: str) -> None:
+        """Delete the lease row ``name`` if it still holds ``token`` (one statement: atomic)."""
+        with self.transact() as (sql, _):
+            sql("DELETE FROM Cache WHERE key = ? AND raw = 1 AND mode = ? AND filename IS NULL"
+                " AND value = ?", (name, _MODE_RAW, sqlite3.Binary(token.encode())))
+
+    def close(self) -> None:
+        self.cache.close()
