@@ -19,7 +19,6 @@ import functools
 import inspect
 import logging
 import os
-import sys
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -30,6 +29,7 @@ from fncache._errors import ConfigError, UnhashableArgument
 from fncache._fingerprint import Fingerprint
 from fncache._miss import MissPath
 from fncache._options import _DISABLED, NAMES, Options
+from fncache._targets import importable
 from fncache.stores import Store, redact
 
 __all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
@@ -131,13 +131,8 @@ class Memoized(Generic[P, R]):
     mmap_mode = property(lambda self: self.options.mmap_mode)
 
     def __reduce__(self) -> Any:
-        module = sys.modules.get(self.__module__)
-        if module is not None and self.__module__ != "__main__":
-            obj: Any = module
-            for part in str(getattr(self, "__qualname__", "")).split("."):
-                obj = getattr(obj, part, None)
-            if obj is self:
-                return self.__qualname__  # importable where it lands: plain pickle by name
+        if importable(self):
+            return self.__qualname__  # type: ignore[attr-defined]  # importable: plain pickle by name
         import cloudpickle
 
         store = self.store if isinstance(self.options.store, Store) else None

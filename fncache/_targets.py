@@ -14,7 +14,20 @@ import runpy
 import sys
 from typing import Any
 
-__all__ = ["load_target"]
+__all__ = ["importable", "load_target"]
+
+
+def importable(obj: Any) -> bool:
+    """Whether ``obj`` is what importing ``obj.__module__`` and walking ``obj.__qualname__`` gives:
+    then plain pickle can carry it by name. Never for ``__main__`` (another process's main is
+    another script)."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if module is None or module.__name__ == "__main__":
+        return False
+    found: Any = module
+    for part in str(getattr(obj, "__qualname__", "<>")).split("."):
+        found = getattr(found, part, None)
+    return found is obj
 
 
 def load_target(target: str) -> tuple[Any, str]:

@@ -11,37 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fncache._errors import ConfigError, FncacheError
+from fncache._units import parse_duration, parse_size
 from fncache.stores import EntryInfo, Store, default_store_url, open_store, redact
 
 __all__ = ["main", "parse_duration", "parse_size"]
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SIZES = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
-          "tib": 1 << 40}
-
-
-def parse_duration(text: str) -> float:
-    """``"90"``, ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"`` -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
-    if not m:
-        raise ValueError(f"expected a duration like 45s, 30m, 12h, 7d or 2w, got {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-
-
-def parse_size(text: str) -> int:
-    """``"512"``, ``"10MB"``, ``"1.5GiB"`` -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
-    if not m or m.group(2) not in _SIZES:
-        raise ValueError(f"expected a size like 512, 10MB or 2GB, got {text!r}")
-    return int(float(m.group(1)) * _SIZES[m.group(2)])
 
 
 def _human_size(n: float) -> str:

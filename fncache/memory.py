@@ -54,6 +54,8 @@ from fncache._memory_results import (
     _store_spec,
 )
 from fncache._options import Options
+from fncache._targets import importable
+from fncache._units import parse_size
 from fncache.stores import Store, open_store, public_config, redact
 
 __all__ = [
@@ -90,16 +92,6 @@ def _check_compress(compress: Any) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _importable(func: Any) -> bool:
-    module = sys.modules.get(getattr(func, "__module__", None) or "")
-    if module is None or module.__name__ == "__main__":
-        return False
-    obj: Any = module
-    for part in getattr(func, "__qualname__", "<>").split("."):
-        obj = getattr(obj, part, None)
-    return obj is func
-
-
 class _Packed:
     """A function that plain pickle cannot take by name, carried as cloudpickle bytes."""
 
@@ -118,7 +110,7 @@ def _portable(obj: Any) -> Any:
     # Anything else (bound methods, partials, builtins) goes to the enclosing pickler as it is, so
     # that an instance holding its own cached method (self.f = memory.cache(self.f)) pickles as the
     # cycle it is instead of recursing.
-    if isinstance(obj, types.FunctionType) and not _importable(obj):
+    if isinstance(obj, types.FunctionType) and not importable(obj):
         import cloudpickle
 
         return _Packed(cloudpickle.dumps(obj))
@@ -242,7 +234,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         return super().clear()
 
     def __reduce__(self) -> Any:
-        if _importable(self):
+        if importable(self):
             return self.__qualname__  # type: ignore[attr-defined]  # set by update_wrapper
         # Credentials stay behind (a password in the URL or backend_options, an S3 secret):
         # workers take theirs from the environment, as fncache.stores documents.
@@ -335,10 +327,9 @@ class AsyncNotMemorizedFunc(NotMemorizedFunc):
 def _parse_bytes(limit: int | str | None) -> int | None:
     if limit is None or isinstance(limit, int):
         return limit
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
     try:
-        return int(float(limit[:-1]) * units[limit[-1].upper()])
-    except (KeyError, ValueError, TypeError, IndexError):
+        return parse_size(limit)
+    except (ValueError, TypeError):
         raise ConfigError(
             f"bytes_limit: expected bytes or a string like '10M', got {limit!r}"
         ) from None
