@@ -87,6 +87,9 @@ class Memoized(Generic[P, R]):
     def __init__(self, func: Callable[P, R], _options: Options | None = None,
                  _strategies: Strategies | None = None, /, **options: Any) -> None:
         _check_function(func)
+        if not isinstance(_options, (Options, type(None))) or \
+                not isinstance(_strategies, (Strategies, type(None))):
+            raise ConfigError("Memoized: options are keyword arguments (Memoized(f, store=...))")
         opts = _options if _options is not None else Options.make(**options)
         strategies = _strategies or Strategies(reader="mmap" if opts.mmap_mode == "r" else "plain")
         self.__wrapped__ = func

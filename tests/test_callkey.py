@@ -1,0 +1,78 @@
+"""The key object: one CallKey per call, whose named parts make the key and the stored metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import sys
+
+import pytest
+
+import fncache
+from fncache import _hasher
+from fncache._callkey import KEY_SCHEMA
+from fncache._options import Options
+
+SCALE = 3
+
+
+def _scaled(x, y=2, verbose=False):
+    return x * y * SCALE
+
+
+def test_key_is_the_digest_of_the_named_parts_in_the_documented_order(store):
+    """key = xxh3(schema+python, code part, argument digests, ignored names), as _callkey documents."""
+    m = fncache.memoize(store=store, ignore=["verbose"])(_scaled)
+    ck = m.call_key(4, verbose=True)
+    assert ck.key == m.key(4, verbose=True) == fncache.key_for(m, 4)
+    assert ck.names == ("x", "y") and ck.ignored == ("verbose",)
+    assert ck.schema == KEY_SCHEMA and ck.python == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert ck.fingerprint is not None and ck.code == ck.fingerprint.digest
+    parts = [_hasher.digest((ck.schema, ck.python)), ck.code, *ck.args,
+             _hasher.digest(("ignore", ck.ignored))]
+    assert ck.key == _hasher._digest_of(b"".join(parts)).hex()
+
+
+def test_stored_metadata_is_the_call_keys_metadata(store):
+    """The metadata stored beside an entry is what the call's CallKey says (explain reads it back)."""
+    m = fncache.memoize(store=store)(_scaled)
+    m(5)
+    ck = m.call_key(5)
+    (entry,) = [e for e in m.store.entries() if e.key == ck.key]
+    expected = ck.meta()
+    for volatile in ("created", "duration"):
+        expected.pop(volatile)
+        entry.meta.pop(volatile)
+    entry.meta.pop("size", None)  # added by the disk store
+    assert entry.meta == expected
+    assert expected["components"] == m.call_key(5).components
+
+
+def test_version_replaces_the_fingerprint_in_key_and_metadata(store):
+    """With version= the code part is the pinned version: no fingerprint, the version in the metadata."""
+    m = fncache.memoize(store=store, version="v7")(_scaled)
+    ck = m.call_key(1)
+    assert ck.fingerprint is None and ck.components is None
+    assert ck.code == _hasher.digest(("version", m.function_id, "v7"))
+    assert ck.meta()["version"] == "v7" and "components" not in ck.meta()
+
+
+def test_call_key_is_immutable():
+    """A CallKey cannot be changed after it was made."""
+    ck = fncache.Memoized(_scaled).call_key(1)
+    with pytest.raises(AttributeError):
+        ck.key = "0" * 32  # type: ignore[misc]
+
+
+def test_options_are_validated_once_frozen_and_pickled_without_the_secret():
+    """Options.make checks every option; the result is frozen; pickled options leave the secret out."""
+    opts = Options.make(store="memory://opts", secret="s3cret", lock=True, ignore=["b", "a"])
+    assert opts.ignore == ("a", "b") and opts.secret == b"s3cret"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.lock = False  # type: ignore[misc]
+    assert "secret" not in opts.pickled()
+    assert Options.make(**opts.pickled()).replace(secret=b"s3cret") == opts
+    with pytest.raises(fncache.ConfigError, match="lock"):
+        Options.make(lock="yes")  # type: ignore[arg-type]
+    m = fncache.memoize(store="memory://opts", secret="s3cret")(_scaled)
+    assert b"s3cret" not in pickle.dumps(m)
