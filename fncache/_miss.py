@@ -27,6 +27,7 @@ from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
 from fncache._errors import LockTimeout
 from fncache._fingerprint import Fingerprint, mark_state
+from fncache.stores import LeaseLock
 
 __all__ = ["MissPath", "arun", "run"]
 
@@ -54,10 +55,7 @@ def run(steps: Steps, compute: Callable[[], Any]) -> Any:
 
 
 async def arun(steps: Steps, compute: Callable[[], Any]) -> Any:
-    """Drive the miss steps for a coroutine function: await ``compute()``; wait for a store lock in
-    a worker thread (a cancelled task may then leave the lock taken until it expires)."""
-    import asyncio
-
+    """Drive the miss steps for a coroutine function: await ``compute()`` and the store lock."""
     send: Any = None
     error: BaseException | None = None
     while True:
@@ -67,12 +65,34 @@ async def arun(steps: Steps, compute: Callable[[], Any]) -> Any:
             return stop.value
         send = error = None
         try:
-            if op is COMPUTE:
-                send = await compute()
-            else:
-                send = await asyncio.get_running_loop().run_in_executor(None, op.__enter__)
+            send = await compute() if op is COMPUTE else await _enter(op)
         except BaseException as e:
             error = e
+
+
+async def _enter(guard: Any) -> Any:
+    """Enter a store lock without blocking the event loop.
+
+    A :class:`LeaseLock` (every built-in store's) is tried once at a time with ``asyncio.sleep``
+    between attempts, the back-off it uses itself; any other lock waits in a worker thread (a task
+    cancelled meanwhile may then leave it taken until it expires).
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    if not isinstance(guard, LeaseLock):
+        return await loop.run_in_executor(None, guard.__enter__)
+    wait, guard.wait = guard.wait, 0.0  # acquire() makes one attempt
+    deadline, delay = loop.time() + wait, 0.001
+    try:
+        while not guard.acquire():
+            if loop.time() >= deadline:
+                raise LockTimeout(f"lock not acquired within {wait:.1f}s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    finally:
+        guard.wait = wait
+    return guard
 
 
 class _Flight:

@@ -367,3 +367,28 @@ def test_two_processes_awaiting_one_key_with_lock_compute_once(tmp_path):
     assert _computations(log) == Counter({7: 1})
     assert sorted(r["info"][2] for r in reports) == [0, 1]  # the waiter stored nothing: it read the entry
     assert min(r["ticks"] for r in reports) >= 10  # neither loop was blocked while it waited
+
+
+def test_coroutine_waiting_past_lock_timeout_computes_and_warns(tmp_path, caplog):
+    """An awaited call whose key another holder keeps locked past lock_timeout computes anyway."""
+    import asyncio
+    import logging
+
+    import fncache
+
+    runs = []
+
+    @fncache.memoize(store=str(tmp_path / "cache"), lock=True, lock_timeout=0.3)
+    async def f(x):
+        runs.append(x)
+        return -x
+
+    held = f.store.lock(f.key(5), timeout=30)
+    held.__enter__()
+    try:
+        with caplog.at_level(logging.WARNING, logger="fncache"):
+            assert asyncio.run(f(5)) == -5
+    finally:
+        held.__exit__(None, None, None)
+    assert runs == [5]
+    assert any("computing too" in r.getMessage() for r in caplog.records)
