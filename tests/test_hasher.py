@@ -10,6 +10,7 @@ import sys
 import threading
 
 import cloudpickle
+import numpy as np
 import pytest
 
 import fncache
@@ -198,6 +199,8 @@ def _known_inputs():
         "dict": {"a": [1, 2], "b": {"c": (3,)}},
         "set": {"alpha", "beta", "gamma"},
         "frozenset_mixed": frozenset({1, "a", (2,)}),
+        "ndarray_int64_2x3": np.arange(6, dtype="<i8").reshape(2, 3),
+        "ndarray_fortran_view": np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3))[:, ::2],
     }
     keys = {
         "uses_helper(1)": fncache.key_for(dc.uses_helper, 1),
