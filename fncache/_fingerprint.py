@@ -59,6 +59,7 @@ __all__ = [
     "fingerprint",
     "is_user_module",
     "track",
+    "still_valid",
     "untrack",
 ]
 
@@ -570,6 +571,8 @@ def _is_infrastructure(value: Any) -> bool:
     t = type(value)
     if isinstance(value, _DATA_TYPES) or is_user_code(t):
         return False
+    if isinstance(value, types.MethodType) and not _is_infrastructure(value.__self__):
+        return False  # a method bound to the user's data (``obj.predict``) carries that data
     return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
 
 
@@ -1163,6 +1166,20 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
     except TypeError:
         pass
     return fp
+
+
+def still_valid(fp: Fingerprint) -> bool:
+    """:meth:`Fingerprint.valid`, re-entrant: asked again while this very fingerprint is being
+    checked (a value it read holds the memoized function itself, e.g. ``self.f = memoize(self.f)``),
+    the fingerprint under check is the answer, or the check would never end."""
+    validating = _validating()
+    if id(fp) in validating:
+        return True
+    validating.add(id(fp))
+    try:
+        return fp.valid()
+    finally:
+        validating.discard(id(fp))
 
 
 def _validating() -> set[int]:

@@ -34,7 +34,7 @@ from fncache._errors import (
     StoreError,
     UnhashableArgument,
 )
-from fncache._fingerprint import Fingerprint, fingerprint, mark_state
+from fncache._fingerprint import Fingerprint, fingerprint, mark_state, still_valid
 from fncache.stores import Store, check_store, open_store, public_config, redact
 from fncache.stores._base import value_size
 
@@ -284,7 +284,7 @@ class Memoized(Generic[P, R]):
     # -- keys ----------------------------------------------------------------------------------
     def _fingerprint(self) -> Fingerprint:
         fp = self._fp
-        if fp is None or not fp.valid():
+        if fp is None or not still_valid(fp):
             fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)
         return fp
 
@@ -722,8 +722,16 @@ _SERVICE_THREAD_MODULES = ("ipykernel.", "IPython.", "zmq.", "jupyter_client.", 
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
+def _fsspec_threads() -> set[threading.Thread]:
+    """fsspec's I/O thread's helpers: the default executor of its event loop (DNS look-ups)."""
+    asyn = sys.modules.get("fsspec.asyn")
+    loop = (getattr(asyn, "loop", None) or [None])[0]
+    executor = getattr(loop, "_default_executor", None)
+    return set(getattr(executor, "_threads", ()))
+
+
 def _is_service_thread(t: threading.Thread) -> bool:
-    if t.name in _SERVICE_THREAD_NAMES and "fsspec" in sys.modules:
+    if "fsspec" in sys.modules and (t.name in _SERVICE_THREAD_NAMES or t in _fsspec_threads()):
         return True
     target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
     owner = getattr(target, "__self__", None)
