@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
@@ -181,6 +182,8 @@ class Memoized(Generic[P, R]):
         self.__wrapped__ = func
         functools.update_wrapper(self, func)
         self._binder = Binder(func, ignore)
+        # The code the fingerprint covers: a bound method's function (its instance is an argument).
+        self._code = func.__func__ if isinstance(func, types.MethodType) else func
         self.ignore = sorted(self._binder.ignore)
         self.version = version
         self.expire = expire
@@ -277,7 +280,9 @@ class Memoized(Generic[P, R]):
         return f"<memoized {self.function_id} in {where or 'default store'}>"
 
     def __fncache_token__(self) -> Any:
-        return self._fingerprint().digest
+        # A bound method's instance counts as it does in the key (the memo of the hasher's cyclic
+        # pass ends ``self.f = memoize(self.f)``, where the instance holds this very object).
+        return (self._fingerprint().digest, *self._binder.bound)
 
     __fncache_wraps__ = staticmethod(lambda m: m.__wrapped__)
 
@@ -285,7 +290,7 @@ class Memoized(Generic[P, R]):
     def _fingerprint(self) -> Fingerprint:
         fp = self._fp
         if fp is None or not still_valid(fp):
-            fp = self._fp = fingerprint(self.__wrapped__, versions=self.track_versions)
+            fp = self._fp = fingerprint(self._code, versions=self.track_versions)
         return fp
 
     def _code_digest(self, fp: Fingerprint | None = None) -> bytes:
@@ -615,7 +620,7 @@ class Memoized(Generic[P, R]):
             # The function modified a value it reads (a log list, a counter, a memo dict): that is
             # state it writes, not an input, or no call would ever hit again. Key it by name (for
             # this function only) from now on.
-            mark_state(self.__wrapped__, changed)
+            mark_state(self._code, changed)
             log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
                      "by name from now on", self.function_id, len(changed))
         self._save(key, value, duration, arg_digests, overwrite)
