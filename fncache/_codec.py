@@ -22,6 +22,13 @@ the key too, so an entry moved to another key (by a bug, a tool or a person) fai
 With a secret the MAC is checked *before* anything is unpickled: loading a pickle runs code, and a
 cache directory or a shared bucket is a place where someone could plant one.
 
+Reading a frame from a file (:func:`read_frame`) checks the checksum while reading: each chunk is
+hashed right after it is read, while it is still in the CPU cache, instead of in a second pass over
+the whole frame from memory (a second pass costs a third of the time of a warm 256 MB load). The
+frame comes back as a :class:`ReadFrame` that records the key it was checked for, and :func:`decode`
+does not hash it again. The MAC (with a secret) is still computed in :func:`decode`, before
+anything is unpickled.
+
 The head checksum serves memory-mapped reads (``decode(..., verify_buffers=False)``): checking
 the header and pickle costs microseconds, while checking 256 MB of buffers costs tens of
 milliseconds and reads every page that the map exists to leave on disk. It is one digest of one
@@ -31,15 +38,18 @@ stream (xxh3's state can be read mid-stream), so a full decode checks both at th
 from __future__ import annotations
 
 import hmac
+import mmap
 import pickle
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import xxhash
 
 from fncache._errors import ConfigError, IntegrityError
 
-__all__ = ["Header", "UnpicklableResult", "decode", "encode", "encode_parts", "read_header"]
+__all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "encode_parts",
+           "read_frame", "read_header"]
 
 MAGIC = b"FNC\x01"
 _FIXED = struct.Struct("<4sB3xddQII")
@@ -51,6 +61,12 @@ _MAC = 32
 # Buffers smaller than this in total stay inside the pickle: not worth a separate, aligned region.
 _OUT_OF_BAND_MIN = 64 * 1024
 COMPRESSORS = ("zstd", "lz4")
+# Bytes read (and hashed) at a time by read_frame: well inside a core's L2 cache (512 KiB to 2 MiB
+# on current x86 and ARM servers), large enough that a system call per chunk costs nothing
+# (a 256 MB frame takes 1024 reads). Measured: 128 KiB to 1 MiB are alike; a whole-file read
+# followed by a separate hash pass is a fifth slower.
+_CHUNK = 256 * 1024
+_HUGE_PAGE = 2 * 1024 * 1024
 
 
 class UnpicklableResult(TypeError):
@@ -224,6 +240,13 @@ def encode_parts(
     return [head + b"\0" * _pad(len(head)), *body]
 
 
+def _body_offset(flags: int, nbuf: int) -> int:
+    """Where the body starts: after the header, its buffer lengths, the trailer and padding."""
+    trailer = _CHECK * (2 if flags & _HEADCHECK else 1) + (_MAC if flags & _SIGNED else 0)
+    head = _FIXED.size + 8 * nbuf + trailer
+    return head + _pad(head)
+
+
 def _parse(view: memoryview) -> tuple[Header, int, int]:
     """(header, flags, end of the buffer-length table) of a frame; IntegrityError if malformed."""
     if view.nbytes < _FIXED.size:
@@ -236,15 +259,122 @@ def _parse(view: memoryview) -> tuple[Header, int, int]:
     if view.nbytes < lens_end + trailer:
         raise IntegrityError("truncated entry header")
     lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size) if nbuf else ()
-    head = lens_end + trailer
     comp = "zstd" if flags & _ZSTD else "lz4" if flags & _LZ4 else None
-    header = Header(created, duration, bool(flags & _SIGNED), comp, plen, lens, head + _pad(head))
+    header = Header(created, duration, bool(flags & _SIGNED), comp, plen, lens,
+                    _body_offset(flags, nbuf))
     return header, flags, lens_end
 
 
 def read_header(frame: Any) -> Header:
     """Parse a frame's header; raises :class:`IntegrityError` if it is not a well-formed frame."""
     return _parse(memoryview(frame))[0]
+
+
+class ReadFrame(mmap.mmap):
+    """A frame read by :func:`read_frame` into private, writable memory.
+
+    ``checked_for`` is the key whose checksums matched while the frame was read, or ``None`` (not
+    a well-formed frame, or a mismatch: :func:`decode` then checks it again, and rejects it). Only
+    :func:`read_frame` sets it, after the check; the memory is private to this process.
+    """
+
+    checked_for: str | None = None
+
+
+def _allocate(size: int) -> ReadFrame:
+    """Private anonymous memory for ``size`` bytes, in huge pages where the kernel allows it.
+
+    Not ``bytearray`` (it zero-fills first) nor ``numpy.empty`` (for a size that is not a multiple
+    of 2 MiB it gets 4 KiB pages): faulting in 20,000 small pages costs more than reading the data
+    into them (measured on Linux 6.x: 80 MB read into ``numpy.empty`` 87 ms, into this map 35 ms).
+    Private, not shared: a forked child must not see the parent's writes to arrays that live here.
+    """
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    frame = ReadFrame(-1, size) if private is None else ReadFrame(-1, size, flags=private)
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None and size >= _HUGE_PAGE:
+        try:
+            frame.madvise(advice)
+        except OSError:  # a kernel without transparent huge pages: small pages, still correct
+            pass
+    return frame
+
+
+def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, pos: int,
+          end: int) -> int | None:
+    """Read ``view[pos:end]`` whole; ``end``, or None if the source ran dry first."""
+    while pos < end:
+        n = readinto(view[pos:end])
+        if not n:
+            return None
+        pos += n
+    return pos
+
+
+def _read_checked(readinto: Callable[[memoryview], int | None], view: memoryview,
+                  key: str) -> bool | None:
+    """Fill ``view`` chunk by chunk, hashing each chunk as it arrives; whether the frame's
+    checksums (full, and head if it has one) match for ``key``; None if the source ran dry."""
+    size = view.nbytes
+    pos = _fill(readinto, view, 0, min(size, _CHUNK))
+    if pos is None:
+        return None
+    body = split = None
+    if size >= _FIXED.size:
+        magic, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(view)
+        body = _body_offset(flags, nbuf) if magic == MAGIC else None
+    if body is None or body > size:
+        # Not a frame (or a damaged one): read it all unchecked; decode says what is wrong.
+        return None if _fill(readinto, view, pos, size) is None else False
+    pos = _fill(readinto, view, pos, max(pos, body))  # a long buffer table: header first
+    if pos is None:
+        return None
+    header_end = _FIXED.size + 8 * nbuf
+    if flags & _HEADCHECK:
+        split = body + plen + _pad(plen)
+    hasher = xxhash.xxh3_128(key.encode())
+    hasher.update(view[:header_end])
+    at_head = None
+    done = body
+    while True:
+        if split is not None and done <= split <= pos:
+            hasher.update(view[done:split])
+            done, at_head = split, hasher.digest()
+        hasher.update(view[done:pos])
+        done = pos
+        if pos == size:
+            break
+        pos = _fill(readinto, view, pos, min(size, pos + _CHUNK))
+        if pos is None:
+            return None
+    ok = hasher.digest() == bytes(view[header_end : header_end + _CHECK])
+    if flags & _HEADCHECK:
+        ok = ok and at_head == bytes(view[header_end + _CHECK : header_end + 2 * _CHECK])
+    return ok
+
+
+def read_frame(readinto: Callable[[memoryview], int | None], size: int,
+               key: str) -> ReadFrame | bytes | None:
+    """The ``size`` bytes ``readinto`` (a file's) yields, checked for ``key`` as they are read.
+
+    A frame whose checksums match comes back as a :class:`ReadFrame` that :func:`decode` trusts
+    for ``key`` without hashing it again. Anything else (not a frame, damaged, another key's)
+    comes back unchecked, for :func:`decode` to reject. ``None`` if the source runs dry before
+    ``size`` bytes (a file truncated meanwhile: not a whole frame).
+    """
+    if size == 0:
+        return b""
+    frame = _allocate(size)
+    view = memoryview(frame)
+    try:
+        checked = _read_checked(readinto, view, key)
+    finally:
+        view.release()
+    if checked is None:
+        return None
+    if checked:
+        frame.checked_for = key
+    return frame
 
 
 def decode(
@@ -263,6 +393,9 @@ def decode(
     Without a secret a corrupted buffer then goes unnoticed (as with ``numpy.load(mmap_mode="r")``);
     with a secret the MAC, which covers everything, is still checked in full. Frames without a head
     checksum (compressed, or no buffers) are checked in full either way.
+
+    A :class:`ReadFrame` checked for ``key`` while it was read is not hashed again (its MAC, with a
+    secret, is still checked here).
     """
     view = memoryview(frame)
     h, flags, header_end = _parse(view)
@@ -277,7 +410,9 @@ def decode(
         mac = bytes(view[mac_at : mac_at + _MAC])
         if not hmac.compare_digest(mac, _mac(secret, kb, header, [body_view])):
             raise IntegrityError("entry signature does not match (tampered, or another secret)")
-    if flags & _HEADCHECK:
+    if type(frame) is ReadFrame and frame.checked_for == key:
+        ok = True  # both checksums matched while it was read (read_frame)
+    elif flags & _HEADCHECK:
         split = h.pickle_len + _pad(h.pickle_len)
         if not verify_buffers:
             ok = _checksum(kb, header, [body_view[:split]]) == view[mac_at - _CHECK : mac_at]
@@ -315,11 +450,5 @@ def decode(
     return value, h
 
 
-try:
-    import mmap as _mmap
-
-    _MAPPED_TYPES: tuple[type, ...] = (_mmap.mmap,)
-except ImportError:  # pragma: no cover
-    _MAPPED_TYPES = ()
-
-
+# Memory maps are used in place even when read-only: a file's map is never written through.
+_MAPPED_TYPES: tuple[type, ...] = (mmap.mmap,)
