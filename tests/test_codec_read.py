@@ -159,17 +159,23 @@ def test_random_bytes_and_foreign_pickles_are_read_unchecked_and_rejected():
 
 
 def test_disk_store_reads_come_back_checked_and_damage_is_caught(tmp_path):
-    """The disk store's file reads are checked on the way in; a byte flipped in the value file
-    on disk is rejected before unpickling."""
+    """The disk store reads a large value file checked on the way in, a small one unchecked (the
+    codec checks it); a byte flipped in either file on disk is rejected before unpickling."""
     store = DiskStore(str(tmp_path / "s"))
-    store.set(KEY, _codec.encode_parts(_value(), KEY, created=1.0, duration=0.0), {})
-    frame = store.get(KEY)
-    assert isinstance(frame, _codec.ReadFrame) and frame.checked_for == KEY
-    assert not _rejected(frame)
-    (path,) = list((tmp_path / "s").glob("*/*/*.val"))
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x40
-    path.write_bytes(bytes(data))
-    frame = store.get(KEY)
-    assert frame.checked_for is None
-    assert _rejected(frame)
+    big = {"t": Tripwire(), "a": np.arange(5_000_000, dtype=np.float64)}  # 40 MB
+    for key, value in (("a" * 32, big), ("b" * 32, _value())):
+        store.set(key, _codec.encode_parts(value, key, created=1.0, duration=0.0), {})
+        frame = store.get(key)
+        assert isinstance(frame, _codec.ReadFrame) == (value is big)
+        assert getattr(frame, "checked_for", key) == key
+        assert not _rejected(frame, key=key)
+    for path in (tmp_path / "s").glob("*/*/*.val"):
+        with open(path, "r+b") as f:
+            f.seek(path.stat().st_size // 2)
+            byte = f.read(1)[0]
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte ^ 0x40]))
+    for key in ("a" * 32, "b" * 32):
+        frame = store.get(key)
+        assert getattr(frame, "checked_for", None) is None
+        assert _rejected(frame, key=key)
