@@ -22,12 +22,12 @@ the key too, so an entry moved to another key (by a bug, a tool or a person) fai
 With a secret the MAC is checked *before* anything is unpickled: loading a pickle runs code, and a
 cache directory or a shared bucket is a place where someone could plant one.
 
-Reading a frame from a file (:func:`read_frame`) checks the checksum while reading: each chunk is
+Reading a frame from a file (:func:`read_frame`) checks its checksum while reading: each chunk is
 hashed right after it is read, while it is still in the CPU cache, instead of in a second pass over
-the whole frame from memory (a second pass costs a third of the time of a warm 256 MB load). The
-frame comes back as a :class:`ReadFrame` that records the key it was checked for, and :func:`decode`
-does not hash it again. The MAC (with a secret) is still computed in :func:`decode`, before
-anything is unpickled.
+the whole frame from memory. Each out-of-band buffer is read into memory of its own (see
+:class:`ReadFrame`), and :func:`decode` trusts the frame for the key it was checked for without
+hashing it again. The MAC (with a secret) is still checked in :func:`decode`, before anything is
+unpickled.
 
 The head checksum serves memory-mapped reads (``decode(..., verify_buffers=False)``): checking
 the header and pickle costs microseconds, while checking 256 MB of buffers costs tens of
@@ -41,6 +41,7 @@ import hmac
 import mmap
 import pickle
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -266,117 +267,128 @@ def _parse(view: memoryview) -> tuple[Header, int, int]:
 
 def read_header(frame: Any) -> Header:
     """Parse a frame's header; raises :class:`IntegrityError` if it is not a well-formed frame."""
-    return _parse(memoryview(frame))[0]
+    if type(frame) is ReadFrame:
+        frame = frame.head
+    return _parse(memoryview(frame).cast("B"))[0]
 
 
-class ReadFrame(mmap.mmap):
-    """A frame read by :func:`read_frame` into private, writable memory.
+class ReadFrame:
+    """A frame that :func:`read_frame` read and checked for ``checked_for``, kept in pieces.
 
-    ``checked_for`` is the key whose checksums matched while the frame was read, or ``None`` (not
-    a well-formed frame, or a mismatch: :func:`decode` then checks it again, and rejects it). Only
-    :func:`read_frame` sets it, after the check; the memory is private to this process.
+    ``head`` holds the header, trailer and pickle; ``rest`` each out-of-band buffer, in memory
+    of its own, followed by its padding. Separate allocations, not one: the allocator recycles
+    freed memory for allocations up to a few tens of MB but maps fresh memory (to be faulted in
+    page by page) for anything larger, so a frame of many buffers loads as fast as unpickling
+    them from a file; and an array of the result that outlives the others keeps only its own
+    memory alive. ``bytes(frame)`` gives the frame as stored. Only :func:`read_frame` makes
+    these, after the check.
     """
 
-    checked_for: str | None = None
+    __slots__ = ("checked_for", "head", "rest")
+
+    def __init__(self, checked_for: str, head: Any, rest: list[Any]) -> None:
+        self.checked_for = checked_for
+        self.head = head
+        self.rest = rest
+
+    def __bytes__(self) -> bytes:
+        return b"".join([memoryview(p).cast("B") for p in (self.head, *self.rest)])
 
 
-def _allocate(size: int) -> ReadFrame:
-    """Private anonymous memory for ``size`` bytes, in huge pages where the kernel allows it.
+def _allocate(size: int) -> Any:
+    """A writable buffer of ``size`` bytes that is about to be overwritten whole.
 
-    Not ``bytearray`` (it zero-fills first) nor ``numpy.empty`` (for a size that is not a multiple
-    of 2 MiB it gets 4 KiB pages): faulting in 20,000 small pages costs more than reading the data
-    into them (measured on Linux 6.x: 80 MB read into ``numpy.empty`` 87 ms, into this map 35 ms).
-    Private, not shared: a forked child must not see the parent's writes to arrays that live here.
+    numpy's allocator when numpy is in use (no zero-filling; huge pages for large arrays, as
+    ``numpy.load`` gets); otherwise a ``bytearray`` (zero-filled first: cheap when small), or,
+    for large sizes, a private anonymous map (zeroed by the kernel as the read reaches each page).
     """
+    np = sys.modules.get("numpy")
+    if np is not None:
+        return np.empty(size, dtype=np.uint8)
     private = getattr(mmap, "MAP_PRIVATE", None)
-    frame = ReadFrame(-1, size) if private is None else ReadFrame(-1, size, flags=private)
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None and size >= _HUGE_PAGE:
-        try:
-            frame.madvise(advice)
-        except OSError:  # a kernel without transparent huge pages: small pages, still correct
-            pass
-    return frame
+    if size < _HUGE_PAGE or private is None:
+        return bytearray(size)
+    return mmap.mmap(-1, size, flags=private)
 
 
-def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, pos: int,
-          end: int) -> int | None:
-    """Read ``view[pos:end]`` whole; ``end``, or None if the source ran dry first."""
-    while pos < end:
-        n = readinto(view[pos:end])
-        if not n:
-            return None
-        pos += n
-    return pos
-
-
-def _read_checked(readinto: Callable[[memoryview], int | None], view: memoryview, key: str,
-                  chunk: int) -> bool | None:
-    """Fill ``view`` chunk by chunk, hashing each chunk as it arrives; whether the frame's
-    checksums (full, and head if it has one) match for ``key``; None if the source ran dry."""
-    size = view.nbytes
-    pos = _fill(readinto, view, 0, min(size, chunk))
-    if pos is None:
-        return None
-    body = split = None
-    if size >= _FIXED.size:
-        magic, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(view)
-        body = _body_offset(flags, nbuf) if magic == MAGIC else None
-    if body is None or body > size:
-        # Not a frame (or a damaged one): read it all unchecked; decode says what is wrong.
-        return None if _fill(readinto, view, pos, size) is None else False
-    pos = _fill(readinto, view, pos, max(pos, body))  # a long buffer table: header first
-    if pos is None:
-        return None
-    header_end = _FIXED.size + 8 * nbuf
-    if flags & _HEADCHECK:
-        split = body + plen + _pad(plen)
-    hasher = xxhash.xxh3_128(key.encode())
-    hasher.update(view[:header_end])
-    at_head = None
-    done = body
-    while True:
-        if split is not None and done <= split <= pos:
-            hasher.update(view[done:split])
-            done, at_head, split = split, hasher.digest(), None
-        hasher.update(view[done:pos])
-        done = pos
-        if pos == size:
-            break
-        pos = _fill(readinto, view, pos, min(size, pos + chunk))
-        if pos is None:
-            return None
-    ok = hasher.digest() == bytes(view[header_end : header_end + _CHECK])
-    trailer_end = header_end + _CHECK * (2 if flags & _HEADCHECK else 1)
-    trailer_end += _MAC if flags & _SIGNED else 0
-    ok = ok and view[trailer_end:body] == bytes(body - trailer_end)  # padding, as decode checks
-    if flags & _HEADCHECK:
-        ok = ok and at_head == bytes(view[header_end + _CHECK : header_end + 2 * _CHECK])
-    return ok
+def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher: Any,
+          chunk: int) -> bool:
+    """Read ``view`` whole, chunk by chunk, hashing each chunk (``hasher``, unless None) while it
+    is still in the CPU cache; False if the source ran dry first."""
+    pos, size = 0, view.nbytes
+    while pos < size:
+        end = min(size, pos + chunk)
+        start = pos
+        while pos < end:
+            n = readinto(view[pos:end])
+            if not n:
+                return False
+            pos += n
+        if hasher is not None:
+            hasher.update(view[start:pos])
+    return True
 
 
 def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str, *,
-               chunk: int = _CHUNK) -> ReadFrame | bytes | None:
+               chunk: int = _CHUNK) -> ReadFrame | Any:
     """The ``size`` bytes ``readinto`` (a file's) yields, checked for ``key`` as they are read.
 
-    A frame whose checksums match comes back as a :class:`ReadFrame` that :func:`decode` trusts
-    for ``key`` without hashing it again. Anything else (not a frame, damaged, another key's)
-    comes back unchecked, for :func:`decode` to reject. ``None`` if the source runs dry before
+    An uncompressed frame with out-of-band buffers whose checksums match comes back as a
+    :class:`ReadFrame`, which :func:`decode` trusts for ``key`` without hashing it again.
+    Anything else (not such a frame, damaged, another key's) comes back as one writable buffer,
+    unchecked, for :func:`decode` to check (and reject). ``None`` if the source runs dry before
     ``size`` bytes (a file truncated meanwhile: not a whole frame). ``chunk``: bytes per read.
     """
-    if size == 0:
-        return b""
-    frame = _allocate(size)
-    view = memoryview(frame)
-    try:
-        checked = _read_checked(readinto, view, key, chunk)
-    finally:
-        view.release()
-    if checked is None:
+    fixed = bytearray(min(size, _FIXED.size))
+    if not _fill(readinto, memoryview(fixed), None, chunk):
         return None
-    if checked:
-        frame.checked_for = key
-    return frame
+    layout = None
+    if len(fixed) == _FIXED.size:
+        magic, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(fixed)
+        if magic == MAGIC and flags & (_HEADCHECK | _ZSTD | _LZ4) == _HEADCHECK:
+            body = _body_offset(flags, nbuf)
+            head_end = body + plen + _pad(plen)
+            if head_end <= size:
+                layout = body, head_end
+    if layout is None:
+        return _read_rest(memoryview(fixed), readinto, size, chunk)
+    body, head_end = layout
+    head = _allocate(head_end)
+    view = memoryview(head).cast("B")
+    view[: _FIXED.size] = fixed
+    header_end = _FIXED.size + 8 * nbuf
+    if not _fill(readinto, view[_FIXED.size : body], None, chunk):
+        return None
+    lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
+    if head_end + sum(n + _pad(n) for n in lens) != size:
+        return _read_rest(view[:body], readinto, size, chunk)
+    hasher = xxhash.xxh3_128(key.encode())
+    hasher.update(view[:header_end])
+    if not _fill(readinto, view[body:], hasher, chunk):
+        return None
+    at_head = hasher.digest()
+    rest: list[Any] = []
+    for n in lens:
+        rest.append(_allocate(n))
+        rest.append(bytearray(_pad(n)))
+        for part in rest[-2:]:
+            if not _fill(readinto, memoryview(part).cast("B"), hasher, chunk):
+                return None
+    trailer = view[header_end : header_end + 2 * _CHECK]
+    padding = view[header_end + 2 * _CHECK + (_MAC if flags & _SIGNED else 0) : body]
+    if hasher.digest() + at_head == trailer and padding == bytes(padding.nbytes):
+        return ReadFrame(key, head, rest)
+    return bytearray(b"".join([view, *[memoryview(p).cast("B") for p in rest]]))
+
+
+def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None], size: int,
+               chunk: int) -> Any:
+    """``prefix`` (read already) and the rest of a ``size``-byte source as one unchecked
+    buffer; None if the source ran dry."""
+    whole = _allocate(size)
+    view = memoryview(whole).cast("B")
+    view[: prefix.nbytes] = prefix
+    return whole if _fill(readinto, view[prefix.nbytes :], None, chunk) else None
 
 
 def decode(
@@ -399,6 +411,10 @@ def decode(
     A :class:`ReadFrame` checked for ``key`` while it was read is not hashed again (its MAC, with a
     secret, is still checked here).
     """
+    if type(frame) is ReadFrame:
+        if frame.checked_for == key:
+            return _decode_read(frame, key, secret)
+        frame = bytes(frame)  # checked for another key: checked again below (and rejected)
     view = memoryview(frame)
     h, flags, header_end = _parse(view)
     header = view[:header_end]
@@ -417,9 +433,7 @@ def decode(
         mac = bytes(view[mac_at : mac_at + _MAC])
         if not hmac.compare_digest(mac, _mac(secret, kb, header, [body_view])):
             raise IntegrityError("entry signature does not match (tampered, or another secret)")
-    if type(frame) is ReadFrame and frame.checked_for == key:
-        ok = True  # both checksums matched while it was read (read_frame)
-    elif flags & _HEADCHECK:
+    if flags & _HEADCHECK:
         split = h.pickle_len + _pad(h.pickle_len)
         if not verify_buffers:
             ok = _checksum(kb, header, [body_view[:split]]) == view[mac_at - _CHECK : mac_at]
@@ -455,6 +469,24 @@ def decode(
         pos += n + _pad(n)
     value = pickle.loads(body[: h.pickle_len], buffers=buffers)
     return value, h
+
+
+def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any, Header]:
+    """:func:`decode` of a frame that :func:`read_frame` checked for ``key``: its MAC (with a
+    secret) is checked, then it is unpickled with its buffers used in place."""
+    head = memoryview(frame.head).cast("B")
+    h, _, header_end = _parse(head)
+    body = head[h.body_offset :]
+    rest = [memoryview(p).cast("B") for p in frame.rest]
+    if secret:
+        if not h.signed:
+            raise IntegrityError("entry is not signed, but a secret is configured")
+        mac_at = header_end + 2 * _CHECK
+        mac = bytes(head[mac_at : mac_at + _MAC])
+        if not hmac.compare_digest(mac, _mac(secret, key.encode(), head[:header_end],
+                                             [body, *rest])):
+            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+    return pickle.loads(body[: h.pickle_len], buffers=rest[0::2]), h
 
 
 # Memory maps are used in place even when read-only: a file's map is never written through.

@@ -34,7 +34,6 @@ import os
 import re
 import sqlite3
 import stat
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -99,11 +98,9 @@ _LIST_BATCH = 1_000
 # regular expression, never unpickled.
 _TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
 _META_MAX = 64 * 1024
-# From this size on, value files are read by _codec.read_frame (see _read_file). 32 MiB is glibc's
-# largest malloc threshold: larger allocations are always fresh memory, smaller ones are often
-# recycled. Measured here, reading and checking: 1 MB 0.13 ms in recycled memory, 0.57 ms in a
-# fresh map; 80 MB 142 ms in fresh small pages (numpy.empty), 27 ms in read_frame's huge pages.
-_CHECKED_READ_MIN = 32 * 1024 * 1024
+# From this size on, value files are read by _codec.read_frame (see _read_file): below it, one
+# read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
+_CHECKED_READ_MIN = 1024 * 1024
 
 
 def _corrupt(e: BaseException) -> bool:
@@ -136,18 +133,16 @@ def _read_file(fd: int, key: str) -> Any:
     """An open value file read whole into writable memory, or None if it shrank meanwhile.
 
     A large value is read by the codec chunk by chunk, each chunk's checksum taken while it is in
-    the CPU cache (instead of a second pass over the whole value from memory), into memory of its
-    own that the result's arrays then use without another copy. A smaller one is read in one go
-    into ordinary memory, which the allocator recycles (fresh memory is faulted in page by page:
-    for a 1 MB value that costs four times the read), and is checked by the codec afterwards
-    while it is still in the cache.
+    the CPU cache (instead of a second pass over the whole value from memory), each array buffer
+    into memory of its own that the result then uses without another copy. A small one is read
+    in one go and checked by the codec afterwards, from the cache.
     """
     with open(fd, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
         if size >= _CHECKED_READ_MIN:
             return read_frame(f.readinto, size, key)
-        buf = _uninitialized(size)
-        view = memoryview(buf).cast("B")
+        buf = bytearray(size)
+        view = memoryview(buf)
         pos = 0
         while pos < size:
             n = f.readinto(view[pos:])
@@ -155,15 +150,6 @@ def _read_file(fd: int, key: str) -> Any:
                 return None  # truncated under us: not a whole value
             pos += n
         return buf
-
-
-def _uninitialized(size: int) -> Any:
-    """A writable buffer of ``size`` bytes that is about to be overwritten whole: numpy's (no
-    zero-filling) when numpy is in use anyway, else a ``bytearray``."""
-    np = sys.modules.get("numpy")
-    if np is not None:
-        return np.empty(size, dtype=np.uint8)
-    return bytearray(size)
 
 
 def _number(x: object) -> float | None:
