@@ -13,6 +13,6 @@ def full(n: int, size: int) -> object:
     return np.full(size, float(n))
 
 
-def prepared_frame(n: int) -> object:
-    """The DataFrame the runner prepared (``n`` only makes a new key: a miss per call)."""
-    return _state.FRAME
+def prepared(n: int) -> object:
+    """The value the runner prepared (``n`` only makes a new key: a miss per call)."""
+    return _state.VALUE
