@@ -101,6 +101,7 @@ _META_MAX = 64 * 1024
 # From this size on, value files are read by _codec.read_frame (see _read_file): below it, one
 # read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
 _CHECKED_READ_MIN = 1024 * 1024
+_WRITE_CHUNK = 1024 * 1024
 
 
 def _corrupt(e: BaseException) -> bool:
@@ -599,16 +600,17 @@ class DiskStore(Store):
         """Write a large value to a new value file; its relative name."""
         filename, fd = db.files.new()
         parts = value if isinstance(value, (list, tuple)) else [value]
-        # Whole-buffer writes, part by part (a frame's large buffers are written from where the
-        # result holds them): diskcache's own writer iterates a BytesIO by *lines*, which for
-        # binary data means one write call every few hundred bytes.
+        # Part by part (a frame's large buffers are written from where the result holds them), in
+        # writes of 1 MiB: diskcache's own writer iterates a BytesIO by *lines*, which for binary
+        # data means one write call every few hundred bytes; one write of a whole 256 MB buffer
+        # was measured here at twice the time of 1 MiB writes (median 308 ms against 126 ms).
         try:
             with open(fd, "wb", buffering=0) as f:
                 for part in parts:
                     view = memoryview(part).cast("B")
                     pos = 0
                     while pos < view.nbytes:
-                        pos += f.write(view[pos:])
+                        pos += f.write(view[pos : pos + _WRITE_CHUNK])
         except BaseException:
             db.files.remove(filename)
             raise
