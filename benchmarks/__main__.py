@@ -1,9 +1,19 @@
-"""``python -m benchmarks``: fncache side by side with joblib.Memory, diskcache and lru_cache.
+"""``python -m benchmarks``: fncache side by side with joblib.Memory, diskcache, lru_cache, np.load,
+pickle and parquet.
 
-Every measurement is a median over interleaved rounds (the machines this runs on are shared and
-noisy); each line names a target and whether this run met it. Options: ``--quick`` (smaller sizes,
-fewer rounds), ``--only NAME`` (repeatable; names below), ``--json FILE``, ``--scale N`` (entries
-for the scale benchmark; 1000000 for the full run, which takes several minutes).
+Method: the implementations compared in a row run in the same rounds, interleaved, their order
+rotated every round; before each large timed step a block of memory is written and freed (on VMs
+that hand freed memory back to the host, whichever step runs first after a free otherwise pays for
+faulting it back in), and a step's result is freed after the clock stops. Stores start from a
+clean slate (earlier rounds' files are deleted, untimed: none pays for the kernel writing back
+another's files). Each line gives the median and [min-max] per call, the ratio of medians and
+whether this run met the target. The machines this runs on are shared and noisy: compare medians
+and ratios, and rerun before concluding from one line. Cold loads drop the files' pages with
+``posix_fadvise(DONTNEED)`` (no root needed, nothing else on the machine loses its cache).
+
+Options: ``--quick`` (smaller sizes, fewer rounds), ``--only NAME`` (repeatable; names below),
+``--json FILE``, ``--scale N`` (entries for the scale benchmark; 1000000 for the full run, which
+takes several minutes). The default run takes about two minutes.
 
 Benchmarks: hit, miss, hash, large, frame, compress, scale, import.
 """

@@ -259,9 +259,9 @@ def _parse(view: memoryview) -> tuple[Header, int, int]:
     if view.nbytes < lens_end + trailer:
         raise IntegrityError("truncated entry header")
     lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size) if nbuf else ()
+    head = lens_end + trailer  # as _body_offset, inline: this runs on every hit
     comp = "zstd" if flags & _ZSTD else "lz4" if flags & _LZ4 else None
-    header = Header(created, duration, bool(flags & _SIGNED), comp, plen, lens,
-                    _body_offset(flags, nbuf))
+    header = Header(created, duration, bool(flags & _SIGNED), comp, plen, lens, head + _pad(head))
     return header, flags, lens_end
 
 
