@@ -436,7 +436,9 @@ class DiskStore(Store):
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, key: str) -> Any:
-        """The value at ``key`` or ``None``; a file-backed value comes as a writable buffer.
+        """The value at ``key`` or ``None``; a file-backed value comes as a writable buffer, or,
+        from 1 MiB up, as a :class:`~fncache._codec.ReadFrame` if it is a frame whose checksum
+        matched for ``key`` while it was read (``bytes(value)`` gives its bytes).
 
         A file deleted between the row lookup and the read is a miss. A row that is not raw bytes
         or a regular value file in the directory is removed unread (logged) and is a miss.
