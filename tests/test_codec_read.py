@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -185,3 +187,25 @@ def test_disk_store_reads_come_back_checked_and_damage_is_caught(tmp_path):
         frame = store.get(key)
         assert getattr(frame, "checked_for", None) is None
         assert _rejected(frame, key=key)
+
+
+def test_checked_reads_work_without_numpy(tmp_path):
+    """Without numpy imported, a frame's buffers (one above 2 MiB, one small) are read into plain
+    memory, checked, and decode to the stored bytes, writable."""
+    code = '''if True:
+        import io, pickle, sys
+        from fncache import _codec
+        big, small = bytearray(range(256)) * 12_000, bytearray(b"s" * 70_000)
+        value = [pickle.PickleBuffer(big), pickle.PickleBuffer(small), "x"]
+        data = _codec.encode(value, "k" * 32, created=1.0, duration=0.0)
+        frame = _codec.read_frame(io.BytesIO(data).readinto, len(data), "k" * 32, chunk=65536)
+        assert isinstance(frame, _codec.ReadFrame), type(frame)
+        out, _ = _codec.decode(frame, "k" * 32)
+        assert bytes(out[0]) == big and bytes(out[1]) == small and out[2] == "x"
+        assert not memoryview(out[0]).readonly
+        assert "numpy" not in sys.modules
+        print("ok")
+    '''
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=str(tmp_path), env={**os.environ})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
