@@ -11,6 +11,7 @@ common case (positional arguments only, no ``*args``/``**kwargs`` in the signatu
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,6 +26,13 @@ class Binder:
     """Binds calls of one function; built once per memoized function."""
 
     def __init__(self, func: Callable[..., Any], ignore: Iterable[str] = ()) -> None:
+        # A bound method (``self.f = memoize(self.f)``, joblib's ``memory.cache(self.f)``): its
+        # instance is bound as the first argument, so the instance's content is keyed afresh on every
+        # call like any argument (and ``ignore=["self"]`` works), never as a value the code reads.
+        self.bound: tuple[Any, ...] = ()
+        if isinstance(func, types.MethodType):
+            self.bound = (func.__self__,)
+            func = func.__func__
         self.signature = _signature(func)
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
@@ -46,6 +54,8 @@ class Binder:
 
         Raises ``TypeError`` exactly as calling the function would, for a call that does not fit.
         """
+        if self.bound:
+            args = self.bound + args
         if self.signature is None:
             return (args, tuple(kwargs.items()))
         if self._simple and not kwargs and len(args) <= self._n:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from fncache import _hasher
 from fncache._binding import Binder
 from fncache._errors import UnhashableArgument
-from fncache._fingerprint import Fingerprint, fingerprint
+from fncache._fingerprint import Fingerprint, fingerprint, still_valid
 from fncache._options import Options
 
 __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
@@ -96,6 +97,8 @@ class KeyBuilder:
 
     def __init__(self, func: Callable[..., Any], options: Options, function: str) -> None:
         self.func = func
+        # The code the fingerprint covers: a bound method's function (its instance is an argument).
+        self.code = func.__func__ if isinstance(func, types.MethodType) else func
         self.function = function
         self.binder = Binder(func, options.ignore)
         self.ignored = tuple(sorted(self.binder.ignore))
@@ -113,8 +116,8 @@ class KeyBuilder:
     def fingerprint(self) -> Fingerprint:
         """The function's fingerprint, recomputed if anything it was made from changed."""
         fp = self._fp
-        if fp is None or not fp.valid():
-            fp = self._fp = fingerprint(self.func, versions=self.track_versions)
+        if fp is None or not still_valid(fp):
+            fp = self._fp = fingerprint(self.code, versions=self.track_versions)
         return fp
 
     def arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:

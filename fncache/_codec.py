@@ -22,6 +22,13 @@ the key too, so an entry moved to another key (by a bug, a tool or a person) fai
 With a secret the MAC is checked *before* anything is unpickled: loading a pickle runs code, and a
 cache directory or a shared bucket is a place where someone could plant one.
 
+Reading a frame from a file (:func:`read_frame`) checks its checksum while reading: each chunk is
+hashed right after it is read, while it is still in the CPU cache, instead of in a second pass over
+the whole frame from memory. Each out-of-band buffer is read into memory of its own (see
+:class:`ReadFrame`), and :func:`decode` trusts the frame for the key it was checked for without
+hashing it again. The MAC (with a secret) is still checked in :func:`decode`, before anything is
+unpickled.
+
 The head checksum serves memory-mapped reads (``decode(..., verify_buffers=False)``): checking
 the header and pickle costs microseconds, while checking 256 MB of buffers costs tens of
 milliseconds and reads every page that the map exists to leave on disk. It is one digest of one
@@ -31,15 +38,19 @@ stream (xxh3's state can be read mid-stream), so a full decode checks both at th
 from __future__ import annotations
 
 import hmac
+import mmap
 import pickle
 import struct
+import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import xxhash
 
 from fncache._errors import ConfigError, IntegrityError
 
-__all__ = ["Header", "UnpicklableResult", "decode", "encode", "encode_parts", "read_header"]
+__all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "encode_parts",
+           "read_frame", "read_header"]
 
 MAGIC = b"FNC\x01"
 _FIXED = struct.Struct("<4sB3xddQII")
@@ -51,6 +62,11 @@ _MAC = 32
 # Buffers smaller than this in total stay inside the pickle: not worth a separate, aligned region.
 _OUT_OF_BAND_MIN = 64 * 1024
 COMPRESSORS = ("zstd", "lz4")
+# Bytes read (and hashed) at a time by read_frame: small enough to be hashed from the CPU cache
+# right after the read put them there, large enough that the system calls cost nothing (256 reads
+# for 256 MB). Measured (CPU time, 256 MB warm): 128 KiB 54 ms, 1 MiB 51, 4 MiB 51, 16 MiB 55.
+_CHUNK = 1024 * 1024
+_HUGE_PAGE = 2 * 1024 * 1024
 
 
 class UnpicklableResult(TypeError):
@@ -224,6 +240,13 @@ def encode_parts(
     return [head + b"\0" * _pad(len(head)), *body]
 
 
+def _body_offset(flags: int, nbuf: int) -> int:
+    """Where the body starts: after the header, its buffer lengths, the trailer and padding."""
+    trailer = _CHECK * (2 if flags & _HEADCHECK else 1) + (_MAC if flags & _SIGNED else 0)
+    head = _FIXED.size + 8 * nbuf + trailer
+    return head + _pad(head)
+
+
 def _parse(view: memoryview) -> tuple[Header, int, int]:
     """(header, flags, end of the buffer-length table) of a frame; IntegrityError if malformed."""
     if view.nbytes < _FIXED.size:
@@ -236,7 +259,7 @@ def _parse(view: memoryview) -> tuple[Header, int, int]:
     if view.nbytes < lens_end + trailer:
         raise IntegrityError("truncated entry header")
     lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size) if nbuf else ()
-    head = lens_end + trailer
+    head = lens_end + trailer  # as _body_offset, inline: this runs on every hit
     comp = "zstd" if flags & _ZSTD else "lz4" if flags & _LZ4 else None
     header = Header(created, duration, bool(flags & _SIGNED), comp, plen, lens, head + _pad(head))
     return header, flags, lens_end
@@ -244,7 +267,128 @@ def _parse(view: memoryview) -> tuple[Header, int, int]:
 
 def read_header(frame: Any) -> Header:
     """Parse a frame's header; raises :class:`IntegrityError` if it is not a well-formed frame."""
-    return _parse(memoryview(frame))[0]
+    if type(frame) is ReadFrame:
+        frame = frame.head
+    return _parse(memoryview(frame).cast("B"))[0]
+
+
+class ReadFrame:
+    """A frame that :func:`read_frame` read and checked for ``checked_for``, kept in pieces.
+
+    ``head`` holds the header, trailer and pickle; ``rest`` each out-of-band buffer, in memory
+    of its own, followed by its padding. Separate allocations, not one: the allocator recycles
+    freed memory for allocations up to a few tens of MB but maps fresh memory (to be faulted in
+    page by page) for anything larger, so a frame of many buffers loads as fast as unpickling
+    them from a file; and an array of the result that outlives the others keeps only its own
+    memory alive. ``bytes(frame)`` gives the frame as stored. Only :func:`read_frame` makes
+    these, after the check.
+    """
+
+    __slots__ = ("checked_for", "head", "rest")
+
+    def __init__(self, checked_for: str, head: Any, rest: list[Any]) -> None:
+        self.checked_for = checked_for
+        self.head = head
+        self.rest = rest
+
+    def __bytes__(self) -> bytes:
+        return b"".join([memoryview(p).cast("B") for p in (self.head, *self.rest)])
+
+
+def _allocate(size: int) -> Any:
+    """A writable buffer of ``size`` bytes that is about to be overwritten whole.
+
+    numpy's allocator when numpy is in use (no zero-filling; huge pages for large arrays, as
+    ``numpy.load`` gets); otherwise a ``bytearray`` (zero-filled first: cheap when small), or,
+    for large sizes, a private anonymous map (zeroed by the kernel as the read reaches each page).
+    """
+    np = sys.modules.get("numpy")
+    if np is not None:
+        return np.empty(size, dtype=np.uint8)
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    if size < _HUGE_PAGE or private is None:
+        return bytearray(size)
+    return mmap.mmap(-1, size, flags=private)
+
+
+def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher: Any,
+          chunk: int) -> bool:
+    """Read ``view`` whole, chunk by chunk, hashing each chunk (``hasher``, unless None) while it
+    is still in the CPU cache; False if the source ran dry first."""
+    pos, size = 0, view.nbytes
+    while pos < size:
+        end = min(size, pos + chunk)
+        start = pos
+        while pos < end:
+            n = readinto(view[pos:end])
+            if not n:
+                return False
+            pos += n
+        if hasher is not None:
+            hasher.update(view[start:pos])
+    return True
+
+
+def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str, *,
+               chunk: int = _CHUNK) -> ReadFrame | Any:
+    """The ``size`` bytes ``readinto`` (a file's) yields, checked for ``key`` as they are read.
+
+    An uncompressed frame with out-of-band buffers whose checksums match comes back as a
+    :class:`ReadFrame`, which :func:`decode` trusts for ``key`` without hashing it again.
+    Anything else (not such a frame, damaged, another key's) comes back as one writable buffer,
+    unchecked, for :func:`decode` to check (and reject). ``None`` if the source runs dry before
+    ``size`` bytes (a file truncated meanwhile: not a whole frame). ``chunk``: bytes per read.
+    """
+    fixed = bytearray(min(size, _FIXED.size))
+    if not _fill(readinto, memoryview(fixed), None, chunk):
+        return None
+    layout = None
+    if len(fixed) == _FIXED.size:
+        magic, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(fixed)
+        if magic == MAGIC and flags & (_HEADCHECK | _ZSTD | _LZ4) == _HEADCHECK:
+            body = _body_offset(flags, nbuf)
+            head_end = body + plen + _pad(plen)
+            if head_end <= size:
+                layout = body, head_end
+    if layout is None:
+        return _read_rest(memoryview(fixed), readinto, size, chunk)
+    body, head_end = layout
+    head = _allocate(head_end)
+    view = memoryview(head).cast("B")
+    view[: _FIXED.size] = fixed
+    header_end = _FIXED.size + 8 * nbuf
+    if not _fill(readinto, view[_FIXED.size : body], None, chunk):
+        return None
+    lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
+    if head_end + sum(n + _pad(n) for n in lens) != size:
+        return _read_rest(view[:body], readinto, size, chunk)
+    hasher = xxhash.xxh3_128(key.encode())
+    hasher.update(view[:header_end])
+    if not _fill(readinto, view[body:], hasher, chunk):
+        return None
+    at_head = hasher.digest()
+    rest: list[Any] = []
+    for n in lens:
+        rest.append(_allocate(n))
+        rest.append(bytearray(_pad(n)))
+        for part in rest[-2:]:
+            if not _fill(readinto, memoryview(part).cast("B"), hasher, chunk):
+                return None
+    trailer = view[header_end : header_end + 2 * _CHECK]
+    padding = view[header_end + 2 * _CHECK + (_MAC if flags & _SIGNED else 0) : body]
+    if hasher.digest() + at_head == trailer and padding == bytes(padding.nbytes):
+        return ReadFrame(key, head, rest)
+    return bytearray(b"".join([view, *[memoryview(p).cast("B") for p in rest]]))
+
+
+def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None], size: int,
+               chunk: int) -> Any:
+    """``prefix`` (read already) and the rest of a ``size``-byte source as one unchecked
+    buffer; None if the source ran dry."""
+    whole = _allocate(size)
+    view = memoryview(whole).cast("B")
+    view[: prefix.nbytes] = prefix
+    return whole if _fill(readinto, view[prefix.nbytes :], None, chunk) else None
 
 
 def decode(
@@ -263,12 +407,24 @@ def decode(
     Without a secret a corrupted buffer then goes unnoticed (as with ``numpy.load(mmap_mode="r")``);
     with a secret the MAC, which covers everything, is still checked in full. Frames without a head
     checksum (compressed, or no buffers) are checked in full either way.
+
+    A :class:`ReadFrame` checked for ``key`` while it was read is not hashed again (its MAC, with a
+    secret, is still checked here).
     """
+    if type(frame) is ReadFrame:
+        if frame.checked_for == key:
+            return _decode_read(frame, key, secret)
+        frame = bytes(frame)  # checked for another key: checked again below (and rejected)
     view = memoryview(frame)
     h, flags, header_end = _parse(view)
     header = view[:header_end]
     check = view[header_end : header_end + _CHECK]
     mac_at = header_end + (2 * _CHECK if flags & _HEADCHECK else _CHECK)
+    # The padding before the body is not hashed: it must be zero, so that no byte of a frame can
+    # change unnoticed (a frame cut short here fails its checksum below instead).
+    padding = view[mac_at + (_MAC if flags & _SIGNED else 0) : h.body_offset]
+    if padding != bytes(padding.nbytes):
+        raise IntegrityError("entry header padding is not zero (corrupted)")
     body_view = view[h.body_offset :]
     kb = key.encode()
     if secret:
@@ -315,11 +471,23 @@ def decode(
     return value, h
 
 
-try:
-    import mmap as _mmap
+def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any, Header]:
+    """:func:`decode` of a frame that :func:`read_frame` checked for ``key``: its MAC (with a
+    secret) is checked, then it is unpickled with its buffers used in place."""
+    head = memoryview(frame.head).cast("B")
+    h, _, header_end = _parse(head)
+    body = head[h.body_offset :]
+    rest = [memoryview(p).cast("B") for p in frame.rest]
+    if secret:
+        if not h.signed:
+            raise IntegrityError("entry is not signed, but a secret is configured")
+        mac_at = header_end + 2 * _CHECK
+        mac = bytes(head[mac_at : mac_at + _MAC])
+        if not hmac.compare_digest(mac, _mac(secret, key.encode(), head[:header_end],
+                                             [body, *rest])):
+            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+    return pickle.loads(body[: h.pickle_len], buffers=rest[0::2]), h
 
-    _MAPPED_TYPES: tuple[type, ...] = (_mmap.mmap,)
-except ImportError:  # pragma: no cover
-    _MAPPED_TYPES = ()
 
-
+# Memory maps are used in place even when read-only: a file's map is never written through.
+_MAPPED_TYPES: tuple[type, ...] = (mmap.mmap,)

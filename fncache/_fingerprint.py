@@ -48,6 +48,7 @@ __all__ = [
     "code_digest",
     "fingerprint",
     "is_user_module",
+    "still_valid",
     "track",
     "untrack",
 ]
@@ -281,6 +282,20 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
     except TypeError:
         pass
     return fp
+
+
+def still_valid(fp: Fingerprint) -> bool:
+    """:meth:`Fingerprint.valid`, re-entrant: asked again while this very fingerprint is being
+    checked (a value it read holds the memoized function itself, e.g. ``self.f = memoize(self.f)``),
+    the fingerprint under check is the answer, or the check would never end."""
+    validating = _validating()
+    if id(fp) in validating:
+        return True
+    validating.add(id(fp))
+    try:
+        return fp.valid()
+    finally:
+        validating.discard(id(fp))
 
 
 def _validating() -> set[int]:

@@ -153,7 +153,9 @@ class Memoized(Generic[P, R]):
         return f"<memoized {self.function_id} in {where or 'default store'}>"
 
     def __fncache_token__(self) -> Any:
-        return self._keys.fingerprint().digest
+        # A bound method's instance counts as it does in the key (the memo of the hasher's cyclic
+        # pass ends ``self.f = memoize(self.f)``, where the instance holds this very object).
+        return (self._keys.fingerprint().digest, *self._keys.binder.bound)
 
     __fncache_wraps__ = staticmethod(lambda m: m.__wrapped__)
 

@@ -228,7 +228,7 @@ class MissPath:
         # The function modified a value it reads (a log list, a counter, a memo dict): that is
         # state it writes, not an input, or no call would ever hit again. Key it by name (for this
         # function only) from now on.
-        mark_state(self.keys.func, changed)
+        mark_state(self.keys.code, changed)
         log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
                  "by name from now on", self.entries.function, len(changed))
         after = self.keys.rebuild(ck.args)
@@ -317,8 +317,16 @@ _SERVICE_THREAD_MODULES = ("ipykernel.", "IPython.", "zmq.", "jupyter_client.", 
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
+def _fsspec_threads() -> set[threading.Thread]:
+    """fsspec's I/O thread's helpers: the default executor of its event loop (DNS look-ups)."""
+    asyn = sys.modules.get("fsspec.asyn")
+    loop = (getattr(asyn, "loop", None) or [None])[0]
+    executor = getattr(loop, "_default_executor", None)
+    return set(getattr(executor, "_threads", ()))
+
+
 def _is_service_thread(t: threading.Thread) -> bool:
-    if t.name in _SERVICE_THREAD_NAMES and "fsspec" in sys.modules:
+    if "fsspec" in sys.modules and (t.name in _SERVICE_THREAD_NAMES or t in _fsspec_threads()):
         return True
     target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
     owner = getattr(target, "__self__", None)

@@ -111,6 +111,8 @@ def _is_infrastructure(value: Any) -> bool:
     t = type(value)
     if isinstance(value, _DATA_TYPES) or is_user_code(t):
         return False
+    if isinstance(value, types.MethodType) and not _is_infrastructure(value.__self__):
+        return False  # a method bound to the user's data (``obj.predict``) carries that data
     return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
 
 

@@ -524,6 +524,12 @@ def test_parallel_workers_write_one_location_concurrently(tmp_path):
     assert all(cached.check_call_in_cache(i) for i in range(6))
     again = joblib.Parallel(n_jobs=2)(joblib.delayed(cached)(i) for i in work)
     assert again == first and len(list(marks.iterdir())) == computed
+    # loky keeps its executor (and a manager thread in this process) for reuse: stop it, so later
+    # tests run without a thread that could run user code (see "Inputs that change while the
+    # function runs" in the README).
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
 
 
 MAIN_SCRIPT = """

@@ -424,7 +424,11 @@ def appends_too(x):
     return x
 
 out = {}
-fsspec.asyn.get_loop()  # fsspec's I/O thread, as an S3 store starts it
+import asyncio
+async def _resolve():  # fsspec's I/O thread and its loop's executor, as an S3 store starts them
+    await asyncio.get_running_loop().getaddrinfo("localhost", 80)
+fsspec.asyn.sync(fsspec.asyn.get_loop(), _resolve)
+assert len(threading.enumerate()) == 3
 appends(1); appends(1)
 out["hits_beside_a_service_thread"] = appends.cache_info().hits
 stop = threading.Event()
@@ -520,3 +524,21 @@ def test_a_rebound_global_holding_code_is_still_followed(tmp_path):
                       "    return helper(x)\n", tmp_path, keep=False)
     fp = fingerprint(m.f)
     assert "function helper" in fp.components and fp.by_name == {}
+
+
+def test_a_method_memoized_onto_its_own_instance_keys_by_the_instance(tmp_path):
+    """``self.f = memoize(self.f)``: the instance holds its memoized method, and its content still counts."""
+    class Model:
+        def __init__(self, scale):
+            self.scale = scale
+            self.predict = fncache.memoize(store=str(tmp_path / "store"))(self.predict)
+
+        def predict(self, x):
+            return self.scale * x
+
+    two = Model(2)
+    assert [two.predict(3), two.predict(3)] == [6, 6] and two.predict.cache_info().hits == 1
+    five = Model(5)
+    assert five.predict(3) == 15 and five.predict.cache_info().misses == 1  # never Model(2)'s entry
+    assert five.predict.key(3) != two.predict.key(3)
+    assert Model(2).predict.key(3) == Model(2).predict.key(3)

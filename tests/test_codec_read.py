@@ -1,0 +1,211 @@
+"""Frames checked while they are read (``_codec.read_frame``) agree with the full check of ``decode``.
+
+A frame read chunk by chunk is trusted by ``decode`` without a second pass over its bytes, so the
+chunked check must reject exactly what the full check rejects: any single changed byte (header,
+buffer table, checksums, padding, pickle, each buffer) and any truncation, before anything is
+unpickled.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fncache import _codec
+from fncache._errors import IntegrityError
+from fncache.stores.disk import DiskStore
+
+KEY = "0123456789abcdef" * 2
+SECRET = b"s3cret"
+UNPICKLED: list[str] = []
+
+
+def _note_unpickled(tag: str) -> str:
+    UNPICKLED.append(tag)
+    return tag
+
+
+class Tripwire:
+    """Records every time it is unpickled: a rejected frame must never get that far."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (_note_unpickled, ("tripwire",))
+
+
+def _value() -> dict[str, object]:
+    # Two out-of-band buffers of uneven length (so the padding between them is not empty) and
+    # a tripwire in the pickle.
+    return {"t": Tripwire(), "a": np.arange(9_001, dtype=np.float64),
+            "b": np.arange(70_003, dtype=np.uint8), "s": "x" * 100}
+
+
+def _frame(secret: bytes | None = None, compress: str | None = None) -> bytes:
+    return _codec.encode(_value(), KEY, created=1.0, duration=2.0, secret=secret,
+                         compress=compress)
+
+
+FRAME = _frame()
+SIGNED = _frame(SECRET)
+
+
+def _read(data: bytes, key: str = KEY, chunk: int = 4096) -> object:
+    return _codec.read_frame(io.BytesIO(data).readinto, len(data), key, chunk=chunk)
+
+
+def _rejected(frame: object, key: str = KEY, secret: bytes | None = None) -> bool:
+    before = len(UNPICKLED)
+    try:
+        _codec.decode(frame, key, secret=secret)
+    except IntegrityError:
+        assert len(UNPICKLED) == before, "a damaged frame was unpickled before being rejected"
+        return True
+    return False
+
+
+def test_a_frame_read_in_chunks_is_checked_and_decodes():
+    """A whole frame read in chunks smaller than its buffers is checked for its key and decodes
+    to writable arrays, each in memory of its own; its header reads as the stored one's."""
+    for chunk in (64, 4096, 1 << 20):
+        frame = _read(FRAME, chunk=chunk)
+        assert isinstance(frame, _codec.ReadFrame) and frame.checked_for == KEY
+        assert bytes(frame) == FRAME
+        assert _codec.read_header(frame) == _codec.read_header(FRAME)
+        value, header = _codec.decode(frame, KEY)
+        assert np.array_equal(value["b"], np.arange(70_003, dtype=np.uint8))
+        assert np.array_equal(value["a"], np.arange(9_001, dtype=np.float64))
+        assert value["a"].flags.writeable and header.duration == 2.0
+        assert not np.shares_memory(value["a"], value["b"])
+
+
+@pytest.mark.parametrize("kind", ["plain", "signed", "small", "zstd"])
+def test_every_frame_kind_reads_and_decodes(kind):
+    """Frames with buffers (signed or not) come back checked, in pieces; frames without buffers
+    and compressed frames come back whole and unchecked; all decode to the stored value."""
+    if kind == "small":
+        data = _codec.encode([1, "x"], KEY, created=1.0, duration=0.0)
+    elif kind == "signed":
+        data = SIGNED
+    elif kind == "zstd":
+        pytest.importorskip("zstandard")
+        data = _frame(compress="zstd")
+    else:
+        data = FRAME
+    frame = _read(data, chunk=100)
+    checked = kind in ("plain", "signed")
+    assert isinstance(frame, _codec.ReadFrame) == checked
+    assert getattr(frame, "checked_for", None) == (KEY if checked else None)
+    assert bytes(frame) == data
+    assert not _rejected(frame, secret=SECRET if kind == "signed" else None)
+
+
+def test_a_frame_checked_for_one_key_is_verified_again_under_another():
+    """A frame read for key A is not trusted when decoded as key B (an entry moved elsewhere)."""
+    frame = _read(FRAME)
+    assert _rejected(frame, key="f" * 32)
+
+
+def test_a_signed_frame_read_in_chunks_still_needs_the_right_secret():
+    """Checking the checksum while reading does not skip the MAC: another secret is refused."""
+    frame = _read(SIGNED)
+    assert _rejected(frame, secret=b"other")
+
+
+def test_a_source_that_runs_dry_is_no_frame():
+    """If fewer bytes arrive than the file's size said (truncated meanwhile), nothing is returned."""
+    short = io.BytesIO(FRAME[:-10])
+    assert _codec.read_frame(short.readinto, len(FRAME), KEY, chunk=4096) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_every_single_byte_change_is_rejected_before_unpickling(data):
+    """Any byte changed anywhere (header to last buffer) fails the chunked check and is rejected
+    unpickled, exactly as the full check of the same bytes."""
+    signed = data.draw(st.booleans(), label="signed")
+    original = SIGNED if signed else FRAME
+    header = _codec.read_header(original)
+    # Half the draws aim at the header and the start of the body, where fields are dense.
+    offset = data.draw(st.one_of(st.integers(0, header.body_offset + 200),
+                                 st.integers(0, len(original) - 1)), label="offset")
+    flip = data.draw(st.integers(1, 255), label="xor")
+    chunk = data.draw(st.sampled_from([64, 1000, 4096, 65536]), label="chunk")
+    damaged = bytearray(original)
+    damaged[offset] ^= flip
+    secret = SECRET if signed else None
+    frame = _read(bytes(damaged), chunk=chunk)
+    assert frame is not None
+    mac_at = 40 + 8 * len(header.buffer_lens) + 32  # fixed header, buffer table, two checksums
+    if not (signed and mac_at <= offset < mac_at + 32):  # the MAC is decode's to check
+        assert getattr(frame, "checked_for", None) is None
+    assert _rejected(frame, secret=secret)
+    assert _rejected(bytes(damaged), secret=secret), "the full check must agree"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, len(FRAME) - 1), st.sampled_from([64, 4096]))
+def test_every_truncation_is_rejected_before_unpickling(length, chunk):
+    """A frame cut at any length fails the chunked check and is rejected unpickled."""
+    frame = _read(FRAME[:length], chunk=chunk)
+    assert getattr(frame, "checked_for", None) is None
+    assert _rejected(frame)
+
+
+def test_random_bytes_and_foreign_pickles_are_read_unchecked_and_rejected():
+    """Bytes that are not a frame (a planted pickle, garbage) are never marked checked."""
+    for data in (pickle.dumps(Tripwire()), os.urandom(100_000), b"FNC\x01" + bytes(60)):
+        frame = _read(data)
+        assert getattr(frame, "checked_for", None) is None
+        assert _rejected(frame)
+
+
+def test_disk_store_reads_come_back_checked_and_damage_is_caught(tmp_path):
+    """The disk store reads a large value file checked on the way in, a small one unchecked (the
+    codec checks it); a byte flipped in either file on disk is rejected before unpickling."""
+    store = DiskStore(str(tmp_path / "s"))
+    big = {"t": Tripwire(), "a": np.arange(5_000_000, dtype=np.float64)}  # 40 MB
+    for key, value in (("a" * 32, big), ("b" * 32, _value())):
+        store.set(key, _codec.encode_parts(value, key, created=1.0, duration=0.0), {})
+        frame = store.get(key)
+        assert isinstance(frame, _codec.ReadFrame) == (value is big)
+        assert getattr(frame, "checked_for", key) == key
+        assert not _rejected(frame, key=key)
+    for path in (tmp_path / "s").glob("*/*/*.val"):
+        with open(path, "r+b") as f:
+            f.seek(path.stat().st_size // 2)
+            byte = f.read(1)[0]
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte ^ 0x40]))
+    for key in ("a" * 32, "b" * 32):
+        frame = store.get(key)
+        assert getattr(frame, "checked_for", None) is None
+        assert _rejected(frame, key=key)
+
+
+def test_checked_reads_work_without_numpy(tmp_path):
+    """Without numpy imported, a frame's buffers (one above 2 MiB, one small) are read into plain
+    memory, checked, and decode to the stored bytes, writable."""
+    code = '''if True:
+        import io, pickle, sys
+        from fncache import _codec
+        big, small = bytearray(range(256)) * 12_000, bytearray(b"s" * 70_000)
+        value = [pickle.PickleBuffer(big), pickle.PickleBuffer(small), "x"]
+        data = _codec.encode(value, "k" * 32, created=1.0, duration=0.0)
+        frame = _codec.read_frame(io.BytesIO(data).readinto, len(data), "k" * 32, chunk=65536)
+        assert isinstance(frame, _codec.ReadFrame), type(frame)
+        out, _ = _codec.decode(frame, "k" * 32)
+        assert bytes(out[0]) == big and bytes(out[1]) == small and out[2] == "x"
+        assert not memoryview(out[0]).readonly
+        assert "numpy" not in sys.modules
+        print("ok")
+    '''
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=str(tmp_path), env={**os.environ})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
