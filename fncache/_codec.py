@@ -417,6 +417,13 @@ def decode(
         frame = bytes(frame)  # checked for another key: checked again below (and rejected)
     view = memoryview(frame)
     h, flags, header_end = _parse(view)
+    body_view = _verified_body(view, h, flags, header_end, key.encode(), secret, verify_buffers)
+    return _load(frame, h, body_view), h
+
+
+def _verified_body(view: memoryview, h: Header, flags: int, header_end: int, kb: bytes,
+                   secret: bytes | None, verify_buffers: bool) -> memoryview:
+    """The body of a frame whose padding, signature and checksums were checked (see decode)."""
     header = view[:header_end]
     check = view[header_end : header_end + _CHECK]
     mac_at = header_end + (2 * _CHECK if flags & _HEADCHECK else _CHECK)
@@ -426,7 +433,6 @@ def decode(
     if padding != bytes(padding.nbytes):
         raise IntegrityError("entry header padding is not zero (corrupted)")
     body_view = view[h.body_offset :]
-    kb = key.encode()
     if secret:
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
@@ -444,6 +450,12 @@ def decode(
         ok = _checksum(kb, header, [body_view]) == check
     if not ok:
         raise IntegrityError("entry checksum does not match (corrupted or truncated)")
+    return body_view
+
+
+def _load(frame: Any, h: Header, body_view: memoryview) -> Any:
+    """Unpickle a verified body: decompressed, or with its buffers in place (copied once if the
+    frame is read-only bytes, so the arrays are writable)."""
     if h.compression:
         try:
             body: Any = memoryview(bytearray(_decompress(h.compression, body_view)))
@@ -458,7 +470,7 @@ def decode(
     if not h.buffer_lens:
         if body.nbytes < h.pickle_len:
             raise IntegrityError("entry body is shorter than its header says")
-        return pickle.loads(body[: h.pickle_len]), h
+        return pickle.loads(body[: h.pickle_len])
     expected = h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
     if body.nbytes < expected:
         raise IntegrityError("entry body is shorter than its header says")
@@ -467,8 +479,7 @@ def decode(
     for n in h.buffer_lens:
         buffers.append(body[pos : pos + n])
         pos += n + _pad(n)
-    value = pickle.loads(body[: h.pickle_len], buffers=buffers)
-    return value, h
+    return pickle.loads(body[: h.pickle_len], buffers=buffers)
 
 
 def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any, Header]:
