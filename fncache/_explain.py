@@ -152,15 +152,27 @@ class _Side:
 
     @classmethod
     def of_entry(cls, meta: Mapping[str, Any]) -> _Side:
+        """The side an entry's metadata records. Metadata is read from the store, so it is untrusted:
+        only text labels and digests are kept, anything else reads as absent (never an exception)."""
         comps = meta.get("components")
         args = meta.get("args")
         return cls(
-            components=dict(comps) if isinstance(comps, dict) else {},
-            args=dict(args) if isinstance(args, dict) else None,
-            python=meta.get("python"),
-            version=meta.get("version"),
-            depends_on=meta.get("depends_on"),
+            components=_text_items(comps) or {},
+            args=_text_items(args),
+            python=_text(meta.get("python")),
+            version=_text(meta.get("version")),
+            depends_on=_text(meta.get("depends_on")),
         )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _text_items(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]:

@@ -243,3 +243,20 @@ def test_explain_call_needs_a_hashable_call(store):
 
     with pytest.raises(fncache.UnhashableArgument):
         explain_call(m, (threading.Lock(),), {})
+
+
+def test_explain_survives_poisoned_metadata(tmp_path):
+    """Metadata of the wrong types planted in the store never crashes explain; the call is still explained."""
+    store = fncache.open_store(f"memory://poisoned-{tmp_path.name}")
+
+    @fncache.memoize(store=store)
+    def f(x):
+        return x + 1
+
+    f(1)
+    for i, meta in enumerate([{"function": f.function_id, "components": {"a": [1], 3: "x"}, "args": [1]},
+                              {"function": f.function_id, "components": "nope", "python": 3,
+                               "version": {"v": 1}, "depends_on": [2]}]):
+        store.add(f"{i:032x}", b"junk", meta)
+    report = f.explain(2)
+    assert report.status != "hit" and "x" in str(report)
