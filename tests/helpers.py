@@ -119,3 +119,18 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           timeout=120, env=dict(os.environ, **(env or {})))
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
+
+
+class Plant:
+    """Unpickling this creates ``marker``: proof that a planted pickle was loaded (attack tests)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        return (Path.touch, (Path(self.marker),))
+
+
+def small_value(x: int) -> dict[str, int]:
+    """A small result whose content names its argument (attack tests check the right value came back)."""
+    return {"x": x, "double": 2 * x}

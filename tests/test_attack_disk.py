@@ -28,7 +28,7 @@ import pytest
 
 import fncache
 
-from .helpers import cli, fncache_warnings
+from .helpers import Plant, cli, fncache_warnings, small_value
 
 SECRET = b"correct horse battery staple"
 SECRETS = pytest.mark.parametrize("secret", [None, SECRET], ids=["no-secret", "secret"])
@@ -36,18 +36,6 @@ HEX28 = "0123456789abcdef0123456789ab"
 PRECIOUS = b"precious user data"
 
 
-class _Plant:
-    """Unpickling this creates ``marker``: proof that a planted pickle was loaded."""
-
-    def __init__(self, marker: pathlib.Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> Any:
-        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
-
-
-def _value(x: int) -> dict[str, int]:
-    return {"x": x, "double": 2 * x}
 
 
 def _big(x: int) -> bytes:
@@ -105,14 +93,14 @@ def _no_hang(seconds: int = 20) -> Iterator[None]:
 # How each planted row is made: ("dc", value) through diskcache's Cache.set, which picks the mode
 # (pickle, text, raw; inline below 32 KiB, else a value file), or ("sql", mode, value) directly.
 ROWS: dict[str, Callable[[pathlib.Path], tuple[Any, ...]]] = {
-    "pickle mode inline": lambda m: ("dc", _Plant(m)),
-    "pickle mode in a value file": lambda m: ("dc", [_Plant(m), b"x" * 100_000]),
+    "pickle mode inline": lambda m: ("dc", Plant(m)),
+    "pickle mode in a value file": lambda m: ("dc", [Plant(m), b"x" * 100_000]),
     "text mode in a value file": lambda m: ("dc", "x" * 100_000),
     "raw mode holding text": lambda m: ("dc", "short text"),
-    "raw mode holding a bare pickle": lambda m: ("dc", pickle.dumps(_Plant(m))),
-    "binary value file holding a bare pickle": lambda m: ("dc", pickle.dumps(_Plant(m)) + bytes(99_999)),
-    "pickle mode number on inline bytes": lambda m: ("sql", 4, pickle.dumps(_Plant(m))),
-    "unknown mode": lambda m: ("sql", 9, pickle.dumps(_Plant(m))),
+    "raw mode holding a bare pickle": lambda m: ("dc", pickle.dumps(Plant(m))),
+    "binary value file holding a bare pickle": lambda m: ("dc", pickle.dumps(Plant(m)) + bytes(99_999)),
+    "pickle mode number on inline bytes": lambda m: ("sql", 4, pickle.dumps(Plant(m))),
+    "unknown mode": lambda m: ("sql", 9, pickle.dumps(Plant(m))),
 }
 READ_PATHS: dict[str, dict[str, Any]] = {
     "get": {},
@@ -147,20 +135,20 @@ def test_planted_row_of_any_mode_is_removed_unread_and_recomputed(tmp_path, capl
     """A row that is not raw bytes or a value file is never loaded: logged, removed, recomputed."""
     marker = tmp_path / "PWNED"
     cache = tmp_path / "cache"
-    f = fncache.memoize(store=str(cache), secret=secret, **READ_PATHS[path])(_value)
-    assert f(3) == _value(3)
+    f = fncache.memoize(store=str(cache), secret=secret, **READ_PATHS[path])(small_value)
+    assert f(3) == small_value(3)
     key = f.key(3)
     meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
     _plant(cache, key, ROWS[row](marker), meta)
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(3) == _value(3)
+        assert f(3) == small_value(3)
     assert not marker.exists()
     assert any("not one fncache wrote" in w or "rejected" in w for w in fncache_warnings(caplog))
     # The planted row was replaced by fncache's own entry, which the next call hits quietly.
     assert _sql(cache, "SELECT mode FROM Cache WHERE key = ?", (key,))[0][0] == 1
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(3) == _value(3)
+        assert f(3) == small_value(3)
     assert fncache_warnings(caplog) == [] and f.cache_info().hits >= 1
     assert not marker.exists()
 
@@ -171,7 +159,7 @@ def test_planted_rows_are_not_loaded_by_listing_or_clearing(tmp_path, secret):
     """info, ls, clear and prune read metadata only: planted pickle rows never run there either."""
     marker = tmp_path / "PWNED"
     cache = tmp_path / "cache"
-    f = fncache.memoize(store=str(cache), secret=secret)(_value)
+    f = fncache.memoize(store=str(cache), secret=secret)(small_value)
     for x, row in enumerate(ROWS):
         f(x)
         key = f.key(x)
@@ -192,12 +180,12 @@ def test_planted_lock_record_is_replaced_unread(tmp_path, secret):
     """A pickle planted as the lease of a key is never loaded; the call takes the lease at once."""
     marker = tmp_path / "PWNED"
     cache = tmp_path / "cache"
-    f = fncache.memoize(store=str(cache), secret=secret, lock=True, lock_timeout=30)(_value)
+    f = fncache.memoize(store=str(cache), secret=secret, lock=True, lock_timeout=30)(small_value)
     f.store.add("0" * 32, b"probe", {"function": "probe"})  # creates the database
     key = f.key(5)
-    _plant_with_diskcache(cache, "l:" + key, _Plant(marker))  # no expiry: would block for good
+    _plant_with_diskcache(cache, "l:" + key, Plant(marker))  # no expiry: would block for good
     start = time.monotonic()
-    assert f(5) == _value(5)
+    assert f(5) == small_value(5)
     assert time.monotonic() - start < 10  # did not wait for a lease that never expires
     assert not marker.exists()
 
@@ -216,14 +204,14 @@ def test_lock_record_rewritten_while_the_holder_computes_is_never_loaded(tmp_pat
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if _sql(cache, "SELECT 1 FROM Cache WHERE key = ?", (name,)):
-                _plant_with_diskcache(cache, name, _Plant(marker))
+                _plant_with_diskcache(cache, name, Plant(marker))
                 planted.set()
                 return
             time.sleep(0.005)
 
     t = threading.Thread(target=attacker)
     t.start()
-    assert f(6) == _value(6)
+    assert f(6) == small_value(6)
     t.join()
     assert planted.is_set()
     assert not marker.exists()
@@ -231,7 +219,7 @@ def test_lock_record_rewritten_while_the_holder_computes_is_never_loaded(tmp_pat
     # The next computation of that key replaces the planted lease without loading it.
     f.store.delete(f.key(6))
     start = time.monotonic()
-    assert f(6) == _value(6)
+    assert f(6) == small_value(6)
     assert time.monotonic() - start < 10
     assert not marker.exists()
 
@@ -255,8 +243,8 @@ def test_malformed_metadata_is_listed_as_damaged_and_never_crashes_a_command(tmp
     """Valid JSON of the wrong types (or no JSON) shows as damaged in info/ls; clear and prune work."""
     marker = tmp_path / "PWNED"
     cache = tmp_path / "cache"
-    f = fncache.memoize(store=str(cache))(_value)
-    for x, meta in enumerate([*BAD_META, pickle.dumps(_Plant(marker))]):
+    f = fncache.memoize(store=str(cache))(small_value)
+    for x, meta in enumerate([*BAD_META, pickle.dumps(Plant(marker))]):
         f(x)
         _sql(cache, "UPDATE Cache SET fncache_meta = ? WHERE key = ?", (meta, f.key(x)))
     f(100)  # one healthy entry
@@ -327,8 +315,8 @@ def _store_with_escape(tmp_path: pathlib.Path, kind: str, secret: bytes | None =
                        expire_time: float | None = None, **options: Any) -> tuple[Any, list[pathlib.Path]]:
     cache = tmp_path / "cache"
     victims = _victims(tmp_path)
-    f = fncache.memoize(store=str(cache), secret=secret, **options)(_value)
-    assert f(3) == _value(3)
+    f = fncache.memoize(store=str(cache), secret=secret, **options)(small_value)
+    assert f(3) == small_value(3)
     key = f.key(3)
     meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
     _plant_row(cache, key, mode=2, filename=_escape(kind, cache, victims), meta=meta,
@@ -344,11 +332,11 @@ def test_read_of_an_escaping_value_file_touches_nothing_outside(tmp_path, caplog
     """A row naming a file outside the store (or a link or FIFO) is refused without blocking."""
     f, victims = _store_with_escape(tmp_path, kind, secret, mmap_mode=mmap_mode)
     with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(3) == _value(3)
+        assert f(3) == small_value(3)
     assert any("not one fncache wrote" in w for w in fncache_warnings(caplog)), fncache_warnings(caplog)
     _untouched(victims)
     with _no_hang():
-        assert f(3) == _value(3)
+        assert f(3) == small_value(3)
     assert f.cache_info().hits == 1
 
 
@@ -374,7 +362,7 @@ def test_cull_on_write_of_an_expired_escaping_row_touches_nothing_outside(tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [["clear", "-y"], ["clear", "--function", "_value", "-y"],
+@pytest.mark.parametrize("command", [["clear", "-y"], ["clear", "--function", "small_value", "-y"],
                                      ["clear", "--older-than", "0s", "-y"],
                                      ["prune", "--max-size", "0", "-y"]],
                          ids=["clear", "clear-function", "clear-older-than", "prune"])
@@ -406,7 +394,7 @@ def test_writes_never_go_through_a_planted_symlinked_sub_directory(tmp_path):
 
 
 @SECRETS
-@pytest.mark.parametrize("func", [_value, _big], ids=["inline", "value file"])
+@pytest.mark.parametrize("func", [small_value, _big], ids=["inline", "value file"])
 def test_entry_of_one_key_copied_or_swapped_to_another_is_rejected(tmp_path, caplog, func, secret):
     """An entry moved under another key (row contents copied, or value files swapped) never serves
     the other key's value."""

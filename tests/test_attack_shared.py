@@ -30,25 +30,13 @@ import fncache
 from fncache import _codec
 from fncache._errors import ConfigError
 
-from .helpers import import_source, run_py, write
+from .helpers import Plant, import_source, run_py, small_value, write
 
 SECRET = b"attack suite secret"
 SECRETS = [pytest.param(None, id="no-secret"), pytest.param(SECRET, id="secret")]
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
-class _Plant:
-    """Unpickling this creates ``marker``: proof that a planted pickle was loaded."""
-
-    def __init__(self, marker: pathlib.Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> Any:
-        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
-
-
-def _value(x: int) -> dict[str, int]:
-    return {"x": x, "double": 2 * x}
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -78,7 +66,7 @@ class Shared:
     url: str
     options: dict[str, Any]
 
-    def memoize(self, func: Callable[..., Any] = _value, **options: Any) -> Any:
+    def memoize(self, func: Callable[..., Any] = small_value, **options: Any) -> Any:
         return fncache.memoize(store=self.url, store_options=dict(self.options), **options)(func)
 
     def put(self, place: str, key: str, data: bytes) -> None:
@@ -174,9 +162,9 @@ def test_planted_metadata_is_never_loaded_and_listings_survive(shared, tmp_path,
     entry as damaged, and `clear` removes it."""
     marker = tmp_path / "PWNED"
     f = shared.memoize(secret=secret)
-    assert f(3) == _value(3)
-    shared.put("meta", f.key(3), pickle.dumps(_Plant(marker), protocol=5))
-    assert f(3) == _value(3) and f.cache_info().hits == 1
+    assert f(3) == small_value(3)
+    shared.put("meta", f.key(3), pickle.dumps(Plant(marker), protocol=5))
+    assert f(3) == small_value(3) and f.cache_info().hits == 1
     info = cli_json("info", *shared.cli())
     assert info["entries"] == 1 and info["damaged"] == 1
     rows = cli_json("ls", *shared.cli())
@@ -194,11 +182,11 @@ def test_planted_lease_is_never_loaded(shared, tmp_path, secret):
     its lock timeout, computes, and returns the right value."""
     marker = tmp_path / "PWNED"
     f = shared.memoize(secret=secret, lock=True, lock_timeout=1.0)
-    shared.put("lease", f.key(4), pickle.dumps(_Plant(marker), protocol=5))
+    shared.put("lease", f.key(4), pickle.dumps(Plant(marker), protocol=5))
     started = time.monotonic()
-    assert f(4) == _value(4)
+    assert f(4) == small_value(4)
     assert time.monotonic() - started < 15
-    assert f(4) == _value(4) and f.cache_info().hits == 1
+    assert f(4) == small_value(4) and f.cache_info().hits == 1
     assert not marker.exists()
 
 
@@ -209,14 +197,14 @@ def test_planted_value_is_never_loaded(shared, tmp_path, caplog, secret):
     marker = tmp_path / "PWNED"
     f = shared.memoize(secret=secret)
     key = f.key(5)
-    plants = [pickle.dumps(_Plant(marker), protocol=5)]
+    plants = [pickle.dumps(Plant(marker), protocol=5)]
     if secret is not None:
-        plants.append(_frame(_Plant(marker), key))
+        plants.append(_frame(Plant(marker), key))
     for plant in plants:
         shared.put("value", key, plant)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="fncache"):
-            assert f(5) == _value(5)
+            assert f(5) == small_value(5)
         assert _warnings(caplog)
     assert not marker.exists()
 
@@ -229,19 +217,19 @@ def test_redis_planted_manifest_and_chunks_are_never_loaded(redis_shared, tmp_pa
     shared = redis_shared
     f = shared.memoize(secret=secret)
     key = f.key(6)
-    shared.put("value", key, b"\x01" + pickle.dumps(_Plant(marker), protocol=5))
+    shared.put("value", key, b"\x01" + pickle.dumps(Plant(marker), protocol=5))
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(6) == _value(6)
+        assert f(6) == small_value(6)
     token = uuid.uuid4().hex
-    payload = (_frame(_Plant(marker), key) if secret is not None
-               else pickle.dumps(_Plant(marker), protocol=5))
+    payload = (_frame(Plant(marker), key) if secret is not None
+               else pickle.dumps(Plant(marker), protocol=5))
     chunks = [payload[i:i + 7] for i in range(0, len(payload), 7)]
     for i, part in enumerate(chunks):
         shared.client.set(f"fncache:c:{{{key}}}:{token}:{i}", part)
     manifest = {"token": token, "n": len(chunks), "size": len(payload), "chunk": 7}
     shared.put("value", key, b"\x01" + json.dumps(manifest).encode())
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(6) == _value(6)
+        assert f(6) == small_value(6)
     assert not marker.exists()
 
 
@@ -262,7 +250,7 @@ def test_redis_oversized_manifest_is_damage_not_memory(redis_shared, caplog):
         shared.put("value", key, b"\x01" + json.dumps(claim).encode())
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="fncache"):
-            assert f(7) == _value(7)
+            assert f(7) == small_value(7)
         assert time.monotonic() - started < 5
         info = cli_json("info", *shared.cli())
         assert info["entries"] == 1
@@ -281,13 +269,13 @@ def test_poisoned_metadata_never_crashes_admin_commands(shared, meta):
     `clear --older-than`, `prune` and `f.clear()` all work, and the entry shows as damaged."""
     f = shared.memoize()
     g = shared.memoize(lambda x: x + 1)
-    assert f(1) == _value(1) and f(2) == _value(2) and g(1) == 2
+    assert f(1) == small_value(1) and f(2) == small_value(2) and g(1) == 2
     shared.put("meta", f.key(1), meta)
     info = cli_json("info", *shared.cli())
     assert info["entries"] == 3 and info["damaged"] == 1
     rows = {r["function"]: r["entries"] for r in cli_json("ls", *shared.cli())}
     assert rows["(damaged)"] == 1 and rows[f.function_id] == 1
-    assert f(1) == _value(1) and f.cache_info().hits == 1  # the value itself is fine
+    assert f(1) == small_value(1) and f.cache_info().hits == 1  # the value itself is fine
     assert f.clear() == 1  # the undamaged entry of f
     dry = cli_json("clear", "--older-than", "1h", "--dry-run", *shared.cli())
     assert dry["would_remove"] == 1  # the damaged entry's creation time is unknown: oldest
@@ -304,9 +292,9 @@ def test_redis_deeply_nested_manifest_is_a_logged_miss(redis_shared, caplog):
     key = f.key(8)
     redis_shared.put("value", key, b"\x01" + DEEP)
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(8) == _value(8)
+        assert f(8) == small_value(8)
     assert any("damaged" in m for m in _warnings(caplog))
-    assert f(8) == _value(8) and f.cache_info().hits == 1
+    assert f(8) == small_value(8) and f.cache_info().hits == 1
 
 
 @pytest.mark.parametrize("lease", [DEEP, json.dumps({"token": [1], "expires": "x"}).encode()],
@@ -317,7 +305,7 @@ def test_s3_poisoned_lease_is_taken_over(s3_shared, lease):
     f = s3_shared.memoize(lock=True, lock_timeout=5.0)
     s3_shared.put("lease", f.key(9), lease)
     started = time.monotonic()
-    assert f(9) == _value(9)
+    assert f(9) == small_value(9)
     assert time.monotonic() - started < 10
     assert f.cache_info().errors == 0
 
@@ -362,7 +350,7 @@ def test_redis_keys_of_another_type_are_damage(redis_shared):
     f(1)
     key, other = f.key(2), f.key(3)
     shared.client.hset(f"fncache:v:{key}", "a", "b")
-    assert f(2) == _value(2) and f(2) == _value(2) and f.cache_info().hits == 1
+    assert f(2) == small_value(2) and f(2) == small_value(2) and f.cache_info().hits == 1
     f(3)
     shared.client.delete(f"fncache:m:{other}")
     shared.client.hset(f"fncache:m:{other}", "a", "b")
@@ -383,7 +371,7 @@ def test_s3_clear_function_deletes_exactly_what_it_listed(s3_shared):
     function never deletes the real entry."""
     shared = s3_shared
     f = shared.memoize()
-    assert f(1) == _value(1)
+    assert f(1) == small_value(1)
     victim = f.key(1)
     planted = f"{shared.base}/v1/zz/{victim}"
     shared.fs.pipe_file(planted, b"x")
@@ -391,7 +379,7 @@ def test_s3_clear_function_deletes_exactly_what_it_listed(s3_shared):
     proc = fncache_cmd("clear", "--function", "evil:f", "--yes", *shared.cli())
     assert proc.returncode == 0, proc.stderr
     assert shared.get("value", victim) is not None
-    assert f(1) == _value(1) and f.cache_info().hits == 1
+    assert f(1) == small_value(1) and f.cache_info().hits == 1
 
 
 # -- replayed and swapped entries ----------------------------------------------------------------
@@ -402,19 +390,19 @@ def test_swapped_and_replayed_entries_are_rejected(shared, caplog, secret):
     """Entries swapped between two keys, or one entry copied over another, fail their key-bound
     checksum (and signature): each call still returns its own right value."""
     f = shared.memoize(secret=secret)
-    assert f(1) == _value(1) and f(2) == _value(2)
+    assert f(1) == small_value(1) and f(2) == small_value(2)
     one, two = shared.get("value", f.key(1)), shared.get("value", f.key(2))
     assert one is not None and two is not None
     shared.put("value", f.key(1), two)
     shared.put("value", f.key(2), one)
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(1) == _value(1) and f(2) == _value(2)
+        assert f(1) == small_value(1) and f(2) == small_value(2)
     assert len(_warnings(caplog)) == 2
     assert f.cache_info().hits == 0
     replay = shared.get("value", f.key(2))
     assert replay is not None
     shared.put("value", f.key(1), replay)
-    assert f(1) == _value(1) and f.cache_info().hits == 0
+    assert f(1) == small_value(1) and f.cache_info().hits == 0
 
 
 # -- a paused server -----------------------------------------------------------------------------
@@ -443,7 +431,7 @@ def test_paused_redis_server_is_a_bounded_logged_miss(redis_factory, caplog):
     """Calls in flight while the Redis server is frozen (SIGSTOP) return the right values as logged
     misses within the socket time-out, never an error; after SIGCONT the entries hit again."""
     server = redis_factory()
-    f = fncache.memoize(store=server.url, store_options={"socket_timeout": 1.0})(_value)
+    f = fncache.memoize(store=server.url, store_options={"socket_timeout": 1.0})(small_value)
     for x in range(4):
         f(x)
     os.kill(server.process.pid, signal.SIGSTOP)
@@ -452,11 +440,11 @@ def test_paused_redis_server_is_a_bounded_logged_miss(redis_factory, caplog):
             results, took = _call_all(f, [0, 1, 2, 3, 0, 1, 5, 6])
     finally:
         os.kill(server.process.pid, signal.SIGCONT)
-    assert results == [_value(x) for x in [0, 1, 2, 3, 0, 1, 5, 6]], results
+    assert results == [small_value(x) for x in [0, 1, 2, 3, 0, 1, 5, 6]], results
     assert took < 10, took
     assert any("treated as a miss" in m for m in _warnings(caplog))
     hits = f.cache_info().hits
-    assert f(0) == _value(0) and f.cache_info().hits == hits + 1
+    assert f(0) == small_value(0) and f.cache_info().hits == hits + 1
 
 
 @pytest.mark.slow
@@ -467,13 +455,13 @@ def test_paused_s3_server_is_a_bounded_logged_miss(s3_factory, monkeypatch, capl
     for name, value in server.env.items():
         monkeypatch.setenv(name, value)
     f = fncache.memoize(store=server.url(),
-                        store_options={"read_timeout": 3, "connect_timeout": 1})(_value)
-    assert f(1) == _value(1)
+                        store_options={"read_timeout": 3, "connect_timeout": 1})(small_value)
+    assert f(1) == small_value(1)
     os.kill(server.process.pid, signal.SIGSTOP)
     try:
         with caplog.at_level(logging.WARNING, logger="fncache"):
             started = time.monotonic()
-            assert f(1) == _value(1)
+            assert f(1) == small_value(1)
             took = time.monotonic() - started
     finally:
         os.kill(server.process.pid, signal.SIGCONT)
@@ -713,7 +701,7 @@ def test_bad_options_are_refused_at_decoration_time(tmp_path, monkeypatch, optio
     monkeypatch.delenv("FNCACHE_STORE", raising=False)
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")
                        .replace("(", r"\(")):
-        fncache.memoize(**options)(_value)
+        fncache.memoize(**options)(small_value)
     assert not (tmp_path / "default").exists()
 
 
@@ -725,7 +713,7 @@ def test_cli_malformed_store_url_is_bad_usage():
         assert "--store" in proc.stderr
 
 
-@pytest.mark.parametrize("command", [["ls"], ["info"], ["explain", "tests.test_attack_shared:_value"]])
+@pytest.mark.parametrize("command", [["ls"], ["info"], ["explain", "tests.test_attack_shared:small_value"]])
 def test_cli_directory_without_a_store_exits_1_and_creates_nothing(tmp_path, command):
     """`ls`, `info` and `explain` on a directory that holds no store exit 1 and leave it empty."""
     empty = tmp_path / "empty"
@@ -737,7 +725,7 @@ def test_cli_directory_without_a_store_exits_1_and_creates_nothing(tmp_path, com
 
 def test_cli_explain_of_a_module_that_does_not_exist_exits_1(tmp_path):
     """`explain nosuchmodule:f` with nothing stored exits 1 and says why."""
-    f = fncache.memoize(store=str(tmp_path / "c"))(_value)
+    f = fncache.memoize(store=str(tmp_path / "c"))(small_value)
     f(1)
     proc = fncache_cmd("explain", "nosuchmodule:f", "--dir", str(tmp_path / "c"))
     assert proc.returncode == 1 and "nosuchmodule" in proc.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pathlib
 import pickle
 import stat
 import time
@@ -26,23 +25,11 @@ import fncache
 from fncache import _codec
 from fncache.stores import open_store
 
-from .helpers import fncache_warnings
+from .helpers import Plant, fncache_warnings, small_value
 
 SECRET = b"correct horse battery staple"
 
 
-class _Plant:
-    """Unpickling this creates ``marker``: proof that a planted pickle was loaded."""
-
-    def __init__(self, marker: pathlib.Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> Any:
-        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
-
-
-def _value(x: int) -> dict[str, int]:
-    return {"x": x, "double": 2 * x}
 
 
 def _frame(value: Any, key: str, secret: bytes | None = None) -> bytes:
@@ -79,8 +66,8 @@ def test_default_cache_directory_is_private(tmp_path, monkeypatch):
     """The default store ($FNCACHE_DIR here) is created 0700 on first use."""
     monkeypatch.delenv("FNCACHE_STORE", raising=False)
     monkeypatch.setenv("FNCACHE_DIR", str(tmp_path / "default"))
-    f = fncache.memoize(_value)
-    assert f(1) == _value(1)
+    f = fncache.memoize(small_value)
+    assert f(1) == small_value(1)
     assert stat.S_IMODE((tmp_path / "default").stat().st_mode) == 0o700
 
 
@@ -104,11 +91,11 @@ PLANTS = {
 def test_with_a_secret_a_planted_entry_is_never_unpickled(tmp_path, caplog, how):
     """With a secret, an entry without a valid signature is a logged miss; its pickle never runs."""
     marker = tmp_path / "PWNED"
-    f = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
+    f = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(small_value)
     key = f.key(3)
-    f.store.set(key, PLANTS[how](_Plant(marker), key), {"function": f.function_id})
+    f.store.set(key, PLANTS[how](Plant(marker), key), {"function": f.function_id})
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(3) == _value(3)
+        assert f(3) == small_value(3)
     assert not marker.exists()
     assert len(fncache_warnings(caplog)) == 1
     # The planted entry was replaced by a signed one, which the next call hits quietly.
@@ -116,7 +103,7 @@ def test_with_a_secret_a_planted_entry_is_never_unpickled(tmp_path, caplog, how)
     assert _codec.read_header(frame).signed
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(3) == _value(3)
+        assert f(3) == small_value(3)
     assert fncache_warnings(caplog) == []
 
 
@@ -124,31 +111,31 @@ def test_secret_from_environment_protects_like_an_explicit_one(tmp_path, caplog,
     """$FNCACHE_SECRET signs and verifies entries just as secret= does."""
     monkeypatch.setenv("FNCACHE_SECRET", SECRET.decode())
     marker = tmp_path / "PWNED"
-    f = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    f = fncache.memoize(store=str(tmp_path / "cache"))(small_value)
     key = f.key(4)
-    f.store.set(key, _frame(_Plant(marker), key), {"function": f.function_id})
+    f.store.set(key, _frame(Plant(marker), key), {"function": f.function_id})
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert f(4) == _value(4)
+        assert f(4) == small_value(4)
     assert not marker.exists()
     assert len(fncache_warnings(caplog)) == 1
     assert _codec.read_header(f.store.get(key)).signed
     # What it signed verifies under the same secret given explicitly.
-    explicit = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
+    explicit = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(small_value)
     assert explicit.check_call_in_cache(4)
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert explicit(4) == _value(4)
+        assert explicit(4) == small_value(4)
     assert len(fncache_warnings(caplog)) == 1
 
 
 def test_unsigned_entries_are_recomputed_once_a_secret_is_set(tmp_path, caplog):
     """Turning a secret on makes earlier unsigned entries misses: they are replaced, not trusted."""
-    plain = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    plain = fncache.memoize(store=str(tmp_path / "cache"))(small_value)
     plain(5)
-    signed = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(_value)
+    signed = fncache.memoize(store=str(tmp_path / "cache"), secret=SECRET)(small_value)
     key = signed.key(5)
     assert not _codec.read_header(signed.store.get(key)).signed
     with caplog.at_level(logging.WARNING, logger="fncache"):
-        assert signed(5) == _value(5)
+        assert signed(5) == small_value(5)
     assert len(fncache_warnings(caplog)) == 1
     assert _codec.read_header(signed.store.get(key)).signed
 
@@ -171,9 +158,9 @@ def test_secret_is_never_pickled_with_the_function(tmp_path):
 def test_without_a_secret_a_planted_well_formed_entry_is_loaded(tmp_path):
     """Without a secret the checksum stops corruption, not attackers: a forged frame IS loaded."""
     marker = tmp_path / "PWNED"
-    f = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    f = fncache.memoize(store=str(tmp_path / "cache"))(small_value)
     key = f.key(6)
-    f.store.set(key, _frame(_Plant(marker), key), {"function": f.function_id})
+    f.store.set(key, _frame(Plant(marker), key), {"function": f.function_id})
     f(6)
     assert marker.exists()  # documented: anyone who can write the store can run code here
 
@@ -181,12 +168,12 @@ def test_without_a_secret_a_planted_well_formed_entry_is_loaded(tmp_path):
 def test_without_a_secret_a_bare_planted_pickle_is_not_loaded(tmp_path, caplog):
     """Without a secret, bytes that are not a well-formed frame for this key are never loaded."""
     marker = tmp_path / "PWNED"
-    f = fncache.memoize(store=str(tmp_path / "cache"))(_value)
+    f = fncache.memoize(store=str(tmp_path / "cache"))(small_value)
     key = f.key(7)
-    for planted in (pickle.dumps(_Plant(marker), protocol=5), _frame(_Plant(marker), "e" * 32)):
+    for planted in (pickle.dumps(Plant(marker), protocol=5), _frame(Plant(marker), "e" * 32)):
         f.store.set(key, planted, {"function": f.function_id})
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="fncache"):
-            assert f(7) == _value(7)
+            assert f(7) == small_value(7)
         assert len(fncache_warnings(caplog)) == 1
     assert not marker.exists()
