@@ -315,3 +315,21 @@ class TestReadmeStore(StoreContract):
     def test_pickles_as_configuration_and_reconnects(self, store: Store) -> None:
         """Not asked of the example: its entries live in one process's dict, with no URL to reopen."""
         pytest.skip("the README's store keeps its entries in this process only")
+
+
+def test_every_store_translates_failures_in_one_form(tmp_path):
+    """A backend failure reads "<kind> <what> failed on <url>: <error>" with the password masked."""
+    import fncache
+    from fncache.stores import store_error
+    from fncache.stores.memory import MemoryStore
+
+    store = MemoryStore("memory://errors")
+    store.url = "redis://:hunter2@example:6379/0"
+    store.kind = "redis"
+    cause = ConnectionError("connection reset")
+    e = store_error(store, "read", cause, " (hint)")
+    assert isinstance(e, fncache.StoreError)
+    assert str(e) == "redis read failed on redis://:***@example:6379/0 (hint): connection reset"
+    disk = fncache.open_store(tmp_path / "c")
+    assert str(store_error(disk, "write", OSError(28, "No space left on device"))).startswith(
+        f"disk write failed on {disk.url}: ")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fncache._errors import ConfigError
-from fncache.stores._base import EntryInfo, Store, join_parts
+from fncache.stores._base import EntryInfo, Store, join_parts, store_error
 from fncache.stores._lock import LeaseLock
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "open_store",
     "public_config",
     "redact",
+    "store_error",
 ]
 
 # Option names that hold credentials, at any depth of the options (``client_kwargs`` too).

@@ -41,6 +41,7 @@ __all__ = [
     "join_parts",
     "load_json",
     "parse_meta",
+    "store_error",
     "value_size",
 ]
 
@@ -50,6 +51,20 @@ MAX_JSON_BYTES = 1 << 20
 MAX_JSON_DEPTH = 16
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def store_error(store: Store, what: str, error: BaseException, detail: str = "",
+                text: str | None = None) -> Exception:
+    """The one translation of a backend's failure into :class:`fncache.StoreError`.
+
+    Every store says it the same way, ``"<kind> <what> failed on <url>[ (<detail>)]: <error>"``, with
+    the URL's password masked; raise it ``from error`` so the backend's exception stays the cause.
+    """
+    from fncache._errors import StoreError
+    from fncache.stores import redact
+
+    return StoreError(f"{store.kind} {what} failed on {redact(store.url)}{detail}: "
+                      f"{text or str(error) or type(error).__name__}")
 
 
 def join_parts(value: Any) -> bytes | bytearray | memoryview:

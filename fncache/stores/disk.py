@@ -46,6 +46,7 @@ from fncache.stores._base import (
     encode_meta,
     join_parts,
     now,
+    store_error,
     value_size,
 )
 from fncache.stores._diskcache import (
@@ -274,7 +275,7 @@ class DiskStore(Store):
                 ):
                     # The directory vanished or its database broke under us: reopen next time.
                     self.close()
-                raise StoreError(f"{what} failed on {self.directory!r}: {e}") from e
+                raise store_error(self, what, e) from e
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- reading ---------------------------------------------------------------------------------

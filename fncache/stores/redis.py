@@ -76,6 +76,7 @@ from fncache.stores._base import (
     entry_info,
     join_parts,
     now,
+    store_error,
 )
 from fncache.stores._lock import LeaseLock
 from fncache.stores._redis_config import check_options, check_url, is_secret, split_password
@@ -236,7 +237,7 @@ class RedisStore(Store):
                 self._client = None
             full = isinstance(e, redis.exceptions.OutOfMemoryError)
             hint = " (server full: maxmemory reached, nothing was stored)" if full else ""
-            raise StoreError(f"redis {what} failed on {self.url}{hint}: {_describe_error(e)}") from e
+            raise store_error(self, what, e, hint, _describe_error(e)) from e
 
     def close(self) -> None:
         client, self._client = self._client, None

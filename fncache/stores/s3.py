@@ -75,6 +75,7 @@ from fncache.stores._base import (
     join_parts,
     now,
     parse_meta,
+    store_error,
 )
 from fncache.stores._lock import LeaseLock
 from fncache.stores._s3_config import check_options, check_s3, take_secrets
@@ -276,9 +277,7 @@ class S3Store(Store):
             raise
         except Exception as e:
             status = _http_status(e)
-            detail = f" (HTTP {status})" if status else ""
-            text = str(e) or type(e).__name__
-            raise StoreError(f"s3 {what} failed on {self.url}{detail}: {text}") from e
+            raise store_error(self, what, e, f" (HTTP {status})" if status else "") from e
 
     def close(self) -> None:
         # s3fs closes its session when the filesystem is garbage-collected; dropping it is enough.
