@@ -108,3 +108,4 @@ def test_demo_tells_its_story(tmp_path: Path) -> None:
     steps = [line for line in proc.stdout.splitlines() if re.match(r"\d\. ", line)]
     outcomes = [re.search(r":\s+(hit|miss)\b", line).group(1) for line in steps]  # type: ignore[union-attr]
     assert outcomes == ["miss", "hit", "hit", "miss", "hit"], proc.stdout
+    assert not (tmp_path / "store").exists()  # the user's own cache is never read, written or cleared
