@@ -39,7 +39,12 @@ Steps = Generator[Any, Any, Any]
 
 
 def run(steps: Steps, compute: Callable[[], Any]) -> Any:
-    """Drive the miss steps for a plain function: enter locks and call ``compute`` in place."""
+    """Drive the miss steps for a plain function: enter locks and call ``compute`` in place.
+
+    Caution: :func:`arun` is the same loop with ``await`` on both operations; the two cannot share a
+    body (a coroutine cannot be driven without awaiting), so a change here goes there too. All
+    decisions live in the steps, which both drive.
+    """
     send: Any = None
     error: BaseException | None = None
     while True:
