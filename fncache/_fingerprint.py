@@ -288,6 +288,8 @@ def still_valid(fp: Fingerprint) -> bool:
     """:meth:`Fingerprint.valid`, re-entrant: asked again while this very fingerprint is being
     checked (a value it read holds the memoized function itself, e.g. ``self.f = memoize(self.f)``),
     the fingerprint under check is the answer, or the check would never end."""
+    if not fp._mutable:
+        return fp.valid()  # identity checks only: nothing in it can call back here (the hit path)
     validating = _validating()
     if id(fp) in validating:
         return True

@@ -138,6 +138,16 @@ class _UnkeyableValue(UnhashableArgument):
 _logged_by_name: set[str] = set()
 
 
+
+def _unique(base: str, taken: set[str]) -> str:
+    """``base``, or ``base#2``, ``base#3``... in visiting order: the first not taken (now taken)."""
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}#{n}"
+    taken.add(name)
+    return name
+
 class _Walk:
     """One fingerprint computation, rooted at a function or class."""
 
@@ -181,11 +191,7 @@ class _Walk:
         if found is not None:
             return found, False
         base = f"{kind} {self._name(getattr(obj, '__module__', None), getattr(obj, '__qualname__', '?'))}"
-        name, n = base, 1
-        while name in self.taken:
-            n += 1
-            name = f"{base}#{n}"
-        self.taken.add(name)
+        name = _unique(base, self.taken)
         self.labels[id(obj)] = name
         self.keep.append(obj)
         return name, True
@@ -201,12 +207,7 @@ class _Walk:
         if found is not None:
             return found
         base = mapping.get("__name__")
-        base = base if isinstance(base, str) else "?"
-        name, n = base, 1
-        while name in self.namespace_names:
-            n += 1
-            name = f"{base}#{n}"
-        self.namespace_names.add(name)
+        name = _unique(base if isinstance(base, str) else "?", self.namespace_names)
         self.namespaces[id(mapping)] = name
         self.keep.append(mapping)
         return name

@@ -134,3 +134,14 @@ class Plant:
 def small_value(x: int) -> dict[str, int]:
     """A small result whose content names its argument (attack tests check the right value came back)."""
     return {"x": x, "double": 2 * x}
+
+
+def fail_on_pickle_fallback(caplog):  # type: ignore[no-untyped-def]
+    """Fail a test whose values silently left the canonical path for the library's own pickle."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="fncache")
+    yield
+    fallbacks = [r.getMessage() for r in caplog.get_records("call")
+                 if "through its pickle" in r.getMessage()]
+    assert not fallbacks

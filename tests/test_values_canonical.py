@@ -9,7 +9,6 @@ and asserts a new key. The same holds through a ``memoize`` round trip with a di
 
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import tempfile
@@ -21,18 +20,13 @@ from hypothesis import strategies as st
 
 import fncache
 
+from .helpers import fail_on_pickle_fallback
+
 H = fncache.hash
 SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-@pytest.fixture(autouse=True)
-def _canonical_paths_only(caplog):
-    """Fail a test whose values silently left the canonical path for the library's own pickle."""
-    caplog.set_level(logging.DEBUG, logger="fncache")
-    yield
-    fallbacks = [r.getMessage() for r in caplog.get_records("call")
-                 if "through its pickle" in r.getMessage()]
-    assert not fallbacks
+canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
 
 
 def _one_key(ways: dict[str, object]) -> None:

@@ -6,7 +6,6 @@ Numbers in the docstrings refer to the list of cases in the changelog entry "Can
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import warnings
@@ -17,20 +16,15 @@ import pytest
 import fncache
 from tests.helpers import last_json, run_py, write
 
+from .helpers import fail_on_pickle_fallback
+
 H = fncache.hash
 pa = pytest.importorskip("pyarrow")
 pl = pytest.importorskip("polars")
 pd = pytest.importorskip("pandas")
 
 
-@pytest.fixture(autouse=True)
-def _canonical_paths_only(caplog):
-    """Fail a test whose values silently left the canonical path for the library's own pickle."""
-    caplog.set_level(logging.DEBUG, logger="fncache")
-    yield
-    fallbacks = [r.getMessage() for r in caplog.get_records("call")
-                 if "through its pickle" in r.getMessage()]
-    assert not fallbacks
+canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
 
 
 def _torch():
