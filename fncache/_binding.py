@@ -6,6 +6,9 @@ so their order in the call does not count; the items that land in ``**kwargs`` k
 passed in, because the function can observe it (``list(kwargs)``, a DataFrame's column order). The
 common case (positional arguments only, no ``*args``/``**kwargs`` in the signature) skips
 ``inspect.Signature.bind``, which costs several microseconds a call.
+
+Parameters named in ``files=`` enter the key as :class:`fncache._files.File` (name and content of the
+file), whatever path type they were given as; the function itself still receives what was passed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fncache._errors import ConfigError
+from fncache._files import file_argument
 
 __all__ = ["Binder"]
 
@@ -25,7 +29,8 @@ _P = inspect.Parameter
 class Binder:
     """Binds calls of one function; built once per memoized function."""
 
-    def __init__(self, func: Callable[..., Any], ignore: Iterable[str] = ()) -> None:
+    def __init__(self, func: Callable[..., Any], ignore: Iterable[str] = (),
+                 files: Iterable[str] = ()) -> None:
         # A bound method (``self.f = memoize(self.f)``, joblib's ``memory.cache(self.f)``): its
         # instance is bound as the first argument, so the instance's content is keyed afresh on every
         # call like any argument (and ``ignore=["self"]`` works), never as a value the code reads.
@@ -36,8 +41,22 @@ class Binder:
         self.signature = _signature(func)
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
-        self.ignore = _checked_ignore(func, ignore, names if self.signature is not None else None)
+        known = names if self.signature is not None else None
+        self.ignore = _checked_names("ignore", func, ignore, known)
+        self.files = _checked_names("files", func, files, known)
+        if self.files and self.signature is None:
+            raise ConfigError(f"files: the parameters of {getattr(func, '__qualname__', func)} are "
+                              "unknown (no signature); wrap the arguments in fncache.file() instead")
+        both = self.files & self.ignore
+        if both:
+            raise ConfigError(f"files: {', '.join(sorted(both))} also listed in ignore=")
+        for p in params:
+            if p.name in self.files and p.kind is _P.VAR_KEYWORD:
+                raise ConfigError(f"files: {p.name!r} is a **{p.name} parameter; name the keyword "
+                                  "parameters that take files instead")
         self.names = tuple(n for n in names if n not in self.ignore)
+        # (position in the bound values, parameter name) of each parameter that takes files
+        self._files = tuple((i, n) for i, n in enumerate(self.names) if n in self.files)
         self._keep = tuple(i for i, n in enumerate(names) if n not in self.ignore)
         self._kinds = tuple(p.kind for p in params)
         self._simple = all(p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) for p in params)
@@ -50,10 +69,21 @@ class Binder:
         ]
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as pairs in call order).
+        """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as pairs in call order),
+        ``files=`` parameters as :class:`~fncache._files.File`.
 
-        Raises ``TypeError`` exactly as calling the function would, for a call that does not fit.
+        Raises ``TypeError`` exactly as calling the function would, for a call that does not fit;
+        :class:`~fncache.ArgumentTypeError` for a ``files=`` parameter given something not a path.
         """
+        values = self._bind(args, kwargs)
+        if self._files:
+            out = list(values)
+            for i, name in self._files:
+                out[i] = file_argument(out[i], name)
+            return tuple(out)
+        return values
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         if self.bound:
             args = self.bound + args
         if self.signature is None:
@@ -86,15 +116,17 @@ def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def _checked_ignore(func: Any, ignore: Iterable[str], names: list[str] | None) -> frozenset[str]:
-    """``ignore=`` as a set, each a parameter name (``names`` is None when the signature is unknown)."""
-    ignore = list(ignore)
-    for name in ignore:
+def _checked_names(option: str, func: Any, given: Iterable[str],
+                   names: list[str] | None) -> frozenset[str]:
+    """``ignore=`` or ``files=`` as a set, each a parameter name (``names`` is None when the
+    signature is unknown); a ConfigError naming the option otherwise."""
+    given = list(given)
+    for name in given:
         if not isinstance(name, str):
-            raise ConfigError(f"ignore: expected parameter names, got {name!r}")
+            raise ConfigError(f"{option}: expected parameter names, got {name!r}")
         if names is not None and name not in names:
             raise ConfigError(
-                f"ignore: {name!r} is not a parameter of {getattr(func, '__qualname__', func)}"
+                f"{option}: {name!r} is not a parameter of {getattr(func, '__qualname__', func)}"
                 f" (parameters: {', '.join(names) or 'none'})"
             )
-    return frozenset(ignore)
+    return frozenset(given)

@@ -100,7 +100,7 @@ class KeyBuilder:
         # The code the fingerprint covers: a bound method's function (its instance is an argument).
         self.code = func.__func__ if isinstance(func, types.MethodType) else func
         self.function = function
-        self.binder = Binder(func, options.ignore)
+        self.binder = Binder(func, options.ignore, options.files)
         self.ignored = tuple(sorted(self.binder.ignore))
         self.version = options.version
         self.depends = options.depends_on

@@ -36,6 +36,7 @@ What this module is *not*: a serialiser. Nothing it writes is ever read back.
 
 from __future__ import annotations
 
+import io
 import pickle
 import sys
 import threading
@@ -200,6 +201,12 @@ def _handle_weakref(h: _Hasher, obj: Any) -> Any:
     return (_Token, ("weakref", obj()))
 
 
+def _handle_stream(h: _Hasher, obj: Any) -> Any:
+    from fncache._files import refuse_stream
+
+    return refuse_stream(obj)
+
+
 def _handle_ndarray(h: _Hasher, a: Any) -> Any:
     from fncache._buffers import ndarray_token
 
@@ -238,6 +245,8 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
         return _handle_weakref
     if callable(getattr(t, "__fncache_token__", None)):
         return _handle_token_method
+    if issubclass(t, io.IOBase) and not issubclass(t, (io.BytesIO, io.StringIO)):
+        return _handle_stream  # an open file: refused, reading it would consume it (see _files)
     np = sys.modules.get("numpy")
     if np is not None and t in (np.ndarray, np.memmap):
         return _handle_ndarray

@@ -121,6 +121,10 @@ class Memoized(Generic[P, R]):
     def ignore(self) -> list[str]:
         return list(self.options.ignore)
 
+    @property
+    def files(self) -> list[str]:
+        return list(self.options.files)
+
     version = property(lambda self: self.options.version)
     expire = property(lambda self: self.options.expire)
     lock = property(lambda self: self.options.lock)
@@ -272,6 +276,7 @@ def memoize(
     *,
     store: str | os.PathLike[str] | Store | None = ...,
     ignore: Iterable[str] = ...,
+    files: Iterable[str] = ...,
     version: str | None = ...,
     expire: float | None = ...,
     lock: bool = ...,
@@ -299,6 +304,10 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             :class:`~fncache.stores.Store`; default ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or
             ``~/.cache/fncache``.
         ignore: parameter names left out of the key (e.g. ``verbose``, ``n_jobs``).
+        files: parameter names that always take file paths (or lists of them, or None): each is
+            keyed by the file's base name and content, as ``fncache.file(path)`` is; the function
+            still receives the path as passed. An open file object is refused there (and in
+            any argument): pass the path.
         version: a string that replaces the code fingerprint: entries stay valid across code edits
             until you change it.
         expire: seconds after which an entry is a miss (and is removed).

@@ -75,6 +75,7 @@ class Options:
 
     store: Any = None  # a path, a URL or a Store (None: the default store)
     ignore: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
     version: str | None = None
     expire: float | None = None
     lock: bool = False
@@ -95,6 +96,7 @@ class Options:
         *,
         store: str | os.PathLike[str] | Store | None = None,
         ignore: Iterable[str] = (),
+        files: Iterable[str] = (),
         version: str | None = None,
         expire: float | None = None,
         lock: bool = False,
@@ -110,8 +112,10 @@ class Options:
         mmap_mode: str | None = None,
     ) -> Options:
         """Check every option and return them as one frozen value; raises :class:`ConfigError`."""
-        if isinstance(ignore, str):
-            raise ConfigError("ignore: expected a list of parameter names, not a single string")
+        for name, names in (("ignore", ignore), ("files", files)):
+            if isinstance(names, str):
+                raise ConfigError(f"{name}: expected a list of parameter names, not a single string;"
+                                  f" write {name}=[{names!r}]")
         if version is not None and not isinstance(version, str):
             raise ConfigError(f"version: expected a str, got {type(version).__name__}")
         if expire is not None and not _positive_seconds(expire):
@@ -132,6 +136,7 @@ class Options:
         return cls(
             store=store,
             ignore=tuple(sorted(ignore)),
+            files=tuple(sorted(files)),
             version=version,
             expire=expire,
             lock=lock,
@@ -161,6 +166,7 @@ class Options:
         return {
             "store": public_store,
             "ignore": list(self.ignore),
+            "files": list(self.files),
             "version": self.version,
             "expire": self.expire,
             "lock": self.lock,
