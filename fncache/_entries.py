@@ -55,13 +55,16 @@ class Strategies:
     ``reader``: ``"plain"`` (bytes), ``"mmap"`` (a memory map where the store can give one) or a
     function ``(store, key) -> frame | None``. ``accept(header)``: whether a verified, unexpired
     entry may be used (False removes it and recomputes). ``report(what, key)``: called with
-    ``"hit"``, ``"miss"`` or ``"shared"``. ``map_result``: a computed value is returned as read back
-    from the store (mapped), so the first call and later ones give the same kind of array.
+    ``"hit"``, ``"miss"`` or ``"shared"``. ``announce(callkey, args, kwargs)``: called when a
+    computation starts; what it returns (if not None) is called with the seconds it took, once the
+    function returned. ``map_result``: a computed value is returned as read back from the store
+    (mapped), so the first call and later ones give the same kind of array.
     """
 
     reader: str | Callable[[Store, str], Any] = "plain"
     accept: Callable[[_codec.Header], bool] | None = None
     report: Callable[[str, str], None] | None = None
+    announce: Callable[[CallKey, tuple[Any, ...], dict[str, Any]], Any] | None = None
     map_result: bool = False
 
 
@@ -137,10 +140,7 @@ class Entries:
             log.warning(message, *args)
 
     def _report(self, what: str, key: str) -> None:
-        if self.options.verbose:
-            import sys
-
-            print(f"[fncache] {what} {self.function} {key[:12]}", file=sys.stderr)
+        # verbose=True prints through the Verbose strategies (fncache._verbose), not here.
         log.debug("%s %s %s", what, self.function, key)
 
     # -- reading -------------------------------------------------------------------------------

@@ -91,16 +91,17 @@ class Memoized(Generic[P, R]):
                 not isinstance(_strategies, (Strategies, type(None))):
             raise ConfigError("Memoized: options are keyword arguments (Memoized(f, store=...))")
         opts = _options if _options is not None else Options.make(**options)
-        strategies = _strategies or Strategies(reader="mmap" if opts.mmap_mode == "r" else "plain")
+        self.function_id = function_id(func)
+        strategies = _strategies or self._default_strategies(opts)
         self.__wrapped__ = func
         functools.update_wrapper(self, func)
         self.options = opts
-        self.function_id = function_id(func)
         self._keys = KeyBuilder(func, opts, self.function_id)
         self._counters = Counters()
         self._entries = Entries(self.function_id, opts, self._counters, strategies)
         self._miss = MissPath(func, self._keys, self._entries, lock=opts.lock,
-                              lock_timeout=opts.lock_timeout, map_result=strategies.map_result)
+                              lock_timeout=opts.lock_timeout, map_result=strategies.map_result,
+                              announce=strategies.announce)
         self._is_async = inspect.iscoroutinefunction(func)
         if self._is_async:
             # Frameworks that dispatch on it (web routes, test runners) must see a coroutine
@@ -110,6 +111,15 @@ class Memoized(Generic[P, R]):
             self._is_coroutine = getattr(asyncio.coroutines, "_is_coroutine", None)
             if hasattr(inspect, "markcoroutinefunction"):
                 inspect.markcoroutinefunction(self)
+
+    def _default_strategies(self, opts: Options) -> Strategies:
+        reader = "mmap" if opts.mmap_mode == "r" else "plain"
+        if not opts.verbose:
+            return Strategies(reader=reader)
+        from fncache._verbose import Verbose
+
+        verbose = Verbose(self.function_id, lambda: self._entries.store)
+        return Strategies(reader=reader, report=verbose.report, announce=verbose.announce)
 
     # -- configuration -------------------------------------------------------------------------
     @property
@@ -327,7 +337,9 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             ones, a malformed store URL and invalid values are refused here. Credentials given
             here or in the URL are used but never pickled with the function nor shown in its
             ``repr``: workers take them from their environment (see :mod:`fncache.stores`).
-        verbose: one line per call on stderr; default ``$FNCACHE_VERBOSE``.
+        verbose: one line per call on stderr, a miss with its reason (what differs from the
+            nearest stored entry) and then its duration; default ``$FNCACHE_VERBOSE``. See
+            :mod:`fncache._verbose` for the bounded work this does.
         mmap_mode: ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
             read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:
             loading takes about a millisecond whatever the size, and pages are read when used.

@@ -134,8 +134,10 @@ class MissPath:
 
     def __init__(self, func: Callable[..., Any], keys: KeyBuilder, entries: Entries,
                  *, lock: bool = False, lock_timeout: float = 600.0,
-                 map_result: bool = False) -> None:
+                 map_result: bool = False, announce: Callable[..., Any] | None = None) -> None:
         self.func = func
+        # Told when a computation starts (verbose lines); what it returns is told the duration.
+        self.announce = announce
         self.keys = keys
         self.entries = entries
         self.lock = lock
@@ -150,8 +152,12 @@ class MissPath:
 
     # -- the steps -----------------------------------------------------------------------------
     def steps(self, ck: CallKey, *, finished: int | None = None, loop: Any = None,
-              lock: bool = True, overwrite: bool = False) -> Steps:
-        """The miss path of ``ck`` as a generator (see the module docstring); returns the value."""
+              lock: bool = True, overwrite: bool = False,
+              call: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})) -> Steps:
+        """The miss path of ``ck`` as a generator (see the module docstring); returns the value.
+
+        ``call``: the arguments, for the ``announce`` strategy only.
+        """
         if finished is not None and finished != self.finished:
             # A computation of this function ended between our lookup and now, perhaps of this
             # very key: look again before computing a second time. With no computation in between,
@@ -179,9 +185,13 @@ class MissPath:
                     return value
             self.entries.report("miss", ck.key)
             before = self._before(ck, loop)
+            told = self.announce(ck, *call) if self.announce is not None else None
             start = time.perf_counter()
             value = yield COMPUTE
-            self._store_result(before, ck, value, time.perf_counter() - start, overwrite, loop)
+            duration = time.perf_counter() - start
+            if told is not None:
+                told(duration)
+            self._store_result(before, ck, value, duration, overwrite, loop)
             if self.map_result:
                 found, mapped = self.entries.lookup(ck.key)
                 if found:
@@ -265,7 +275,8 @@ class MissPath:
                 return value
             return self.call(ck, args, kwargs)
         try:
-            value = run(self.steps(ck, finished=finished), lambda: self.func(*args, **kwargs))
+            value = run(self.steps(ck, finished=finished, call=(args, kwargs)),
+                        lambda: self.func(*args, **kwargs))
             flight.value, flight.ok = value, True
             return value
         finally:
@@ -285,7 +296,7 @@ class MissPath:
             return await asyncio.shield(fut)
         fut = self._aflights[(loop, ck.key)] = loop.create_future()
         try:
-            value = await arun(self.steps(ck, finished=finished, loop=loop),
+            value = await arun(self.steps(ck, finished=finished, loop=loop, call=(args, kwargs)),
                                lambda: self.func(*args, **kwargs))
             fut.set_result(value)
             return value
@@ -299,13 +310,15 @@ class MissPath:
 
     def recompute(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Compute whatever the store holds and replace the entry (no lock, no single-flight)."""
-        return run(self.steps(ck, lock=False, overwrite=True), lambda: self.func(*args, **kwargs))
+        return run(self.steps(ck, lock=False, overwrite=True, call=(args, kwargs)),
+                   lambda: self.func(*args, **kwargs))
 
     async def arecompute(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """:meth:`recompute` of a coroutine function."""
         import asyncio
 
-        steps = self.steps(ck, loop=asyncio.get_running_loop(), lock=False, overwrite=True)
+        steps = self.steps(ck, loop=asyncio.get_running_loop(), lock=False, overwrite=True,
+                           call=(args, kwargs))
         return await arun(steps, lambda: self.func(*args, **kwargs))
 
 

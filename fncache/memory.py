@@ -16,8 +16,8 @@ Where this layer deliberately differs from joblib:
 * the on-disk layout is fncache's (a diskcache store in ``LOCATION/fncache``), not joblib's;
 * ``mmap_mode="c"``, ``"r+"`` and ``"w+"`` give writable arrays read into memory: an entry is
   checksummed and immutable, so writes to an array never reach the cache (``"r"`` maps read-only);
-* messages go to stderr (``verbose >= 1``: computations; ``>= 5``: hits too) and to the
-  ``fncache`` logger.
+* messages go to stderr, not stdout (``verbose >= 1``: joblib's ``[Memory] Calling ...`` lines
+  and durations for computations; ``>= 5``: hits too) and to the ``fncache`` logger.
 
 Every class here *is* or *wraps* :class:`fncache.Memoized`; the caching itself lives there, configured
 (how entries are read, which are accepted, how calls are reported) rather than overridden.
@@ -164,10 +164,19 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         self._mmap_mode = _check_mmap_mode(mmap_mode)
         # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
         mapping = "r" if self._mmap_mode == "r" and compress is None else None
+        lines = None
+        if self._verbose >= 1:
+            from fncache._callkey import function_id
+            from fncache._verbose import JoblibLines
+
+            name = getattr(func, "__name__", None)
+            fid = function_id(func)
+            lines = JoblibLines(fid, name if isinstance(name, str) else fid.rpartition(":")[2])
         super().__init__(func, options, Strategies(
             reader=functools.partial(_read, mmap_mode=mapping),
             accept=None if cache_validation_callback is None else self._validate,
             report=self._report,
+            announce=lines.announce if lines is not None else None,
             map_result=mapping is not None,
         ))
         if self._mmap_mode is not None and compress:
@@ -195,9 +204,9 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         return callback is None or bool(callback(_metadata(header)))
 
     def _report(self, what: str, key: str) -> None:
-        if self._verbose >= (1 if what == "miss" else 5):
-            verb = "computing" if what == "miss" else "loading"
-            print(f"[Memory] {verb} {self.function_id} {key[:12]}", file=sys.stderr)
+        # A computation is announced (joblib's "Calling ..." and duration lines: fncache._verbose).
+        if what != "miss" and self._verbose >= 5:
+            print(f"[Memory] {getattr(self, '__name__', self.function_id)} loaded from cache ({key[:12]})", file=sys.stderr)
         log.debug("%s %s %s", what, self.function_id, key)
 
     # -- joblib's surface ----------------------------------------------------------------------

@@ -555,7 +555,7 @@ def test_function_and_options_in_one_call(store):
 
 
 def test_debug_log_and_verbose_lines(store, caplog, capsys, monkeypatch):
-    """DEBUG logging reports miss, store and hit; verbose (or FNCACHE_VERBOSE) prints one line a call."""
+    """DEBUG logging reports miss, store and hit; verbose (or FNCACHE_VERBOSE) prints a line per hit and two per computation."""
 
     @fncache.memoize(store=store, verbose=True)
     def f(x):
@@ -568,7 +568,7 @@ def test_debug_log_and_verbose_lines(store, caplog, capsys, monkeypatch):
     assert "miss" in events and "hit" in events
     assert any("stored" in r.getMessage() for r in caplog.records)
     err = capsys.readouterr().err.splitlines()
-    assert [line.split()[1] for line in err] == ["miss", "hit"]
+    assert [line.split()[1] for line in err] == ["miss", "computed", "hit"]
     assert all("test_debug_log_and_verbose_lines" in line for line in err)
 
     monkeypatch.setenv("FNCACHE_VERBOSE", "1")

@@ -494,7 +494,7 @@ def test_compress_mmap_and_verbose_combine(tmp_path, capfd, compress, mmap_mode,
     out, err = capfd.readouterr()
     assert out == ""
     if verbose:
-        assert err.count("computing") == 1 and "make" in err
+        assert err.count("[Memory] Calling") == 1 and "make - " in err
     else:
         assert err == ""
 
