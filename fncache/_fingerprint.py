@@ -30,7 +30,9 @@ a global its code rebinds (``global n; n += 1``) and the values memoize saw it m
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+import time
 import types
 import weakref
 from collections.abc import Callable, Iterable
@@ -41,7 +43,7 @@ from fncache import _hasher, _usercode
 from fncache._code_digest import code_digest
 from fncache._errors import ArgumentTypeError
 from fncache._usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
-from fncache._walk import _MISSING, REBOUND, STATE, _Walk
+from fncache._walk import _MISSING, REBOUND, SLOW_REHASH, STATE, _Walk
 
 __all__ = [
     "Fingerprint",
@@ -52,6 +54,8 @@ __all__ = [
     "track",
     "untrack",
 ]
+
+log = logging.getLogger("fncache")
 
 _BY_NAME = {
     _hasher.digest(STATE).hex(): "modified by the function",
@@ -82,6 +86,9 @@ class Fingerprint:
     #: (_thread.lock)"``); :attr:`by_name` lists it with the state the function writes.
     infrastructure: tuple[str, ...] = ()
     _unpicklable: tuple[Any, ...] = ()
+    #: Mutable values read that are slow to re-hash, as checked on every use: ``(where, what,
+    #: seconds)``, e.g. ``("global DF", "pandas.DataFrame (160.0 MB)", 0.0102)``.
+    slow: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def by_name(self) -> dict[str, str]:
@@ -192,6 +199,7 @@ def _result(walk: _Walk) -> Fingerprint:
             reads[id(v)] = reads.get(id(v), 0) + 1
         private = frozenset(i for i in walk.private if reads[i] == walk.private.count(i))
     return Fingerprint(
+        slow=_measured(walk),
         digest=_hasher.digest(("fncache.fingerprint", tuple(comps.items()))),
         components=comps,
         _dict_watches=tuple(walk.dict_watches),
@@ -205,6 +213,50 @@ def _result(walk: _Walk) -> Fingerprint:
         infrastructure=tuple(sorted(walk.by_name)),
         _unpicklable=tuple(walk.unpicklable_values),
     )
+
+
+def _measured(walk: _Walk) -> tuple[tuple[str, str, float], ...]:
+    """The walk's slow values, timed again as a use re-hashes them (the walk's own timing may include
+    one-time costs: a library's first import, cold caches)."""
+    out = []
+    for where, value in walk.slow:
+        start = time.perf_counter()
+        try:
+            _hasher.digest(value, walk.root_module)
+        except Exception:
+            continue  # it hashed during the walk; a failure now is the next use's to report
+        spent = time.perf_counter() - start
+        if spent > SLOW_REHASH:
+            out.append((where, _describe(value), spent))
+    return tuple(out)
+
+
+def _describe(value: Any) -> str:
+    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
+    t = type(value)
+    what = f"{t.__module__}.{t.__qualname__}"
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        what += f" ({size / 1e6:.1f} MB)"
+    return what
+
+
+# (function, where) pairs already reported as slow: once per process each.
+_reported_slow: set[tuple[str, str]] = set()
+
+
+def _report_slow(obj: Any, fp: Fingerprint) -> None:
+    """Log at INFO, once per function and value, each value that every use of ``fp`` re-hashes slowly."""
+    name = f"{getattr(obj, '__module__', None) or '?'}:{getattr(obj, '__qualname__', '?')}"
+    for where, what, seconds in fp.slow:
+        if (name, where) in _reported_slow:
+            continue
+        _reported_slow.add((name, where))
+        log.info(
+            "%s reads %s, a %s, and re-hashes it on every call to see whether it changed: %.1f ms a "
+            "call. If it does not change, pass it as an argument, key it with fncache.ref(value, "
+            "token), or pin the function's code with version= (README: \"Large globals\")",
+            name, where, what, seconds * 1000)
 
 
 @functools.lru_cache(maxsize=1)
@@ -274,6 +326,8 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
         fp = _library_fingerprint(obj)
     else:
         fp = _compute(obj, versions)
+        if fp.slow:
+            _report_slow(obj, fp)
         if not fp.cacheable:
             return fp
     try:

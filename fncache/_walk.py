@@ -16,6 +16,7 @@ import io
 import logging
 import mmap
 import sys
+import time
 import types
 import typing
 from typing import Any
@@ -67,6 +68,10 @@ _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, 
                "of the class's __getstate__, or pin the function's code with version=")
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
 
+
+#: A mutable value read by the code is re-hashed on every call (to see whether it changed); one that
+#: takes longer than this (seconds) is reported once, with the remedies (see Fingerprint.slow).
+SLOW_REHASH = 0.001
 
 # The tokens of values keyed by name (``Fingerprint.by_name`` finds them among the components).
 STATE = ("state",)  # modified by the function while it ran (mark_state)
@@ -164,6 +169,7 @@ class _Walk:
         self.attr_watches: list[tuple[Any, str, Any]] = []
         self.len_watches: list[tuple[Any, int]] = []
         self.mutable: list[tuple[Any, bytes]] = []
+        self.slow: list[tuple[str, Any]] = []  # (where, value) of mutable values slow to hash
         self.versions = versions
         self.distributions: set[str] = set()
         self.cacheable = True
@@ -257,11 +263,15 @@ class _Walk:
             # functools.lru_cache, numba.njit and the like pickle by name: follow what they wrap.
             return ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
         try:
+            start = time.perf_counter()
             d = _hasher.digest(value)
+            spent = time.perf_counter() - start
         except UnhashableArgument as e:
             return self.unpicklable(value, e)
         if not _is_immutable(value):
             self.mutable.append((value, d))
+            if spent > SLOW_REHASH:  # re-hashed on every call: the fingerprint reports it
+                self.slow.append((self.where, value))
         return ("value", d)
 
     def private_reference(self, value: Any, where: str, code_names: set[str] | None = None) -> Any:
