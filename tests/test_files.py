@@ -108,3 +108,141 @@ def test_rewrite_within_the_same_timestamp_is_seen(tmp_path: Path) -> None:
     p.write_text("3,4")
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert fncache.hash(fncache.file(p)) != first
+
+
+OPTION_SCRIPT = """
+import json, sys
+import fncache
+
+calls = []
+
+@fncache.memoize(store=sys.argv[1], files=["path"])
+def load(path, scale=1):
+    calls.append(1)
+    with open(path) as f:
+        return scale * sum(int(x) for x in f.read().split(","))
+
+print(json.dumps({"result": load(sys.argv[2]), "computed": len(calls)}))
+"""
+
+
+@pytest.mark.slow
+def test_files_option_keys_a_plain_path_by_content(tmp_path: Path) -> None:
+    """With files=["path"], a plain string path is keyed by content: v1 -> v2 -> v1 at one path."""
+    script = write(tmp_path / "job.py", OPTION_SCRIPT)
+    data = tmp_path / "data.csv"
+    store = str(tmp_path / "store")
+
+    def run() -> dict[str, int]:
+        return last_json(run_py(script, store, str(data)))  # type: ignore[no-any-return]
+
+    data.write_text("1,2,3")
+    assert run() == {"result": 6, "computed": 1}
+    assert run() == {"result": 6, "computed": 0}
+    data.write_text("1,2,30")
+    assert run() == {"result": 33, "computed": 1}
+    data.write_text("1,2,3")
+    assert run() == {"result": 6, "computed": 0}
+
+
+def test_files_option_is_the_same_key_as_the_wrapper(tmp_path: Path) -> None:
+    """A path given to a files= parameter is keyed exactly as fncache.file(path) is, str or Path."""
+    p = tmp_path / "a.csv"
+    p.write_text("1")
+
+    @fncache.memoize(store=str(tmp_path / "s"), files=["path"])
+    def f(path: object) -> int:
+        return 0
+
+    assert f.key(str(p)) == f.key(p) == f.key(fncache.file(p))
+    assert f.key(None) != f.key(str(p))
+    assert f.files == ["path"]
+
+
+def test_files_option_takes_lists_of_paths(tmp_path: Path) -> None:
+    """A files= parameter may take a list of paths (or *args of paths): each is keyed by content."""
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("1")
+    b.write_text("2")
+
+    @fncache.memoize(store=str(tmp_path / "s"), files=["paths"])
+    def f(paths: list[str]) -> int:
+        return len(paths)
+
+    @fncache.memoize(store=str(tmp_path / "s"), files=["paths"])
+    def g(*paths: str) -> int:
+        return len(paths)
+
+    before, before_args = f.key([str(a), str(b)]), g.key(str(a), str(b))
+    b.write_text("22")
+    assert f.key([str(a), str(b)]) != before
+    assert g.key(str(a), str(b)) != before_args
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"files": ["nope"]}, r"files: 'nope' is not a parameter of .*parameters: path, scale"),
+    ({"files": "path"}, r"files: expected a list of parameter names, not a single string"),
+    ({"files": ["path"], "ignore": ["path"]}, r"files: path also listed in ignore="),
+    ({"files": [3]}, r"files: expected parameter names"),
+])
+def test_files_option_is_checked_at_decoration(tmp_path: Path, options: dict[str, object],
+                                               message: str) -> None:
+    """A files= entry that is not a parameter (or a bare string) fails at decoration, naming files."""
+    def load(path: str, scale: int = 1) -> int:
+        return scale
+
+    with pytest.raises(fncache.ConfigError, match=message):
+        fncache.memoize(store=str(tmp_path / "s"), **options)(load)
+
+
+def test_files_option_refuses_other_values(tmp_path: Path) -> None:
+    """A files= parameter given a number is a TypeError naming the parameter, and nothing runs."""
+    @fncache.memoize(store=str(tmp_path / "s"), files=["path"])
+    def f(path: object) -> int:
+        raise AssertionError("not called")
+
+    with pytest.raises(TypeError, match="argument 'path' is declared in files="):
+        f(3)
+
+
+@pytest.mark.parametrize("mode", ["r", "rb"])
+def test_open_file_objects_are_refused_in_both_modes(tmp_path: Path, mode: str) -> None:
+    """An open file as an argument is refused in text and binary mode alike, pointing to the path
+    forms; the stream is not read (its position is unchanged)."""
+    p = tmp_path / "d.txt"
+    p.write_text("hello")
+    calls = []
+
+    @fncache.memoize(store=str(tmp_path / "s"))
+    def read(fh: object) -> object:
+        calls.append(1)
+        return fh.read()  # type: ignore[attr-defined]
+
+    @fncache.memoize(store=str(tmp_path / "s"), files=["path"])
+    def read_path(path: object) -> int:
+        calls.append(1)
+        return 0
+
+    with open(p, mode) as fh:
+        fh.read(2)
+        with pytest.raises(fncache.UnhashableArgument, match=r"open file.*fncache\.file\(path\).*files="):
+            read(fh)
+        with pytest.raises(TypeError, match="declared in files= and got an open file: pass the path"):
+            read_path(fh)
+        assert fh.tell() == 2
+    assert calls == []
+
+
+def test_in_memory_buffers_are_values(tmp_path: Path) -> None:
+    """io.StringIO and io.BytesIO are keyed by their content; sys.stderr as a global by name."""
+    import io
+    import sys
+
+    @fncache.memoize(store=str(tmp_path / "s"))
+    def read(buf: object) -> object:
+        print("reading", file=sys.stderr)
+        return buf.read()  # type: ignore[attr-defined]
+
+    assert read(io.StringIO("a")) == "a"
+    assert read.key(io.BytesIO(b"a")) != read.key(io.BytesIO(b"b"))
+    assert read(io.StringIO("a")) == "a" and read.cache_info().hits == 1
