@@ -1,0 +1,153 @@
+"""Verbose mode: misses say why and how long they computed; Memory(verbose=1) prints joblib's lines;
+slow-to-rehash globals are reported once. Each runs in fresh processes, as a user would see it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import fncache
+from fncache import _verbose
+from tests.helpers import run_py, write
+
+SCORE = """
+import sys, time
+import fncache
+
+THRESHOLD = float(sys.argv[2])
+
+@fncache.memoize(store=sys.argv[1])
+def score(x):
+    time.sleep(0.02)
+    return x * THRESHOLD
+
+score(1)
+score(1)
+"""
+
+
+def _lines(stderr: str, prefix: str = "[fncache]") -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.slow
+def test_verbose_miss_says_which_global_changed(tmp_path: Path) -> None:
+    """FNCACHE_VERBOSE=1: a miss in a new process names the global that differs from the stored
+    entry, then the compute duration; the next call is a hit line."""
+    script = write(tmp_path / "job.py", SCORE)
+    store = str(tmp_path / "store")
+    env = {"FNCACHE_VERBOSE": "1"}
+    first = _lines(run_py(script, store, "0.5", env=env).stderr)
+    assert re.fullmatch(r"\[fncache\] miss __main__:score [0-9a-f]{12} \(new: no stored entry of this "
+                        r"function\)", first[0]), first
+    second = _lines(run_py(script, store, "0.7", env=env).stderr)
+    assert re.fullmatch(r"\[fncache\] miss __main__:score [0-9a-f]{12} \(global THRESHOLD changed\)",
+                        second[0]), second
+    assert re.fullmatch(r"\[fncache\] computed __main__:score in \d+ ms", second[1]), second
+    assert second[2].startswith("[fncache] hit __main__:score") and len(second) == 3
+    assert _lines(run_py(script, store, "0.7").stderr) == []  # off without the variable
+
+
+def test_verbose_miss_names_the_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """verbose=True: a call with a new argument value says which argument differs."""
+    @fncache.memoize(store=str(tmp_path / "s"), verbose=True)
+    def f(x: int, y: int = 0) -> int:
+        return x + y
+
+    f(1)
+    capsys.readouterr()
+    f(1, y=5)
+    lines = _lines(capsys.readouterr().err)
+    assert lines[0].endswith("(argument y changed)"), lines
+
+
+def test_verbose_reason_reads_a_bounded_part_of_the_store(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """On a store whose listing holds more than SCAN_LIMIT entries before the function's own, the miss
+    line says none was seen instead of reading the whole store (bounded work per miss)."""
+    store = fncache.open_store(str(tmp_path / "s"))
+
+    @fncache.memoize(store=store)
+    def other(i: int) -> int:
+        return i
+
+    for i in range(_verbose.SCAN_LIMIT + 1):
+        other(i)
+
+    def f(x: int) -> int:
+        return x
+
+    fncache.memoize(store=store)(f)(1)  # an entry of f, listed after the others
+    g = fncache.memoize(store=store, verbose=True)(f)
+    g(2)
+    line = _lines(capsys.readouterr().err)[0]
+    assert line.endswith("(no earlier entry of this function seen)"), line
+    g(3)  # what this process stored is known without reading the store again
+    assert _lines(capsys.readouterr().err)[0].endswith("(argument x changed)")
+
+
+MEMORY = """
+import sys, time
+from fncache import Memory
+
+memory = Memory(sys.argv[1], verbose=int(sys.argv[2]))
+
+@memory.cache
+def slow(x, y=2):
+    time.sleep(0.15)
+    return x * y
+
+slow(1, y=3)
+slow(1, y=3)
+"""
+
+
+@pytest.mark.slow
+def test_memory_verbose_prints_joblib_lines(tmp_path: Path) -> None:
+    """Memory(verbose=1) prints joblib's lines for a computation (rule, "[Memory] Calling", the call,
+    the name and duration) on stderr, once; verbose=0 prints nothing."""
+    script = write(tmp_path / "job.py", MEMORY)
+    proc = run_py(script, str(tmp_path / "c"), "1")
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert lines[:3] == ["_" * 80, "[Memory] Calling __main__.slow...", "slow(1, y=3)"], lines
+    assert re.fullmatch(r"_{60,}slow - 0\.[12]s, 0\.0min", lines[3]) and len(lines[3]) == 80, lines
+    assert len(lines) == 4
+    assert run_py(script, str(tmp_path / "c2"), "0").stderr == ""
+
+
+BIG_GLOBAL = """
+import logging, sys
+import numpy as np
+import fncache
+
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+BIG = np.zeros(50_000_000 // 8)   # 50 MB, re-hashed on every call
+SMALL = np.zeros(100)
+
+@fncache.memoize(store=sys.argv[1])
+def f(i):
+    return float(BIG[i] + SMALL[0])
+
+for i in range(4):
+    f(i)
+BIG[0] = 1.0   # changed: the fingerprint is made again, nothing reported twice
+f(0)
+"""
+
+
+@pytest.mark.slow
+def test_large_global_is_reported_once(tmp_path: Path) -> None:
+    """A 50 MB global array the function reads is reported once at INFO with its cost and remedies;
+    a small one is not."""
+    pytest.importorskip("numpy")
+    script = write(tmp_path / "job.py", BIG_GLOBAL)
+    err = run_py(script, str(tmp_path / "s")).stderr
+    reports = [line for line in err.splitlines() if "re-hashes it on every call" in line]
+    assert len(reports) == 1, err
+    assert re.match(r"INFO __main__:f reads global BIG, a numpy\.ndarray \(50\.0 MB\), and re-hashes it on "
+                    r"every call to see whether it changed: \d+\.\d ms a call\. If it does not change, pass "
+                    r"it as an argument, key it with fncache\.ref\(value, token\), or pin", reports[0])
+    assert "SMALL" not in err
