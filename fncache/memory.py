@@ -351,7 +351,21 @@ class Memory:
     nothing is written. A path location holds a disk store in ``LOCATION/fncache``; it may be
     deleted under a live ``Memory`` (it is recreated on next use). A store URL (``redis://``, ``s3://``,
     ``memory://``) shares the cache between machines. Picklable (as its configuration).
+
+    When joblib is installed, ``Memory(...)`` is also an instance of ``joblib.Memory`` (a subclass
+    of both, :mod:`fncache._joblib_memory`), for libraries that check the type; it caches the
+    fncache way all the same, and creates no joblib store.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Memory:
+        if cls is Memory:
+            cls = _joblib_memory() or cls
+        return object.__new__(cls)
+
+    def __reduce__(self) -> Any:
+        # As fncache.Memory, whichever class this is: unpickling picks the class again, so a
+        # process without joblib loads it too.
+        return (_new_memory, (), self.__getstate__())
 
     def __init__(
         self,
@@ -484,6 +498,26 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(location={_shown(self.location)})"
+
+
+def _new_memory() -> Memory:
+    """An empty :class:`Memory` of the class this process makes (unpickling fills it in)."""
+    return Memory.__new__(Memory)
+
+
+@functools.lru_cache(maxsize=1)
+def _joblib_memory() -> type[Memory] | None:
+    """The ``Memory`` subclass that is also a ``joblib.Memory``, or None without joblib."""
+    import importlib.util
+
+    if importlib.util.find_spec("joblib") is None:
+        return None
+    try:
+        from fncache._joblib_memory import Memory as JoblibMemory
+    except Exception as e:  # a broken joblib install: stay a plain fncache.Memory
+        log.debug("joblib cannot be imported (%s): fncache.Memory is not a joblib.Memory", e)
+        return None
+    return JoblibMemory
 
 
 def expires_after(

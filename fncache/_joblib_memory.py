@@ -1,0 +1,31 @@
+"""``fncache.Memory`` as a ``joblib.Memory``, for libraries that check the type.
+
+Some libraries accept only a ``joblib.Memory`` (nilearn's maskers: ``isinstance(memory,
+joblib.Memory)``). When joblib is installed, ``fncache.Memory(...)`` therefore makes an instance of the
+class below, a subclass of both: it passes that check, and every method it has is fncache's (fncache's
+keys, store, ``explain``), since ``fncache.Memory`` comes first in its method resolution order and
+overrides all of ``joblib.Memory``'s methods. ``joblib.Memory.__init__`` is never called, so no joblib
+store backend exists and nothing is written to ``LOCATION/joblib``.
+
+Imported only when a ``Memory`` is made and joblib is installed (``import fncache`` never imports
+joblib, which imports numpy). Rejected alternatives: ``__class__`` as a property (``type()`` and
+``isinstance`` would disagree, and pickle reads ``__class__``) and ABC registration (``joblib.Memory``
+is not an ABC). Instances pickle as ``fncache.Memory`` (see ``Memory.__reduce__``), so a process
+without joblib can load them.
+"""
+
+from __future__ import annotations
+
+import joblib
+
+from fncache.memory import Memory as _Memory
+
+__all__ = ["Memory"]
+
+
+class Memory(_Memory, joblib.Memory):  # type: ignore[misc]
+    """:class:`fncache.Memory`, also an instance of ``joblib.Memory``: see the module docstring."""
+
+    # joblib.Logger's attributes (its __init__ is never called), for its warn/debug helpers.
+    depth = 3
+    _name = "joblib"

@@ -1,0 +1,92 @@
+"""fncache.Memory passes for a joblib.Memory where libraries check the type, and still caches the
+fncache way: its keys and store, no joblib store beside them."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+import fncache
+from tests.helpers import last_json, run_py, write
+
+
+def test_memory_is_a_joblib_memory_without_a_joblib_store(tmp_path: Path) -> None:
+    """With joblib installed, fncache.Memory is an instance of joblib.Memory and fncache.Memory, caches
+    in LOCATION/fncache only, and pickles and deep-copies as itself."""
+    joblib = pytest.importorskip("joblib")
+    import copy
+
+    memory = fncache.Memory(tmp_path / "c", verbose=0)
+    assert isinstance(memory, joblib.Memory) and isinstance(memory, fncache.Memory)
+    calls = []
+
+    @memory.cache
+    def f(x: int) -> int:
+        calls.append(x)
+        return x + 1
+
+    assert f(1) == f(1) == 2 and calls == [1]
+    assert isinstance(f, fncache.Memoized) and f.explain(1).hit
+    assert os.listdir(tmp_path / "c") == ["fncache"]
+    for clone in (pickle.loads(pickle.dumps(memory)), copy.deepcopy(memory)):
+        assert isinstance(clone, joblib.Memory) and clone.location == memory.location
+        assert clone.cache(f.func)(1) == 2 and calls == [1]
+    assert repr(memory) == f"Memory(location={tmp_path / 'c'})"
+
+
+def test_import_fncache_does_not_import_joblib(tmp_path: Path) -> None:
+    """import fncache leaves joblib unimported; making a Memory imports it (when installed)."""
+    pytest.importorskip("joblib")
+    script = write(tmp_path / "imp.py", """
+        import json, sys
+        import fncache
+        before = "joblib" in sys.modules
+        fncache.Memory(None)
+        print(json.dumps([before, "joblib" in sys.modules]))
+    """)
+    assert last_json(run_py(script)) == [False, True]
+
+
+NILEARN_JOB = """
+import hashlib, json, sys
+import numpy as np
+import nibabel as nib
+from nilearn.maskers import NiftiMasker
+
+kind, location = sys.argv[1], sys.argv[2]
+if kind == "fncache":
+    from fncache import Memory
+else:
+    from joblib import Memory
+
+rng = np.random.default_rng(0)
+data = rng.standard_normal((6, 7, 8, 20))
+img = nib.Nifti1Image(data, np.eye(4))
+mask = nib.Nifti1Image((np.abs(data[..., 0]) < 1.5).astype(np.int8), np.eye(4))
+masker = NiftiMasker(mask_img=mask, standardize="zscore_sample", smoothing_fwhm=2.0,
+                     memory=Memory(location, verbose=1), memory_level=2)
+signals = masker.fit_transform(img)
+print(json.dumps({"shape": list(signals.shape), "dtype": str(signals.dtype),
+                  "digest": hashlib.sha256(np.ascontiguousarray(signals).tobytes()).hexdigest()}))
+"""
+
+
+@pytest.mark.slow
+def test_nilearn_masker_caches_with_fncache_memory(tmp_path: Path) -> None:
+    """nilearn's NiftiMasker (which requires a joblib.Memory) accepts fncache.Memory: the signals equal
+    joblib's bit for bit, a second run in a new process computes nothing, and no joblib store is made."""
+    pytest.importorskip("nilearn")
+    script = write(tmp_path / "job.py", NILEARN_JOB)
+    location = tmp_path / "cache"
+    first = run_py(script, "fncache", str(location), timeout=300)
+    assert first.stderr.count("[Memory] Calling") >= 2, first.stderr
+    second = run_py(script, "fncache", str(location), timeout=300)
+    assert "[Memory] Calling" not in second.stderr, second.stderr
+    reference = run_py(script, "joblib", str(tmp_path / "joblib-cache"), timeout=300)
+    assert last_json(first) == last_json(second) == last_json(reference)
+    assert os.listdir(location) == ["fncache"]
+    assert json.loads(first.stdout.splitlines()[-1])["shape"] == [20, 298]
