@@ -206,7 +206,8 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     def _report(self, what: str, key: str) -> None:
         # A computation is announced (joblib's "Calling ..." and duration lines: fncache._verbose).
         if what != "miss" and self._verbose >= 5:
-            print(f"[Memory] {getattr(self, '__name__', self.function_id)} loaded from cache ({key[:12]})", file=sys.stderr)
+            name = getattr(self, "__name__", self.function_id)
+            print(f"[Memory] {name} loaded from cache ({key[:12]})", file=sys.stderr)
         log.debug("%s %s %s", what, self.function_id, key)
 
     # -- joblib's surface ----------------------------------------------------------------------

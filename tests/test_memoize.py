@@ -555,7 +555,8 @@ def test_function_and_options_in_one_call(store):
 
 
 def test_debug_log_and_verbose_lines(store, caplog, capsys, monkeypatch):
-    """DEBUG logging reports miss, store and hit; verbose (or FNCACHE_VERBOSE) prints a line per hit and two per computation."""
+    """DEBUG logging reports miss, store and hit; verbose (or FNCACHE_VERBOSE) prints a line per hit
+    and two per computation."""
 
     @fncache.memoize(store=store, verbose=True)
     def f(x):
