@@ -2,10 +2,11 @@
 
 Some libraries accept only a ``joblib.Memory`` (nilearn's maskers: ``isinstance(memory,
 joblib.Memory)``). When joblib is installed, ``fncache.Memory(...)`` therefore makes an instance of the
-class below, a subclass of both: it passes that check, and every method it has is fncache's (fncache's
-keys, store, ``explain``), since ``fncache.Memory`` comes first in its method resolution order and
-overrides all of ``joblib.Memory``'s methods. ``joblib.Memory.__init__`` is never called, so no joblib
-store backend exists and nothing is written to ``LOCATION/joblib``.
+class below, a subclass of both: it passes that check, and it caches the fncache way (keys, store,
+``explain``), since ``fncache.Memory`` comes first in its method resolution order and overrides every
+method ``joblib.Memory`` defines itself (joblib 1.6: ``__init__``, ``cache``, ``clear``,
+``reduce_size``, ``eval``, ``__repr__``, ``__getstate__``). ``joblib.Memory.__init__`` is never called,
+so no joblib store backend exists and nothing is written to ``LOCATION/joblib``.
 
 Imported only when a ``Memory`` is made and joblib is installed (``import fncache`` never imports
 joblib, which imports numpy). Rejected alternatives: ``__class__`` as a property (``type()`` and

@@ -90,3 +90,21 @@ def test_nilearn_masker_caches_with_fncache_memory(tmp_path: Path) -> None:
     assert last_json(first) == last_json(second) == last_json(reference)
     assert os.listdir(location) == ["fncache"]
     assert json.loads(first.stdout.splitlines()[-1])["shape"] == [20, 298]
+
+
+def test_without_joblib_memory_is_plain_and_loads_joblib_pickles(tmp_path: Path) -> None:
+    """In a process where joblib cannot be imported, Memory is a plain fncache.Memory, and a Memory
+    pickled where joblib was installed loads there as one."""
+    pytest.importorskip("joblib")
+    pickled = tmp_path / "memory.pkl"
+    pickled.write_bytes(pickle.dumps(fncache.Memory(tmp_path / "c", verbose=0)))
+    script = write(tmp_path / "nojoblib.py", """
+        import json, pickle, sys
+        sys.modules["joblib"] = None  # import joblib now fails, as if it were not installed
+        import fncache
+        m = fncache.Memory(sys.argv[1])
+        loaded = pickle.loads(open(sys.argv[2], "rb").read())
+        f = loaded.cache(lambda x: x * 2)
+        print(json.dumps([type(m) is fncache.Memory, type(loaded) is fncache.Memory, f(4)]))
+    """)
+    assert last_json(run_py(script, str(tmp_path / "c"), str(pickled))) == [True, True, 8]
