@@ -38,6 +38,16 @@ def test_memory_is_a_joblib_memory_without_a_joblib_store(tmp_path: Path) -> Non
     assert repr(memory) == f"Memory(location={tmp_path / 'c'})"
 
 
+def test_every_joblib_memory_method_is_fncaches() -> None:
+    """Every method joblib.Memory defines is overridden by fncache.Memory, so none of joblib's code
+    (which needs the store backend that is never made) runs on the instance."""
+    joblib = pytest.importorskip("joblib")
+    from fncache.memory import Memory
+
+    joblib_methods = {n for n, v in vars(joblib.Memory).items() if callable(v) or isinstance(v, property)}
+    assert joblib_methods - set(vars(Memory)) == set()
+
+
 def test_import_fncache_does_not_import_joblib(tmp_path: Path) -> None:
     """import fncache leaves joblib unimported; making a Memory imports it (when installed)."""
     pytest.importorskip("joblib")
