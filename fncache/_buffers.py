@@ -149,6 +149,11 @@ def _guarded(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
 
 def resolve(t: type) -> Any:
     """The handler for type ``t`` from an already imported library, or ``None``."""
+    if t.__module__.startswith("nibabel."):
+        from fncache._values_nibabel import is_proxy, proxy_handler
+
+        if is_proxy(t):
+            return proxy_handler
     np = sys.modules.get("numpy")
     if np is not None and "numpy.ma" in sys.modules and issubclass(t, np.ma.MaskedArray):
         return _guarded(masked_array_token)
