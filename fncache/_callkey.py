@@ -27,6 +27,7 @@ from fncache._binding import Binder
 from fncache._errors import UnhashableArgument
 from fncache._fingerprint import Fingerprint, fingerprint, still_valid
 from fncache._options import Options
+from fncache._usercode import is_user_code
 
 __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
 
@@ -104,7 +105,10 @@ class KeyBuilder:
         self.ignored = tuple(sorted(self.binder.ignore))
         self.version = options.version
         self.depends = options.depends_on
-        self.track_versions = options.track_versions
+        # A memoized function of an installed library (a joblib.Memory drop-in caching a library's
+        # own functions) is keyed by name: its distribution's version stands for its code, so an
+        # upgrade gives new keys.
+        self.track_versions = options.track_versions or not is_user_code(self.code)
         # Classes of the function's own module enter argument digests without the module name, as
         # they do in its fingerprint (a script run as __main__ and imported share keys).
         self.root = getattr(func, "__module__", None) or ""

@@ -282,9 +282,17 @@ def _versions(top_level: Iterable[str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-def _library_fingerprint(obj: Any) -> Fingerprint:
-    token = ("ref", getattr(obj, "__module__", None), getattr(obj, "__qualname__", None))
-    return Fingerprint(digest=_hasher.digest(token), components={}, generation=_usercode._generation[0])
+def _library_fingerprint(obj: Any, versions: bool) -> Fingerprint:
+    module = getattr(obj, "__module__", None)
+    token: tuple[Any, ...] = ("ref", module, getattr(obj, "__qualname__", None))
+    components = {}
+    if versions and module:
+        found = _versions([module.split(".")[0]])
+        if found:
+            token += (found,)
+            components = {f"version {d}": v for d, v in found}
+    return Fingerprint(digest=_hasher.digest(token), components=components,
+                       generation=_usercode._generation[0])
 
 
 def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False) -> Fingerprint:
@@ -323,7 +331,7 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
         if ok:
             return hit
     if isinstance(obj, (types.FunctionType, type)) and not is_user_code(obj):
-        fp = _library_fingerprint(obj)
+        fp = _library_fingerprint(obj, versions)
     else:
         fp = _compute(obj, versions)
         if fp.slow:
