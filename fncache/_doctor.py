@@ -74,7 +74,8 @@ def _probe(target: str) -> None:
 def _fingerprints(target: str, seeds: list[str]) -> dict[str, dict[str, Any]]:
     out = {}
     for seed in seeds:
-        env = dict(os.environ, PYTHONHASHSEED=seed)
+        # Loading the target runs its code; caching off means whatever it calls stores nothing.
+        env = dict(os.environ, PYTHONHASHSEED=seed, FNCACHE_DISABLE="1")
         code = f"from fncache._doctor import _probe; _probe({target!r})"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                               timeout=300)

@@ -279,7 +279,7 @@ def test_poisoned_metadata_never_crashes_admin_commands(shared, meta):
     assert f.clear() == 1  # the undamaged entry of f
     dry = cli_json("clear", "--older-than", "1h", "--dry-run", *shared.cli())
     assert dry["would_remove"] == 1  # the damaged entry's creation time is unknown: oldest
-    plan = cli_json("prune", "--max-size", "1", "--dry-run", *shared.cli())
+    plan = cli_json("prune", "--max-size", "1B", "--dry-run", *shared.cli())
     assert plan["would_remove"] == 2
     assert fncache_cmd("clear", "--older-than", "1h", "--yes", *shared.cli()).returncode == 0
     assert cli_json("info", *shared.cli())["entries"] == 1

@@ -35,6 +35,7 @@ def fncache_cmd(*args: str, stdin: str | None = None) -> subprocess.CompletedPro
         capture_output=True,
         text=True,
         input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
         timeout=120,
     )
 
@@ -72,17 +73,20 @@ def test_ls_groups_by_function(filled):
     """ls lists each function with its entry count, largest first."""
     _, _, cache = filled
     rows = json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)
-    assert [(r["function"], r["entries"]) for r in rows] == [("__main__:large", 2), ("__main__:small", 3)]
-    assert "__main__:small" in fncache_cmd("ls", "--dir", cache).stdout
+    assert [(r["function"], r["entries"]) for r in rows] == [("fill:large", 2), ("fill:small", 3)]
+    assert "fill:small" in fncache_cmd("ls", "--dir", cache).stdout
 
 
 @pytest.mark.slow
 def test_clear_by_function_leaves_others(filled):
     """clear --function removes only that function's entries."""
     _, _, cache = filled
-    proc = fncache_cmd("clear", "--dir", cache, "--function", "small", "--yes")
+    before = info(cache)["bytes"]
+    proc = fncache_cmd("clear", "--dir", cache, "--function", "small", "--yes", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert "removed 3 entries" in proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["removed"] == 3
+    assert report["bytes"] == before - info(cache)["bytes"] > 0  # bytes freed are reported
     assert info(cache)["entries"] == 2
 
 
@@ -93,6 +97,13 @@ def test_clear_dry_run_removes_nothing(filled):
     proc = fncache_cmd("clear", "--dir", cache, "--dry-run")
     assert "would remove 5 entries" in proc.stdout
     assert info(cache)["entries"] == 5
+    lines = proc.stdout.splitlines()
+    assert any("fill:small" in line and "3 entries" in line for line in lines), proc.stdout
+    assert any("fill:large" in line and "2 entries" in line and "KiB" in line for line in lines)
+    plan = json.loads(fncache_cmd("clear", "--dir", cache, "--dry-run", "--json").stdout)
+    assert plan["bytes"] == info(cache)["bytes"]
+    assert {(g["function"], g["entries"]) for g in plan["functions"]} == {("fill:small", 3),
+                                                                         ("fill:large", 2)}
 
 
 @pytest.mark.slow
@@ -233,7 +244,7 @@ def test_prune_to_a_size_removes_oldest_first(filled):
     # Oldest first: the three small entries (written first) and the first large one go.
     rows = {r["function"]: r["entries"]
             for r in json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)}
-    assert rows == {"__main__:large": 1}, rows
+    assert rows == {"fill:large": 1}, rows
 
 
 @pytest.mark.slow
