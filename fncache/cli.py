@@ -357,7 +357,7 @@ _DESCRIPTION = "Look into a store of fncache and clean it up."
 _EPILOG = ("Exit status: 0 success, 1 failure (no store there, a function that cannot be found), "
            "2 bad usage. Only doctor creates a store; only clear and prune delete, and without a "
            "terminal to confirm on they need --yes.")
-_RUNS_CODE = ("The target's code runs: a script runs without its `if __name__ == \"__main__\"` "
+_RUNS_CODE = ("The target's code runs: a script runs without its if __name__ == \"__main__\" "
               "block, a module is imported. Caching is off while it runs: nothing is stored.")
 _SIZES = "with a unit: 512B, 64KB, 10MB, 2GB"
 
