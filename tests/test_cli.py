@@ -221,6 +221,15 @@ def test_doctor_names_the_component_that_makes_keys_unstable(tmp_path):
 
 
 @pytest.mark.slow
+def test_doctor_names_a_function_it_cannot_find(tmp_path):
+    """A typo in doctor's target fails the stability check with what is missing, not a traceback line."""
+    job = write(tmp_path / "job.py", DOCTOR_JOB)
+    proc = fncache_cmd("doctor", "--dir", str(tmp_path / "c"), f"{job}:stabel", "--seeds", "1")
+    assert proc.returncode == 1
+    assert f"cannot load {job}:stabel: {job} has no 'stabel'; did you mean 'stable'?" in proc.stdout
+
+
+@pytest.mark.slow
 def test_doctor_flags_a_cache_directory_others_can_write(tmp_path):
     """A group- or world-writable cache directory fails the permissions check."""
     cache = tmp_path / "c"
