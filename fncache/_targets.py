@@ -65,11 +65,16 @@ def _is_script(where: str) -> bool:
 
 def recorded_name(target: str) -> str:
     """The name entries of ``target`` (as typed on the command line) are recorded under, without
-    loading it: ``path/to/job.py:step`` -> ``job:step``; ``pkg.mod:f`` and ``f`` are unchanged."""
+    loading it: ``path/to/job.py:step`` -> ``job:step``, ``work/analysis.ipynb:step`` ->
+    ``analysis.ipynb:step``; ``pkg.mod:f`` and ``f`` are unchanged."""
     where, sep, qualname = target.rpartition(":")
-    if not sep or not where or not where.endswith(".py"):
+    if not sep or not where:
         return target
-    return f"{os.path.basename(where)[:-3]}:{qualname}"
+    if where.endswith(".py"):
+        return f"{os.path.basename(where)[:-3]}:{qualname}"
+    if where.endswith(".ipynb"):
+        return f"{os.path.basename(where)}:{qualname}"
+    return target
 
 
 def importable(obj: Any) -> bool:

@@ -203,3 +203,13 @@ def test_notebook_functions_are_recorded_under_the_notebook_name(tmp_path):
     out = py(tmp_path, "-c", "exec(open('names.py').read())", store=tmp_path / "store").stdout
     assert out.split() == ["analysis.ipynb:step", "report.ipynb:step", "__main__:step",
                            "__main__:step"]
+
+
+def test_names_typed_on_the_command_line_map_to_recorded_names():
+    """A script or notebook path names what its runs record; other names are taken as typed."""
+    from fncache._targets import recorded_name
+
+    assert recorded_name("some/dir/job.py:Model.fit") == "job:Model.fit"
+    assert recorded_name("work/analysis.ipynb:step") == "analysis.ipynb:step"
+    assert recorded_name("pkg.job:step") == "pkg.job:step"
+    assert recorded_name("step") == "step"
