@@ -202,30 +202,34 @@ def _database_bytes(store: Store) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     store = _store_from(args)
     entries = list(store.entries())
-    functions = {e.function for e in entries if not e.damaged}
+    values = _size_of(entries)
+    # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
+    database = _database_bytes(store)
+    # Value files no entry owns (writers killed mid-write; disk stores).
+    orphans, orphan_bytes = store.orphans()
+    damaged = sum(e.damaged for e in entries)
     data = {
         "store": store.url,
         "kind": store.kind,
         "entries": len(entries),
-        "bytes": sum(e.size for e in entries),
-        "functions": len(functions),
-        "damaged": sum(e.damaged for e in entries),
+        "bytes": values,
+        "database_bytes": database,
+        "total_bytes": values + database,
+        "functions": len({e.function for e in entries if not e.damaged}),
+        "damaged": damaged,
+        "orphans": orphans,
+        "orphan_bytes": orphan_bytes,
     }
-    # Value files no entry owns (writers killed mid-write; disk stores).
-    data["orphans"], data["orphan_bytes"] = store.orphans()
-    # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
-    data["database_bytes"] = _database_bytes(store)
-    data["total_bytes"] = int(str(data["bytes"])) + int(str(data["database_bytes"]))
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
-        f"entries:   {data['entries']}",
-        f"size:      {_human_size(float(str(data['total_bytes'])))} ({data['total_bytes']} bytes: "
-        f"{data['bytes']} of values, {data['database_bytes']} of database)",
+        f"entries:   {len(entries)}",
+        f"size:      {_human_size(values + database)} ({values + database} bytes: {values} of "
+        f"values, {database} of database)",
         f"functions: {data['functions']}",
-        f"orphans:   {data['orphans']} files, {_human_size(float(str(data['orphan_bytes'])))}"
+        f"orphans:   {orphans} files, {_human_size(orphan_bytes)}"
         " (no entry owns them; removed by clear and prune)",
-        *([f"damaged:   {data['damaged']} (unreadable metadata; `fncache clear` removes them)"]
-          if data["damaged"] else []),
+        *([f"damaged:   {damaged} (unreadable metadata; `fncache clear` removes them)"]
+          if damaged else []),
     ])
     _emit(args, data, text)
     return 0
