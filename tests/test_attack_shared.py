@@ -324,7 +324,7 @@ def test_redis_admin_commands_use_stored_lengths(redis_shared):
     meta = json.loads(shared.get("meta", f.key(0)) or b"{}")
     shared.put("meta", f.key(0), json.dumps(dict(meta, size=10**15)).encode())
     assert cli_json("info", *shared.cli())["bytes"] == real
-    assert cli_json("prune", "--max-size", str(real), "--dry-run", *shared.cli())["would_remove"] == 0
+    assert cli_json("prune", "--max-size", f"{real}B", "--dry-run", *shared.cli())["would_remove"] == 0
 
 
 def test_redis_planted_key_names_never_crash_listings(redis_shared):
