@@ -60,7 +60,7 @@ def recorded_module(module: str, namespace: Mapping[str, Any] | None) -> str:
 
 
 def _is_script(where: str) -> bool:
-    return where.endswith((".py", ".ipynb")) or os.sep in where or os.path.isfile(where)
+    return where.endswith(".py") or os.sep in where or os.path.isfile(where)
 
 
 def recorded_name(target: str) -> str:
