@@ -1,8 +1,9 @@
 """fncache in one minute: a miss, a hit in a new process, an edit that invalidates, a revert that hits.
 
-Run: ``python examples/demo.py``. It writes a small pipeline script into a temporary folder and runs it
-five times as separate processes, on the default kind of store (a disk store) in a folder of its own
-(``FNCACHE_DIR`` set for those processes): it never reads or clears your own cache.
+Run: ``python examples/demo.py`` (it needs only fncache itself). It writes a small pipeline script
+into a temporary folder and runs it five times as separate processes, on the default kind of store (a
+disk store) in a folder of its own (``FNCACHE_DIR`` set for those processes): it never reads or clears
+your own cache.
 """
 
 from __future__ import annotations

@@ -5,13 +5,18 @@
 # re-run. Cached steps come back instantly after a kernel restart (or, as a script, in a new
 # process), and compute again only when their code, a helper they call, or their input changes.
 #
+# Needs numpy besides fncache (`python -m pip install numpy`).
+#
 # Run it as a script: `python examples/notebook_style.py` (the store is `$FNCACHE_DIR`, else the
 # default `~/.cache/fncache`). Run it twice: the second run prints `hit` for every cached step.
 
 # %%
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # the one library this example needs besides fncache
+    raise SystemExit("this example needs numpy: python -m pip install numpy") from None
 
 import fncache
 

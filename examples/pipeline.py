@@ -5,6 +5,8 @@
     python examples/pipeline.py --alpha 0.1     # only `fit` (and `evaluate`) compute again
     python examples/pipeline.py --window 10     # features, fit and evaluate compute; load hits
 
+Needs numpy besides fncache (``python -m pip install numpy``).
+
 Each step is memoized and calls the one before it, so a hit at the top skips everything below. The
 store is ``$FNCACHE_DIR`` (else the default ``~/.cache/fncache``). The last lines say, per step,
 ``hit NAME``, ``miss NAME`` or ``skip NAME`` (not called: a step above it hit).
@@ -15,7 +17,10 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # the one library this example needs besides fncache
+    raise SystemExit("this example needs numpy: python -m pip install numpy") from None
 
 import fncache
 

@@ -27,6 +27,7 @@ from fncache._binding import Binder
 from fncache._errors import UnhashableArgument
 from fncache._fingerprint import Fingerprint, fingerprint, still_valid
 from fncache._options import Options
+from fncache._targets import recorded_module
 from fncache._usercode import is_user_code
 
 __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
@@ -167,7 +168,9 @@ class KeyBuilder:
 
 
 def function_id(func: Any) -> str:
-    """``module:qualname``, stable across processes: never a repr with a memory address."""
+    """``module:qualname``, stable across processes: never a repr with a memory address. A script's
+    or notebook's function is named by its file (``job:step``, ``analysis.ipynb:step``), not
+    ``__main__``: see :func:`fncache._targets.recorded_module`."""
     if isinstance(func, functools.partial):
         inner = function_id(func.func)
         module, _, inner_name = inner.partition(":")
@@ -176,4 +179,11 @@ def function_id(func: Any) -> str:
     if not isinstance(name, str):  # a callable object: named by its class
         func = type(func)
         name = func.__qualname__
-    return f"{getattr(func, '__module__', None) or '?'}:{name}"
+    module = getattr(func, "__module__", None) or "?"
+    if module in ("__main__", "__mp_main__"):
+        code = func.__func__ if isinstance(func, types.MethodType) else func
+        namespace = getattr(code, "__globals__", None)
+        if not isinstance(namespace, dict):  # a class: its module's namespace
+            namespace = getattr(sys.modules.get(module), "__dict__", None)
+        module = recorded_module(module, namespace)
+    return f"{module}:{name}"

@@ -74,13 +74,17 @@ def _probe(target: str) -> None:
 def _fingerprints(target: str, seeds: list[str]) -> dict[str, dict[str, Any]]:
     out = {}
     for seed in seeds:
-        env = dict(os.environ, PYTHONHASHSEED=seed)
+        # Loading the target runs its code; caching off means whatever it calls stores nothing.
+        env = dict(os.environ, PYTHONHASHSEED=seed, FNCACHE_DISABLE="1")
         code = f"from fncache._doctor import _probe; _probe({target!r})"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                               timeout=300)
         if proc.returncode != 0:
-            tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
-            raise RuntimeError(f"computing the fingerprint failed (seed {seed}): {tail[0]}")
+            tail = (proc.stderr.strip().splitlines()[-1:] or ["(no output)"])[0]
+            missing = "fncache._targets.TargetError: "
+            if tail.startswith(missing):  # the target cannot be found: say what is missing
+                raise RuntimeError(f"cannot load {target}: {tail[len(missing):]}")
+            raise RuntimeError(f"computing the fingerprint failed (seed {seed}): {tail}")
         out[seed] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
 

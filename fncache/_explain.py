@@ -17,12 +17,13 @@ Not for: diffing source code; keep your version control for that.
 from __future__ import annotations
 
 import datetime
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fncache._hasher import digest
-from fncache._targets import load_target
+from fncache._targets import TargetError, load_target, recorded_name
 
 __all__ = [
     "CodeVersion",
@@ -212,8 +213,9 @@ def _root(function_id: str) -> str:
     return function_id.rpartition(":")[2]
 
 
-def _entries_of(store: Any, function_id: str) -> list[Any]:
-    return [e for e in store.entries() if e.function == function_id]
+def _entries_of(store: Any, names: str | set[str]) -> list[Any]:
+    wanted = {names} if isinstance(names, str) else names
+    return [e for e in store.entries() if e.function in wanted]
 
 
 def _when(t: float | None) -> str:
@@ -284,7 +286,7 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     store = m.store
     if store.contains(key):
         return Explanation(m.function_id, key, HIT, nearest=key, by_name=by_name)
-    entries = _entries_of(store, m.function_id)
+    entries = _entries_of(store, _names(m, m.function_id))
     if not entries:
         return Explanation(m.function_id, key, NEW, by_name=by_name)
     root = _root(m.function_id)
@@ -380,13 +382,37 @@ def _resolve(target: Any, import_code: bool) -> tuple[Any, str, str | None]:
         m = target if isinstance(target, Memoized) else Memoized(target)
         return m, m.function_id, None
     if not import_code:
-        return None, target, None
+        return None, recorded_name(target), None
     try:
         obj, function_id = load_target(target)
     except Exception as e:  # an import runs user code: any failure means "unknown"
-        return None, target, f"{type(e).__name__}: {e}"
+        return None, recorded_name(target), str(e) if isinstance(e, TargetError) \
+            else f"{type(e).__name__}: {e}"
     m = obj if isinstance(obj, Memoized) else Memoized(obj)
-    return m, function_id if function_id.startswith("__main__:") else m.function_id, None
+    return m, m.function_id, None
+
+
+def _names(m: Any, function_id: str) -> set[str]:
+    """The names a function's entries may be recorded under: its own and the others of its file.
+    ``pkg/job.py`` gives ``job:f`` when run as a script and ``pkg.job:f`` when imported as part of
+    its package (the folders up to the first without ``__init__.py``)."""
+    names = {function_id}
+    code = getattr(m, "__wrapped__", None)
+    namespace = getattr(code, "__globals__", None)
+    path = namespace.get("__file__") if isinstance(namespace, dict) else None
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return names
+    qualname = _root(function_id)
+    stem = os.path.basename(path)[:-3]
+    parts = [] if stem == "__init__" else [stem]
+    if parts:
+        names.add(f"{stem}:{qualname}")
+    folder = os.path.dirname(os.path.abspath(path))
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        names.add(f"{'.'.join(parts)}:{qualname}")
+        folder = os.path.dirname(folder)
+    return names
 
 
 def _code_versions(entries: list[Any]) -> tuple[dict[str, list[Any]], dict[str, _Side]]:
@@ -408,8 +434,10 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
 
     ``target`` is a memoized function, a plain function (default options), ``MODULE:QUALNAME`` or
     ``path/to/script.py:QUALNAME`` (imported, or run with ``__name__ != "__main__"``, to learn its
-    current code), or any ``function id`` as stored when ``import_code`` is false or the import
-    fails. ``store`` may be ``None`` for a memoized function's own store. Reads the store only.
+    current code: the user's code runs), or any ``function id`` as stored when ``import_code`` is
+    false or the import fails. Entries recorded under either name of the function's file count
+    (``job:f`` from ``python job.py``, ``pkg.job:f`` from ``import pkg.job``). ``store`` may be
+    ``None`` for a memoized function's own store. Reads the store only.
     """
     m, function_id, error = _resolve(target, import_code)
     if store is None:
@@ -417,7 +445,7 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
             raise ValueError("explain_function: a store is needed to explain a function by name")
         store = m.store
     assert function_id is not None
-    entries = _entries_of(store, function_id)
+    entries = _entries_of(store, _names(m, function_id))
     if not entries:
         return FunctionExplanation(function_id, NEW, 0, error=error)
     groups, sides = _code_versions(entries)

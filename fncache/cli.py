@@ -1,9 +1,12 @@
 """The ``fncache`` command: look into a store and clean it up.
 
-``fncache info | ls | clear | explain | doctor``, each with ``--dir DIR`` or ``--store URL`` (default:
-``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or ``~/.cache/fncache``) and ``--json`` on the reading commands.
-Exit status: 0 success, 1 the operation failed (store unreachable, nothing to explain), 2 bad usage.
-Nothing is deleted except by ``clear``, and ``clear`` on a terminal asks first unless given ``--yes``.
+``fncache info | ls | clear | prune | explain | doctor``, each with ``--dir DIR`` or ``--store URL``
+(default: ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or ``~/.cache/fncache``) and ``--json`` on the reading
+commands. Exit status: 0 success, 1 the operation failed (no store there, a function that cannot be
+found), 2 bad usage. Only ``doctor`` creates a store, and only ``clear`` and ``prune`` delete: on a
+terminal they ask first, elsewhere they need ``--yes``. ``explain`` and ``doctor`` run the code of the
+function they are given (a script without its ``__main__`` block, or a module import), with caching
+off: they never store entries.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import os
 import sys
 import time
+import types
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,21 +52,30 @@ class _Fail(Exception):
 
 # The file diskcache keeps its index in: a directory without it holds no store.
 _DISK_INDEX = "cache.db"
+# Where fncache.Memory(LOCATION) keeps its store, inside LOCATION.
+_MEMORY_SUBDIR = "fncache"
 
 
 def _store_from(args: argparse.Namespace) -> Store:
     """The store the command works on. Only ``doctor`` may create one: reading commands and
     ``clear``/``prune`` on a directory without a store fail (exit 1) and leave it untouched; a
-    malformed store URL is bad usage (exit 2)."""
+    malformed store URL is bad usage (exit 2). A ``fncache.Memory`` location holds its store in a
+    subdirectory: given the location, the command works on that store."""
     if args.dir and args.store:
         raise _Usage("--dir and --store: give one or the other")
     url = args.store or args.dir or default_store_url()
     path = url[len("file://"):] if url.startswith("file://") else url
-    if "://" not in path and args.command != "doctor":
-        if not os.path.isdir(path):
-            raise _Fail(f"no cache at {redact(url)!r} (the directory does not exist)")
-        if not os.path.exists(os.path.join(path, _DISK_INDEX)):
-            raise _Fail(f"no cache at {redact(url)!r} (the directory holds no fncache store)")
+    if "://" not in path:
+        path = os.path.expanduser(path)
+        inner = os.path.join(path, _MEMORY_SUBDIR)
+        if not os.path.exists(os.path.join(path, _DISK_INDEX)) \
+                and os.path.exists(os.path.join(inner, _DISK_INDEX)):
+            url = path = inner
+        elif args.command != "doctor":
+            if not os.path.isdir(path):
+                raise _Fail(f"no cache at {redact(url)!r} (the directory does not exist)")
+            if not os.path.exists(os.path.join(path, _DISK_INDEX)):
+                raise _Fail(f"no cache at {redact(url)!r} (the directory holds no fncache store)")
     try:
         return open_store(url)
     except ConfigError as e:
@@ -71,6 +84,14 @@ def _store_from(args: argparse.Namespace) -> Store:
 
 class _Usage(Exception):
     """Bad usage: exit status 2."""
+
+
+def _size_of(entries: Iterable[EntryInfo]) -> int:
+    return sum(e.size for e in entries)
+
+
+def _entries_word(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
 
 
 def _progress(items: Iterable[Any], label: str, total: int | None = None) -> Iterable[Any]:
@@ -93,25 +114,66 @@ def _progress(items: Iterable[Any], label: str, total: int | None = None) -> Ite
 
 def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
     from fncache._prune import select
+    from fncache._targets import recorded_name
 
+    function = getattr(args, "function", None)
     return select(
         store,
-        function=getattr(args, "function", None),
+        # path/to/job.py:step names what `python job.py` records: job:step.
+        function=None if function is None else recorded_name(function),
         older_than=getattr(args, "older_than", None),
         larger_than=getattr(args, "larger_than", None),
         entries=_progress(store.entries(), "scanning"),
     )
 
 
-def _remove(store: Store, targets: list[EntryInfo]) -> int:
-    return sum(bool(store.delete(t.key)) for t in _progress(targets, "removing", len(targets)))
+def _remove(store: Store, targets: list[EntryInfo]) -> tuple[int, int]:
+    """(entries removed, their bytes): an entry another process removed first does not count."""
+    removed = freed = 0
+    for t in _progress(targets, "removing", len(targets)):
+        if store.delete(t.key):
+            removed += 1
+            freed += t.size
+    return removed, freed
+
+
+def _check_can_confirm(args: argparse.Namespace) -> None:
+    """Deleting needs a yes: ``--yes``, or an answer on a terminal. Without a terminal to ask on
+    (a pipe, cron, CI) nothing is deleted: bad usage, as apt does."""
+    if not args.yes and not args.dry_run and not sys.stdin.isatty():
+        raise _Usage("stdin is not a terminal, so there is no one to confirm: pass --yes to "
+                     "remove entries (or --dry-run to see what would be removed)")
 
 
 def _confirm(args: argparse.Namespace, what: str) -> bool:
-    if args.yes or not sys.stdin.isatty():
+    if args.yes:
         return True
     answer = input(f"remove {what}? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
+
+
+def _by_function(entries: Iterable[EntryInfo]) -> list[dict[str, Any]]:
+    """Entries grouped by function (``(damaged)`` for unreadable metadata), largest first."""
+    groups: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        name = _DAMAGED if e.damaged else e.function or "?"
+        g = groups.setdefault(name, {"function": name, "entries": 0, "bytes": 0})
+        g["entries"] += 1
+        g["bytes"] += e.size
+    return sorted(groups.values(), key=lambda g: (-g["bytes"], g["function"]))
+
+
+def _dry_run(args: argparse.Namespace, store: Store, targets: list[EntryInfo]) -> int:
+    """Say which functions, entries and bytes would be removed; remove nothing."""
+    rows = _by_function(targets)
+    total = _size_of(targets)
+    lines = [f"would remove {_entries_word(len(targets))} ({_human_size(total)}) from {store.url}"
+             + (":" if rows else "")]
+    lines += [f"  {g['function']:<50} {_entries_word(g['entries']):>12} {_human_size(g['bytes']):>11}"
+              for g in rows]
+    _emit(args, {"would_remove": len(targets), "bytes": total, "functions": rows,
+                 "keys": [t.key for t in targets]}, "\n".join(lines))
+    return 0
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -121,31 +183,53 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(text)
 
 
+def _database_bytes(store: Store) -> int:
+    """The size of a disk store's database files (``cache.db``, ``-wal``, ``-shm``); 0 elsewhere."""
+    directory = getattr(store, "directory", None)
+    if not isinstance(directory, str):
+        return 0
+    total = 0
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            total += os.stat(os.path.join(directory, _DISK_INDEX + suffix)).st_size
+        except OSError:
+            pass  # no log file right now
+    return total
+
+
 # -- commands ------------------------------------------------------------------------------------
 
 def cmd_info(args: argparse.Namespace) -> int:
     store = _store_from(args)
     entries = list(store.entries())
-    functions = {e.function for e in entries if not e.damaged}
+    values = _size_of(entries)
+    # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
+    database = _database_bytes(store)
+    # Value files no entry owns (writers killed mid-write; disk stores).
+    orphans, orphan_bytes = store.orphans()
+    damaged = sum(e.damaged for e in entries)
     data = {
         "store": store.url,
         "kind": store.kind,
         "entries": len(entries),
-        "bytes": sum(e.size for e in entries),
-        "functions": len(functions),
-        "damaged": sum(e.damaged for e in entries),
+        "bytes": values,
+        "database_bytes": database,
+        "total_bytes": values + database,
+        "functions": len({e.function for e in entries if not e.damaged}),
+        "damaged": damaged,
+        "orphans": orphans,
+        "orphan_bytes": orphan_bytes,
     }
-    # Value files no entry owns (writers killed mid-write; disk stores).
-    data["orphans"], data["orphan_bytes"] = store.orphans()
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
-        f"entries:   {data['entries']}",
-        f"size:      {_human_size(float(str(data['bytes'])))} ({data['bytes']} bytes)",
+        f"entries:   {len(entries)}",
+        f"size:      {_human_size(values + database)} ({values + database} bytes: {values} of "
+        f"values, {database} of database)",
         f"functions: {data['functions']}",
-        f"orphans:   {data['orphans']} files, {_human_size(float(str(data['orphan_bytes'])))}"
+        f"orphans:   {orphans} files, {_human_size(orphan_bytes)}"
         " (no entry owns them; removed by clear and prune)",
-        *([f"damaged:   {data['damaged']} (unreadable metadata; `fncache clear` removes them)"]
-          if data["damaged"] else []),
+        *([f"damaged:   {damaged} (unreadable metadata; `fncache clear` removes them)"]
+          if damaged else []),
     ])
     _emit(args, data, text)
     return 0
@@ -179,22 +263,24 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
+    _check_can_confirm(args)
     store = _store_from(args)
     filtered = args.function or args.older_than is not None or args.larger_than is not None
-    targets = _select(store, args) if filtered or args.dry_run else None
-    count = len(targets) if targets is not None else len(store)
-    what = f"{count} entr{'y' if count == 1 else 'ies'} from {store.url}"
+    targets = _select(store, args)
     if args.dry_run:
-        data = {"would_remove": count, "keys": [t.key for t in targets or []]}
-        _emit(args, data, f"would remove {what}")
-        return 0
-    if count and not _confirm(args, what):
+        return _dry_run(args, store, targets)
+    what = f"{_entries_word(len(targets))} ({_human_size(_size_of(targets))}) from {store.url}"
+    if targets and not _confirm(args, what):
         print("nothing removed")
         return 1
-    removed = store.clear() if targets is None else _remove(store, targets)
+    if filtered:
+        removed, freed = _remove(store, targets)
+    else:  # everything, damaged entries and entries added meanwhile included
+        removed, freed = store.clear(), _size_of(targets)
     swept, swept_bytes = store.sweep_orphans()
-    _emit(args, {"removed": removed, "orphans_removed": swept},
-          f"removed {removed} entr{'y' if removed == 1 else 'ies'}"
+    _emit(args, {"removed": removed, "bytes": freed, "orphans_removed": swept,
+                 "orphan_bytes": swept_bytes},
+          f"removed {_entries_word(removed)} ({_human_size(freed)})"
           + (f" and {swept} orphaned files ({_human_size(swept_bytes)})" if swept else ""))
     return 0
 
@@ -202,34 +288,42 @@ def cmd_clear(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     from fncache._prune import plan_prune
 
+    _check_can_confirm(args)
     store = _store_from(args)
     targets = plan_prune(store, args.max_size)
-    freed = sum(t.size for t in targets)
-    what = f"{len(targets)} entries ({_human_size(freed)}) from {store.url}"
     if args.dry_run:
-        _emit(args, {"would_remove": len(targets), "bytes": freed}, f"would remove {what}")
-        return 0
+        return _dry_run(args, store, targets)
+    what = f"{_entries_word(len(targets))} ({_human_size(_size_of(targets))}) from {store.url}"
     if targets and not _confirm(args, what):
         print("nothing removed")
         return 1
-    removed = _remove(store, targets)
+    removed, freed = _remove(store, targets)
     swept, swept_bytes = store.sweep_orphans()
-    _emit(args, {"removed": removed, "bytes": freed, "orphans_removed": swept},
-          f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_human_size(freed)})"
+    _emit(args, {"removed": removed, "bytes": freed, "orphans_removed": swept,
+                 "orphan_bytes": swept_bytes},
+          f"removed {_entries_word(removed)} ({_human_size(freed)})"
           + (f" and {swept} orphaned files ({_human_size(swept_bytes)})" if swept else ""))
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from fncache import _explain
+    from fncache._memoize import Memoized
+    from fncache._options import disable
+    from fncache._targets import load_target
 
     store = _store_from(args)
-    result = _explain.explain_function(store, args.target)
+    # The target's code runs (a script's top level, a module import): whatever it calls must not
+    # write to any store.
+    disable()
+    obj, _ = load_target(args.target)  # a TargetError says what is missing (exit 1)
+    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, Memoized):
+        obj = obj.__func__  # a memoized classmethod
+    if not isinstance(obj, Memoized):
+        raise _Fail(f"{args.target} is not memoized (no @fncache.memoize on it): it has no entries "
+                    "to explain")
+    result = _explain.explain_function(store, obj)
     _emit(args, result.as_dict(), str(result))
-    if result.error is not None and not result.entries:
-        # Nothing stored and no code to look at: there is nothing to explain.
-        print(f"fncache explain: cannot import {args.target}: {result.error}", file=sys.stderr)
-        return 1
     return 0
 
 
@@ -253,75 +347,109 @@ def _duration(text: str) -> float:
 
 def _size(text: str) -> int:
     try:
-        return parse_size(text)
+        size = parse_size(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if size and text.strip().isdigit():
+        # "5" is too easily meant as 5 GB: ask for the unit rather than prune a store to 5 bytes.
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no unit: write {text}MB, {text}GB, or {text}B for bytes")
+    return size
 
 
-def build_parser() -> argparse.ArgumentParser:
+_DESCRIPTION = "Look into a store of fncache and clean it up."
+_EPILOG = ("Exit status: 0 success, 1 failure (no store there, a function that cannot be found), "
+           "2 bad usage. Only doctor creates a store; only clear and prune delete, and without a "
+           "terminal to confirm on they need --yes.")
+_RUNS_CODE = ("The target's code runs: a script runs without its if __name__ == \"__main__\" "
+              "block, a module is imported. Caching is off while it runs: nothing is stored.")
+_SIZES = "with a unit: 512B, 64KB, 10MB, 2GB"
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``fncache`` parser and each command's own (whose usage an error of that command shows)."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("store")
-    where.add_argument("--dir", help="cache directory (a disk store)")
+    where.add_argument("--dir", help="cache directory (a disk store, or a fncache.Memory location)")
     where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://")
 
     reading = argparse.ArgumentParser(add_help=False)
     reading.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = argparse.ArgumentParser(prog="fncache", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="fncache", description=_DESCRIPTION, epilog=_EPILOG)
     from fncache import __version__
 
     p.add_argument("--version", action="version", version=f"fncache {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands: dict[str, argparse.ArgumentParser] = {}
 
-    s = sub.add_parser("info", parents=[common, reading], help="store location, entries, bytes")
-    s.set_defaults(run=cmd_info)
-    s = sub.add_parser("stats", parents=[common, reading], help="same as info")
-    s.set_defaults(run=cmd_info)
+    def command(name: str, run: Any, help: str, description: str | None = None,
+                ) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, parents=[common, reading], help=help,
+                           description=description or help[:1].upper() + help[1:] + ".")
+        s.set_defaults(run=run)
+        commands[name] = s
+        return s
 
-    s = sub.add_parser("ls", parents=[common, reading], help="entries grouped by function")
-    s.add_argument("--function", metavar="QUALNAME", help="only this function")
+    command("info", cmd_info, "store location, entries, bytes (values and database)")
+    command("stats", cmd_info, "same as info")
+
+    s = command("ls", cmd_ls, "entries grouped by function")
+    s.add_argument("--function", metavar="NAME",
+                   help="only this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or QUALNAME")
     s.add_argument("--sort", choices=("size", "age", "count"), default="size")
-    s.set_defaults(run=cmd_ls)
 
-    s = sub.add_parser("clear", parents=[common, reading], help="remove entries")
-    s.add_argument("--function", metavar="QUALNAME",
-                   help="only entries of this function (QUALNAME or MODULE:QUALNAME)")
+    s = command("clear", cmd_clear, "remove entries",
+                "Remove entries: all of them, or those matching every filter given. Asks first on a "
+                "terminal; elsewhere needs --yes.")
+    s.add_argument("--function", metavar="NAME",
+                   help="only entries of this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or "
+                        "QUALNAME")
     s.add_argument("--older-than", type=_duration, metavar="AGE",
                    help="only entries created longer ago than AGE (45s, 30m, 12h, 7d, 2w)")
     s.add_argument("--larger-than", type=_size, metavar="SIZE",
-                   help="only entries larger than SIZE (512, 10MB, 2GB)")
-    s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+                   help=f"only entries larger than SIZE, {_SIZES}")
+    s.add_argument("--dry-run", action="store_true",
+                   help="list the functions, entries and bytes that would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    s.set_defaults(run=cmd_clear)
 
-    s = sub.add_parser("prune", parents=[common, reading],
-                       help="remove least recently used entries until the store fits a size")
+    s = command("prune", cmd_prune,
+                "remove least recently used entries until the store fits a size",
+                "Remove least recently used entries until the store fits a size. Asks first on a "
+                "terminal; elsewhere needs --yes.")
     s.add_argument("--max-size", type=_size, metavar="SIZE", required=True,
-                   help="keep at most SIZE bytes of entries (512, 10MB, 2GB)")
-    s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+                   help=f"keep at most SIZE of entries, {_SIZES}")
+    s.add_argument("--dry-run", action="store_true",
+                   help="list the functions, entries and bytes that would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    s.set_defaults(run=cmd_prune)
 
-    s = sub.add_parser("explain", parents=[common, reading],
-                       help="what differs between a function's current code and its stored entries")
-    s.add_argument("target", metavar="MODULE:QUALNAME", help="e.g. pipeline:features or script.py:f")
-    s.set_defaults(run=cmd_explain)
+    s = command("explain", cmd_explain,
+                "what differs between a function's current code and its stored entries",
+                "Compare a memoized function's current code with its stored entries and say what "
+                "differs. " + _RUNS_CODE)
+    s.add_argument("target", metavar="MODULE:FUNC",
+                   help="a memoized function: e.g. pipeline:features or path/to/job.py:step")
 
-    s = sub.add_parser("doctor", parents=[common, reading],
-                       help="check the environment, the store and the key stability of a function")
+    s = command("doctor", cmd_doctor,
+                "check the environment, the store and the key stability of a function",
+                "Check the environment, the store (a probe entry is written and removed) and, given "
+                "a function, that its key is the same under several hash seeds. " + _RUNS_CODE
+                + " It runs in fresh interpreters.")
     s.add_argument("target", nargs="?", metavar="SCRIPT_OR_MODULE:FUNC")
     s.add_argument("--seeds", default="1,2,random", help="PYTHONHASHSEEDs to compare (default 1,2,random)")
-    s.set_defaults(run=cmd_doctor)
-    return p
+    return p, commands
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser, commands = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    own = commands[args.command]
+    if unknown:
+        own.error(f"unrecognized arguments: {' '.join(unknown)}")  # the command's usage; exit 2
     try:
         return int(args.run(args))
     except _Usage as e:
-        parser.error(str(e))  # exits with status 2
+        own.error(str(e))  # exits with status 2
     except (_Fail, FncacheError, OSError) as e:
         print(f"fncache {args.command}: {e}", file=sys.stderr)
         return 1

@@ -116,7 +116,7 @@ def fncache_warnings(caplog: Any) -> list[str]:
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -m fncache ARGS`` in a subprocess; fail on a traceback."""
     proc = subprocess.run([sys.executable, "-m", "fncache", *args], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, **(env or {})))
+                          timeout=120, env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

@@ -165,7 +165,7 @@ def test_planted_rows_are_not_loaded_by_listing_or_clearing(tmp_path, secret):
         key = f.key(x)
         meta = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (key,))[0][0]
         _plant(cache, key, ROWS[row](marker), meta)
-    for args in (["info"], ["ls"], ["prune", "--max-size", "1", "-y"], ["clear", "-y"]):
+    for args in (["info"], ["ls"], ["prune", "--max-size", "1B", "-y"], ["clear", "-y"]):
         proc = cli(*args, "--dir", str(cache))
         assert proc.returncode == 0, proc.stderr
     assert not marker.exists()

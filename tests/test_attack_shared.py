@@ -279,7 +279,7 @@ def test_poisoned_metadata_never_crashes_admin_commands(shared, meta):
     assert f.clear() == 1  # the undamaged entry of f
     dry = cli_json("clear", "--older-than", "1h", "--dry-run", *shared.cli())
     assert dry["would_remove"] == 1  # the damaged entry's creation time is unknown: oldest
-    plan = cli_json("prune", "--max-size", "1", "--dry-run", *shared.cli())
+    plan = cli_json("prune", "--max-size", "1B", "--dry-run", *shared.cli())
     assert plan["would_remove"] == 2
     assert fncache_cmd("clear", "--older-than", "1h", "--yes", *shared.cli()).returncode == 0
     assert cli_json("info", *shared.cli())["entries"] == 1
@@ -324,7 +324,7 @@ def test_redis_admin_commands_use_stored_lengths(redis_shared):
     meta = json.loads(shared.get("meta", f.key(0)) or b"{}")
     shared.put("meta", f.key(0), json.dumps(dict(meta, size=10**15)).encode())
     assert cli_json("info", *shared.cli())["bytes"] == real
-    assert cli_json("prune", "--max-size", str(real), "--dry-run", *shared.cli())["would_remove"] == 0
+    assert cli_json("prune", "--max-size", f"{real}B", "--dry-run", *shared.cli())["would_remove"] == 0
 
 
 def test_redis_planted_key_names_never_crash_listings(redis_shared):

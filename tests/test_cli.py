@@ -35,6 +35,7 @@ def fncache_cmd(*args: str, stdin: str | None = None) -> subprocess.CompletedPro
         capture_output=True,
         text=True,
         input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
         timeout=120,
     )
 
@@ -72,17 +73,20 @@ def test_ls_groups_by_function(filled):
     """ls lists each function with its entry count, largest first."""
     _, _, cache = filled
     rows = json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)
-    assert [(r["function"], r["entries"]) for r in rows] == [("__main__:large", 2), ("__main__:small", 3)]
-    assert "__main__:small" in fncache_cmd("ls", "--dir", cache).stdout
+    assert [(r["function"], r["entries"]) for r in rows] == [("fill:large", 2), ("fill:small", 3)]
+    assert "fill:small" in fncache_cmd("ls", "--dir", cache).stdout
 
 
 @pytest.mark.slow
 def test_clear_by_function_leaves_others(filled):
     """clear --function removes only that function's entries."""
     _, _, cache = filled
-    proc = fncache_cmd("clear", "--dir", cache, "--function", "small", "--yes")
+    before = info(cache)["bytes"]
+    proc = fncache_cmd("clear", "--dir", cache, "--function", "small", "--yes", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert "removed 3 entries" in proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["removed"] == 3
+    assert report["bytes"] == before - info(cache)["bytes"] > 0  # bytes freed are reported
     assert info(cache)["entries"] == 2
 
 
@@ -93,6 +97,13 @@ def test_clear_dry_run_removes_nothing(filled):
     proc = fncache_cmd("clear", "--dir", cache, "--dry-run")
     assert "would remove 5 entries" in proc.stdout
     assert info(cache)["entries"] == 5
+    lines = proc.stdout.splitlines()
+    assert any("fill:small" in line and "3 entries" in line for line in lines), proc.stdout
+    assert any("fill:large" in line and "2 entries" in line and "KiB" in line for line in lines)
+    plan = json.loads(fncache_cmd("clear", "--dir", cache, "--dry-run", "--json").stdout)
+    assert plan["bytes"] == info(cache)["bytes"]
+    assert {(g["function"], g["entries"]) for g in plan["functions"]} == {("fill:small", 3),
+                                                                         ("fill:large", 2)}
 
 
 @pytest.mark.slow
@@ -210,6 +221,15 @@ def test_doctor_names_the_component_that_makes_keys_unstable(tmp_path):
 
 
 @pytest.mark.slow
+def test_doctor_names_a_function_it_cannot_find(tmp_path):
+    """A typo in doctor's target fails the stability check with what is missing, not a traceback line."""
+    job = write(tmp_path / "job.py", DOCTOR_JOB)
+    proc = fncache_cmd("doctor", "--dir", str(tmp_path / "c"), f"{job}:stabel", "--seeds", "1")
+    assert proc.returncode == 1
+    assert f"cannot load {job}:stabel: {job} has no 'stabel'; did you mean 'stable'?" in proc.stdout
+
+
+@pytest.mark.slow
 def test_doctor_flags_a_cache_directory_others_can_write(tmp_path):
     """A group- or world-writable cache directory fails the permissions check."""
     cache = tmp_path / "c"
@@ -233,7 +253,7 @@ def test_prune_to_a_size_removes_oldest_first(filled):
     # Oldest first: the three small entries (written first) and the first large one go.
     rows = {r["function"]: r["entries"]
             for r in json.loads(fncache_cmd("ls", "--dir", cache, "--json").stdout)}
-    assert rows == {"__main__:large": 1}, rows
+    assert rows == {"fill:large": 1}, rows
 
 
 @pytest.mark.slow
@@ -263,3 +283,150 @@ def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
     os.close(master)
     assert proc.returncode == 0
     assert b"scanning: 5 done" in shown
+
+
+# -- read-only commands create nothing -----------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["info"], ["ls"], ["explain", "job.py:f"],
+                                  ["clear", "--yes"], ["prune", "--max-size", "1MB", "--yes"]],
+                         ids=["info", "ls", "explain", "clear", "prune"])
+def test_commands_on_a_directory_without_a_store_create_nothing(tmp_path, args):
+    """On an existing directory that holds no store, every command but doctor exits 1 and writes nothing."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write(tmp_path / "job.py", "import fncache\n@fncache.memoize\ndef f(x):\n    return x\n")
+    proc = subprocess.run([sys.executable, "-m", "fncache", *args, "--dir", str(empty)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no fncache store" in proc.stderr
+    assert list(empty.iterdir()) == []
+
+
+MEMORY_JOB = """
+import sys
+from fncache import Memory
+
+memory = Memory(sys.argv[1], verbose=0)
+
+@memory.cache
+def double(x):
+    return 2 * x
+
+double(1), double(2)
+"""
+
+
+@pytest.mark.slow
+def test_dir_of_a_memory_location_finds_its_store(tmp_path):
+    """--dir pointed at a fncache.Memory location reads (and clears) the store Memory keeps in it."""
+    location = tmp_path / "joblib_cache"
+    run_py(write(tmp_path / "mem.py", MEMORY_JOB), str(location))
+    assert info(str(location))["entries"] == 2
+    rows = json.loads(fncache_cmd("ls", "--dir", str(location), "--json").stdout)
+    assert [(r["function"], r["entries"]) for r in rows] == [("mem:double", 2)]
+    assert fncache_cmd("clear", "--dir", str(location), "--yes").returncode == 0
+    assert info(str(location))["entries"] == 0
+    assert not (location / "cache.db").exists()  # nothing created beside Memory's own folder
+
+
+# -- no silent deletes ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["clear"], ["clear", "--function", "small"],
+                                  ["prune", "--max-size", "1B"]],
+                         ids=["clear", "clear-function", "prune"])
+def test_deleting_without_yes_and_without_a_terminal_deletes_nothing(filled, args):
+    """clear and prune with stdin not a terminal and no --yes exit 2, say to use --yes, delete nothing."""
+    _, _, cache = filled
+    proc = fncache_cmd(*args, "--dir", cache)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--yes" in proc.stderr and f"usage: fncache {args[0]}" in proc.stderr
+    assert info(cache)["entries"] == 5
+
+
+@pytest.mark.slow
+def test_clear_on_a_terminal_asks_and_a_no_keeps_everything(filled):
+    """On a terminal, clear asks; an answer other than yes removes nothing (exit 1)."""
+    import os
+    import pty
+
+    _, _, cache = filled
+    master, slave = pty.openpty()
+    os.write(master, b"n\n")
+    proc = subprocess.run([sys.executable, "-m", "fncache", "clear", "--dir", cache],
+                          stdin=slave, capture_output=True, text=True, timeout=120)
+    os.close(slave)
+    os.close(master)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "nothing removed" in proc.stdout
+    assert info(cache)["entries"] == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["prune", "--max-size", "5"], ["clear", "--larger-than", "512"]])
+def test_a_size_without_a_unit_is_refused_with_a_hint(filled, args):
+    """A bare number as a size is bad usage (exit 2) with the units to write; nothing is deleted."""
+    _, _, cache = filled
+    proc = fncache_cmd(*args, "--dir", cache, "--yes")
+    assert proc.returncode == 2
+    n = args[-1]
+    assert f"{n}MB" in proc.stderr and f"{n}B for bytes" in proc.stderr
+    assert info(cache)["entries"] == 5
+
+
+@pytest.mark.slow
+def test_prune_dry_run_lists_functions_entries_and_bytes(filled):
+    """prune --dry-run names each function that would lose entries, with counts and bytes."""
+    _, _, cache = filled
+    plan = json.loads(fncache_cmd("prune", "--dir", cache, "--max-size", "250KB", "--dry-run",
+                                  "--json").stdout)
+    assert {(g["function"], g["entries"]) for g in plan["functions"]} == {("fill:small", 3),
+                                                                         ("fill:large", 1)}
+    assert plan["bytes"] == sum(g["bytes"] for g in plan["functions"]) > 200_000
+    text = fncache_cmd("prune", "--dir", cache, "--max-size", "250KB", "--dry-run").stdout
+    assert "would remove 4 entries" in text and "fill:large" in text
+    assert info(cache)["entries"] == 5
+
+
+# -- polish --------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["", "info", "ls", "clear", "prune", "explain", "doctor"])
+def test_help_shows_no_markup(command):
+    """--help of fncache and of each command is plain text: no reST backticks or roles."""
+    proc = fncache_cmd(*filter(None, [command]), "--help")
+    assert proc.returncode == 0 and "usage: fncache" in proc.stdout
+    assert "``" not in proc.stdout and ":func:" not in proc.stdout and ":class:" not in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["ls", "clear", "info"])
+def test_an_unknown_option_shows_the_commands_usage(command, tmp_path):
+    """An option a command does not know prints that command's usage and exits 2."""
+    proc = fncache_cmd(command, "--bogus", "--dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"usage: fncache {command} ")
+    assert "unrecognized arguments: --bogus" in proc.stderr
+
+
+@pytest.mark.slow
+def test_explain_and_doctor_help_say_the_code_runs():
+    """explain and doctor say in --help that they run the target's code, without storing entries."""
+    for command in ("explain", "doctor"):
+        text = " ".join(fncache_cmd(command, "--help").stdout.split())
+        assert "The target's code runs" in text and "nothing is stored" in text
+
+
+@pytest.mark.slow
+def test_info_counts_the_database_files(filled):
+    """info's size includes the store's database (cache.db and its -wal/-shm files)."""
+    from pathlib import Path
+
+    _, _, cache = filled
+    db = (Path(cache) / "cache.db").stat().st_size  # a reader only adds to it (-wal, -shm)
+    data = info(cache)
+    assert data["database_bytes"] >= db > 0
+    assert data["total_bytes"] == data["bytes"] + data["database_bytes"]
+    assert f"({data['total_bytes']} bytes" in fncache_cmd("info", "--dir", cache).stdout

@@ -51,7 +51,8 @@ def features(xs, scale=2.0):
 REPORT = """\
 out = features([1, 2, 3, 4])
 print(json.dumps({"out": out, "hits": features.cache_info().hits,
-                  "file": features.__wrapped__.__code__.co_filename}))
+                  "file": features.__wrapped__.__code__.co_filename,
+                  "function": features.function_id}))
 """
 
 
@@ -65,6 +66,8 @@ def kernel_dir(tmp_path: Path) -> Path:
         "COUNT_FILE": str(tmp_path / "counts.txt"),
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
         "FNCACHE_DISABLE": "",
+        # What Jupyter tells a kernel about the notebook it runs (ipykernel sets __session__).
+        "JPY_SESSION_NAME": str(tmp_path / "analysis.ipynb"),
     }
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
@@ -100,12 +103,14 @@ def computations(where: Path) -> int:
 def test_notebook_function_is_cached_across_kernel_restarts_and_cell_edits(
     kernel_dir: Path,
 ) -> None:
-    """A cell's function hits after a restart; editing it or a helper misses; reverting hits."""
+    """A cell's function hits after a restart; editing it or a helper misses; reverting hits; its
+    entries are recorded under the notebook's name."""
     cells = [SETUP, HELPER, FEATURES, REPORT]
     expected = [0.2, 0.4, 0.6, 0.8]
 
     first = run_notebook(kernel_dir, cells)
     assert (first["out"], first["hits"], computations(kernel_dir)) == (expected, 0, 1)
+    assert first["function"] == "analysis.ipynb:features"  # named after the notebook
 
     second = run_notebook(kernel_dir, cells)
     assert second["file"] != first["file"], "cell file names should differ between kernels"

@@ -14,7 +14,10 @@ the first run must compute (a ``miss`` line) and the second must not (``hit`` li
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +112,24 @@ def test_demo_tells_its_story(tmp_path: Path) -> None:
     outcomes = [re.search(r":\s+(hit|miss)\b", line).group(1) for line in steps]  # type: ignore[union-attr]
     assert outcomes == ["miss", "hit", "hit", "miss", "hit"], proc.stdout
     assert not (tmp_path / "store").exists()  # the user's own cache is never read, written or cleared
+
+
+@pytest.mark.slow
+def test_examples_say_what_they_need(tmp_path: Path) -> None:
+    """Without numpy, the demo still tells its story and the other examples exit naming what to install."""
+    blocked = tmp_path / "blocked" / "numpy"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('numpy is not installed here')\n")
+    env = dict(os.environ, FNCACHE_DIR=str(tmp_path / "store"),
+               PYTHONPATH=os.pathsep.join([str(blocked.parent), str(REPO)]))
+    for example in EXAMPLES:
+        proc = subprocess.run([sys.executable, str(example)], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        needs_numpy = "import numpy" in example.read_text()
+        assert (proc.returncode != 0) == needs_numpy, (example.name, proc.stderr)
+        if needs_numpy:
+            assert "needs numpy: python -m pip install numpy" in proc.stderr, proc.stderr
+            assert "Traceback" not in proc.stderr
+    demo = subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert demo.returncode == 0, demo.stderr
