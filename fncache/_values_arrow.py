@@ -260,6 +260,14 @@ class _Valid:
         """Slots ``i`` to ``i + k`` as a uint8 0/1 array."""
         return _unpack(np, self.buf, self.off + i, k)
 
+    def packed(self, np: Any, i: int, k: int) -> Any:
+        """Slots ``i`` to ``i + k`` as bits packed from bit 0 (the bits past slot ``i + k - 1``
+        in the last byte are undefined)."""
+        start, shift = divmod(self.off + i, 8)
+        if shift:
+            return np.packbits(self.block(np, i, k), bitorder="little")
+        return np.frombuffer(self.buf, dtype=np.uint8, count=(k + 7) // 8, offset=start)
+
     def all(self, np: Any) -> Any:
         return _unpack(np, self.buf, self.off, self.n)
 
@@ -326,9 +334,10 @@ def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bo
         k = min(_BLOCK, n - i)
         lo, hi, out = offsets[i:i + k], offsets[i + 1:i + 1 + k], scratch[:k]
         if clean and valid is not None:
-            keep = valid.block(np, i, k)
-            ne = np.not_equal(hi, lo, out=nonempty[:k]).view(np.uint8)
-            clean = not np.greater(ne, keep, out=ne.view(np.bool_)).any()
+            # A look at the packed bits: a non-empty slot whose validity bit is 0. (Packing
+            # fills the last byte with 0 bits: the bitmap's undefined bits past its end meet 0.)
+            ne = np.packbits(np.not_equal(hi, lo, out=nonempty[:k]), bitorder="little")
+            clean = not np.bitwise_and(ne, np.invert(valid.packed(np, i, k)), out=ne).any()
         if clean:
             if shift:
                 hi = np.subtract(hi, shift, out=out)  # wraps around, like the sums below
