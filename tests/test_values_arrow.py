@@ -1,8 +1,9 @@
 """Arrow keys over many blocks: what lies under null slots never counts, every value does.
 
-Columns here span several of the blocks that the hasher works in, so that a null (or a null slot
-with a range of its own) can sit in the first block, a middle one or the last, after clean blocks
-or before them, in slices at any bit offset and in chunks that do not begin at offset 0.
+The hasher reads columns a block of rows at a time. The blocks are made small here, so that short
+columns span several and a null (or a null slot with a range of its own) can sit in the first
+block, a middle one or the last, after clean blocks or before them, in slices at any bit offset
+and in chunks that do not begin at offset 0; and keys are checked not to depend on the block size.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ from .helpers import fail_on_pickle_fallback
 pa = pytest.importorskip("pyarrow")
 
 H = fncache.hash
-N = 3 * _values_arrow._BLOCK + 21  # three full blocks and a partial one
+DEFAULT_BLOCK = _values_arrow._BLOCK
+BLOCK = 64
+N = 3 * BLOCK + 21  # three full blocks and a partial one
 canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(_values_arrow, "_BLOCK", BLOCK)
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer:
@@ -39,7 +47,7 @@ def _fixed_with(arr: pa.Array, fill: bytes) -> pa.Array:
 def _null_positions(rng: np.random.Generator, where: str) -> np.ndarray:
     null = np.zeros(N, bool)
     spots = {"first block": slice(0, 50), "middle block": slice(N // 2, N // 2 + 50),
-             "last block": slice(N - 10, N)}
+             "last block": slice(N - 10, N)}  # the middle spot spans two blocks
     if where == "random":
         null = rng.random(N) < 0.1
     else:
@@ -167,3 +175,28 @@ def test_lists_ranges_under_nulls_never_count():
     i = next(k for k in range(N // 2, N) if values[k])
     assert H(pa.array(values[:i] + [values[i][:-1]] + values[i + 1:], pa.list_(pa.int64()))) \
         != H(fresh)
+
+
+
+def test_keys_do_not_depend_on_the_block_size(monkeypatch):
+    """Columns longer than the default block, with bytes under nulls, key alike for any block size."""
+    rng = np.random.default_rng(11)
+    n = 2 * DEFAULT_BLOCK + 1000
+    null = rng.random(n) < 0.1
+    ints, floats = rng.integers(-9, 9, n), rng.standard_normal(n)
+    words = np.array(["", "a", "bb", "ccc"])[rng.integers(0, 4, n)]
+    junk = np.where(null, "junk", words)
+    offsets = np.concatenate([[0], np.cumsum(np.char.str_len(junk))]).astype(np.int32)
+    ranged = pa.Array.from_buffers(pa.string(), n, [_bitmap(~null), pa.py_buffer(offsets),
+                                                    pa.py_buffer("".join(junk).encode())])
+    garbage = pa.table({"i": pa.array(ints, mask=null), "f": pa.array(floats, mask=null),
+                        "s": ranged})  # numpy's values stay under the nulls
+    clean = pa.table({"i": pa.array(np.where(null, 0, ints), mask=null),
+                      "f": pa.array(np.where(null, 0.0, floats), mask=null),
+                      "s": pa.array(words, mask=null)})
+    keys: dict[int, set[str]] = {0: set(), 1: set(), 5: set()}
+    for block in (DEFAULT_BLOCK, 4096, 1000, 64):
+        monkeypatch.setattr(_values_arrow, "_BLOCK", block)
+        for start, found in keys.items():
+            found.update({H(garbage.slice(start)), H(clean.slice(start))})
+    assert all(len(found) == 1 for found in keys.values()), keys
