@@ -270,6 +270,13 @@ class _Valid:
             return np.packbits(self.block(np, i, k), bitorder="little")
         return np.frombuffer(self.buf, dtype=np.uint8, count=(k + 7) // 8, offset=start)
 
+    def full(self, np: Any, i: int, k: int) -> bool:
+        """Whether slots ``i`` to ``i + k`` are all valid (a look at the bitmap's bytes)."""
+        start, shift = divmod(self.off + i, 8)
+        if shift or k % 8:  # a partial byte: its other bits are another block's or undefined
+            return bool(np.count_nonzero(self.block(np, i, k)) == k)
+        return bool(np.frombuffer(self.buf, np.uint8, count=k // 8, offset=start).min() == 255)
+
     def all(self, np: Any) -> Any:
         return _unpack(np, self.buf, self.off, self.n)
 
@@ -293,10 +300,10 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid 
     for i in range(0, n, _BLOCK):
         block = values[i:i + _BLOCK]
         k = len(block)
-        keep = valid.block(np, i, k)
-        if np.count_nonzero(keep) == k:  # nulls often come in runs: most blocks may have none
+        if valid.full(np, i, k):  # nulls often come in runs: most blocks may have none
             s.update(name, block)
             continue
+        keep = valid.block(np, i, k)
         out = scratch[:k]
         np.copyto(out, keep if width == unit else keep[:, None], casting="unsafe")
         np.multiply(block, out, out=out)
