@@ -317,6 +317,15 @@ def _offsets(np: Any, arr: Any) -> Any:
                          offset=arr.offset * dtype.itemsize)
 
 
+def _nulls_empty(np: Any, lo: Any, hi: Any, valid_bits: Any, scratch: Any) -> bool:
+    """Whether no slot from ``lo`` to ``hi`` is both null and non-empty, on packed bits.
+
+    (Packing fills the last byte with 0 bits: the bitmap's undefined bits past its end meet 0.)
+    """
+    nonempty = np.packbits(np.not_equal(hi, lo, out=scratch), bitorder="little")
+    return not np.bitwise_and(nonempty, np.invert(valid_bits), out=nonempty).any()
+
+
 def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bool:
     """Feed where each slot of a string, binary or list array ends to ``name``: the offsets of
     the column as if its first slot began at 0 and its null slots were empty.
@@ -338,26 +347,23 @@ def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bo
     shift = dtype((int(offsets[0]) - base) & wrap)
     clean = True
     scratch = np.empty(min(n, _BLOCK), dtype=dtype)
-    nonempty = np.empty(min(n, _BLOCK), dtype=np.bool_) if valid is not None else None
+    nonempty = np.empty(min(n, _BLOCK), dtype=np.bool_)
     for i in range(0, n, _BLOCK):
         k = min(_BLOCK, n - i)
         lo, hi, out = offsets[i:i + k], offsets[i + 1:i + 1 + k], scratch[:k]
-        if clean and valid is not None:
-            # A look at the packed bits: a non-empty slot whose validity bit is 0. (Packing
-            # fills the last byte with 0 bits: the bitmap's undefined bits past its end meet 0.)
-            ne = np.packbits(np.not_equal(hi, lo, out=nonempty[:k]), bitorder="little")
-            clean = not np.bitwise_and(ne, np.invert(valid.packed(np, i, k)), out=ne).any()
-        if clean:
-            if shift:
-                hi = np.subtract(hi, shift, out=out)  # wraps around, like the sums below
-            s.update(name, hi)
+        if valid is not None and not (clean and _nulls_empty(np, lo, hi, valid.packed(np, i, k),
+                                                             nonempty[:k])):
+            clean = False
+            np.subtract(hi, lo, out=out)
+            np.multiply(out, valid.block(np, i, k), out=out, casting="unsafe")
+            out[0] = (int(out[0]) + int(lo[0]) - int(shift)) & wrap  # where the block begins
+            np.cumsum(out, dtype=dtype, out=out)
+            shift = dtype((int(hi[-1]) - int(out[-1])) & wrap)
+            s.update(name, out)
             continue
-        np.subtract(hi, lo, out=out)
-        np.multiply(out, valid.block(np, i, k), out=out, casting="unsafe")
-        out[0] = (int(out[0]) + int(lo[0]) - int(shift)) & wrap  # where the block begins
-        np.cumsum(out, dtype=dtype, out=out)
-        shift = dtype((int(hi[-1]) - int(out[-1])) & wrap)
-        s.update(name, out)
+        if shift:
+            hi = np.subtract(hi, shift, out=out)  # wraps around, like the sums above
+        s.update(name, hi)
     s.ends[name] = (int(offsets[-1]) - int(shift)) & wrap
     return clean
 

@@ -65,10 +65,10 @@ def _fixed_values(typ: pa.DataType, rng: np.random.Generator, null: np.ndarray) 
         from decimal import Decimal
 
         return pa.array([None if z else Decimal(int(v)) / 1000
-                         for z, v in zip(null, rng.integers(-10**9, 10**9, N))], typ)
+                         for z, v in zip(null, rng.integers(-10**9, 10**9, N), strict=True)], typ)
     if pa.types.is_fixed_size_binary(typ):
         raw = rng.integers(0, 256, (N, 3), dtype=np.uint8)
-        return pa.array([None if z else bytes(r) for z, r in zip(null, raw)], typ)
+        return pa.array([None if z else bytes(r) for z, r in zip(null, raw, strict=True)], typ)
     if pa.types.is_floating(typ):
         return pa.array(rng.standard_normal(N), typ, mask=null)
     return pa.array(rng.integers(0, 100, N).astype(typ.to_pandas_dtype()), typ, mask=null)
@@ -122,7 +122,7 @@ def _texts(where: str) -> list:
     rng = np.random.default_rng(5)
     words = np.array(["", "a", "bb", "ccc", "dddd"])[rng.integers(0, 5, N)].tolist()
     null = _null_positions(rng, where)
-    return [None if z else w for z, w in zip(null, words)]
+    return [None if z else w for z, w in zip(null, words, strict=True)]
 
 
 @pytest.mark.parametrize("where", ["random", "first block", "middle block", "last block"])
