@@ -334,10 +334,10 @@ def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bo
     show. They are kept modulo 2**32 (2**64 for large types), which still tells every slot's
     length apart: one slot holds less than 2**31 (2**63) items. Builders, IPC and Parquet leave
     null slots empty, and a chunk usually starts at offset 0: then each block of offsets is
-    hashed where it lies, once a look at it shows no null slot with a range. From the first
-    block with one, lengths are taken, those of null slots zeroed, and summed up again: the
-    result is the same, block for block. Returns whether all null slots were empty (if not,
-    the values under them must not be read either).
+    hashed where it lies, once a look at it shows no null slot with a range. In a block with
+    one, lengths are taken, those of null slots zeroed, and summed up again: the result is the
+    same. Returns whether all null slots were empty (if not, the values under them must not be
+    read either).
     """
     n = len(arr)
     offsets = _offsets(np, arr)
@@ -351,8 +351,8 @@ def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bo
     for i in range(0, n, _BLOCK):
         k = min(_BLOCK, n - i)
         lo, hi, out = offsets[i:i + k], offsets[i + 1:i + 1 + k], scratch[:k]
-        if valid is not None and not (clean and _nulls_empty(np, lo, hi, valid.packed(np, i, k),
-                                                             nonempty[:k])):
+        if valid is not None and not _nulls_empty(np, lo, hi, valid.packed(np, i, k),
+                                                  nonempty[:k]):
             clean = False
             np.subtract(hi, lo, out=out)
             np.multiply(out, valid.block(np, i, k), out=out, casting="unsafe")
