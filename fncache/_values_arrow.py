@@ -287,10 +287,9 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid 
     if valid is None:
         s.update(name, memoryview(data)[off * width:(off + n) * width])
         return
-    # Null slots hold undefined bytes: hash a copy with them zeroed, one cache-sized block at a
-    # time. The widest unsigned integer that divides the width holds the values, and each block
-    # is multiplied by the validity widened to that same type (a mixed-type ufunc buffers its
-    # operands and takes twice as long).
+    # Null slots hold undefined bytes: hash a copy with them zeroed (the block times its
+    # validity), one block at a time: in cache, and with the validity unpacked per block only.
+    # The widest unsigned integer that divides the width holds the values.
     unit = next(u for u in (8, 4, 2, 1) if width % u == 0)
     uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[unit]
     values = np.frombuffer(data, dtype=uint, count=n * (width // unit), offset=off * width)
@@ -305,8 +304,7 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid 
             continue
         keep = valid.block(np, i, k)
         out = scratch[:k]
-        np.copyto(out, keep if width == unit else keep[:, None], casting="unsafe")
-        np.multiply(block, out, out=out)
+        np.multiply(block, keep if width == unit else keep[:, None], out=out, casting="unsafe")
         s.update(name, out)
 
 
@@ -318,9 +316,10 @@ def _offsets(np: Any, arr: Any) -> Any:
 
 
 def _nulls_empty(np: Any, lo: Any, hi: Any, valid_bits: Any, scratch: Any) -> bool:
-    """Whether no slot from ``lo`` to ``hi`` is both null and non-empty, on packed bits.
-
-    (Packing fills the last byte with 0 bits: the bitmap's undefined bits past its end meet 0.)
+    """Whether every null slot ends where it begins (``lo``, ``hi``: where slots begin and end;
+    ``valid_bits``: their validity, packed). Compared as packed bits: a bool per slot is more
+    memory traffic. (Packing fills the last byte with 0 bits, so the bitmap's undefined bits
+    past its end meet 0.)
     """
     nonempty = np.packbits(np.not_equal(hi, lo, out=scratch), bitorder="little")
     return not np.bitwise_and(nonempty, np.invert(valid_bits), out=nonempty).any()
