@@ -350,8 +350,8 @@ def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bo
     for i in range(0, n, _BLOCK):
         k = min(_BLOCK, n - i)
         lo, hi, out = offsets[i:i + k], offsets[i + 1:i + 1 + k], scratch[:k]
-        if valid is not None and not _nulls_empty(np, lo, hi, valid.packed(np, i, k),
-                                                  nonempty[:k]):
+        if valid is not None and not valid.full(np, i, k) \
+                and not _nulls_empty(np, lo, hi, valid.packed(np, i, k), nonempty[:k]):
             clean = False
             np.subtract(hi, lo, out=out)
             np.multiply(out, valid.block(np, i, k), out=out, casting="unsafe")
