@@ -12,7 +12,8 @@ xxh3-128 digest fed chunk by chunk (so chunk boundaries never show):
 * ``<path>/v``: validity as packed bits, only when some slot is null;
 * ``<path>/d``: fixed-width values (null slots as zero bytes) or booleans as packed bits (null
   slots as 0); for strings and binaries the bytes of the non-null values;
-* ``<path>/l``: for strings, binaries and lists, the length of every slot (0 for nulls);
+* ``<path>/e``: for strings, binaries and lists, where every slot ends: the offsets as if the
+  column began at 0 and null slots were empty (modulo 2**32, or 2**64 for large types);
 * ``<path>/<i>``: the children of lists (the elements of non-null lists), maps and structs
   (struct nulls merged into the children), recursively.
 
@@ -36,8 +37,9 @@ import xxhash
 __all__ = ["array_token", "chunked_token", "record_batch_token", "schema_desc", "table_token",
            "type_desc"]
 
-# Rows per block when null slots are zeroed in a scratch copy: small enough to stay in cache.
-_BLOCK = 1 << 14
+# Rows per block when null slots are zeroed in a scratch copy or offsets are checked: few
+# enough to stay in cache, many enough that numpy's per-call cost does not show.
+_BLOCK = 1 << 17
 
 
 def _np() -> Any:
@@ -172,11 +174,12 @@ class _Bits:
 class _Streams:
     """Named digests fed in chunk order; the result does not depend on where chunks begin."""
 
-    __slots__ = ("bits", "bytes_")
+    __slots__ = ("bits", "bytes_", "ends")
 
     def __init__(self) -> None:
         self.bytes_: dict[str, list[Any]] = {}
         self.bits: dict[str, _Bits] = {}
+        self.ends: dict[str, int] = {}  # offset streams: where the column so far ends
 
     def update(self, name: str, data: Any) -> None:
         entry = self.bytes_.get(name)
@@ -242,81 +245,146 @@ def _unpack(np: Any, buf: Any, off: int, n: int) -> Any:
     """``n`` bits of an Arrow bitmap from bit ``off``, as a uint8 0/1 array."""
     start, shift = divmod(off, 8)
     raw = np.frombuffer(buf, dtype=np.uint8, count=(shift + n + 7) // 8, offset=start)
-    return np.unpackbits(raw, bitorder="little")[shift:shift + n]
+    bits = np.unpackbits(raw, bitorder="little", count=shift + n)
+    return bits[shift:] if shift else bits
 
 
-def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: Any) -> None:
+class _Valid:
+    """The validity bitmap of an array with nulls, unpacked one block at a time (a whole
+    column unpacked is a byte per slot: more memory traffic than the block's work)."""
+
+    __slots__ = ("buf", "n", "off")
+
+    def __init__(self, buf: Any, off: int, n: int) -> None:
+        self.buf, self.off, self.n = buf, off, n
+
+    def block(self, np: Any, i: int, k: int) -> Any:
+        """Slots ``i`` to ``i + k`` as a uint8 0/1 array."""
+        return _unpack(np, self.buf, self.off + i, k)
+
+    def packed(self, np: Any, i: int, k: int) -> Any:
+        """Slots ``i`` to ``i + k`` as bits packed from bit 0 (the bits past slot ``i + k - 1``
+        in the last byte are undefined)."""
+        start, shift = divmod(self.off + i, 8)
+        if shift:
+            return np.packbits(self.block(np, i, k), bitorder="little")
+        return np.frombuffer(self.buf, dtype=np.uint8, count=(k + 7) // 8, offset=start)
+
+    def full(self, np: Any, i: int, k: int) -> bool:
+        """Whether slots ``i`` to ``i + k`` are all valid (a look at the bitmap's bytes)."""
+        start, shift = divmod(self.off + i, 8)
+        if shift or k % 8:  # a partial byte: its other bits are another block's or undefined
+            return bool(np.count_nonzero(self.block(np, i, k)) == k)
+        return bool(np.frombuffer(self.buf, np.uint8, count=k // 8, offset=start).min() == 255)
+
+    def all(self, np: Any) -> Any:
+        return _unpack(np, self.buf, self.off, self.n)
+
+
+def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid | None) -> None:
     n, off = len(arr), arr.offset
     data = arr.buffers()[1]
     if valid is None:
         s.update(name, memoryview(data)[off * width:(off + n) * width])
         return
-    # Null slots hold undefined bytes: hash a zeroed copy, one cache-sized block at a time.
-    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(width)
-    if uint is not None:
-        values = np.frombuffer(data, dtype=uint, count=n, offset=off * width)
-        mask = valid
-    else:
-        values = np.frombuffer(data, dtype=np.uint8, count=n * width,
-                               offset=off * width).reshape(n, width)
-        mask = valid[:, None]
-    scratch = np.empty((min(n, _BLOCK),) + values.shape[1:], dtype=values.dtype)
+    # Null slots hold undefined bytes: hash a copy with them zeroed (the block times its
+    # validity), one block at a time: in cache, and with the validity unpacked per block only.
+    # The widest unsigned integer that divides the width holds the values.
+    unit = next(u for u in (8, 4, 2, 1) if width % u == 0)
+    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[unit]
+    values = np.frombuffer(data, dtype=uint, count=n * (width // unit), offset=off * width)
+    if width != unit:
+        values = values.reshape(n, width // unit)
+    scratch = np.empty((min(n, _BLOCK),) + values.shape[1:], dtype=uint)
     for i in range(0, n, _BLOCK):
         block = values[i:i + _BLOCK]
-        if valid[i:i + _BLOCK].all():  # nulls often come in runs: most blocks need no copy
+        k = len(block)
+        if valid.full(np, i, k):  # nulls often come in runs: most blocks may have none
             s.update(name, block)
             continue
-        out = scratch[:len(block)]
-        np.multiply(block, mask[i:i + _BLOCK], out=out, casting="unsafe")
+        keep = valid.block(np, i, k)
+        out = scratch[:k]
+        np.multiply(block, keep if width == unit else keep[:, None], out=out, casting="unsafe")
         s.update(name, out)
 
 
 def _offsets(np: Any, arr: Any) -> Any:
-    """The ``len(arr) + 1`` offsets of a string, binary or list array, where they lie."""
-    dtype = np.dtype(np.int64 if arr.type.id in _LARGE_IDS else np.int32)
+    """The ``len(arr) + 1`` offsets of a string, binary or list array, where they lie, unsigned."""
+    dtype = np.dtype(np.uint64 if arr.type.id in _LARGE_IDS else np.uint32)
     return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1,
                          offset=arr.offset * dtype.itemsize)
 
 
-def _lengths(s: _Streams, name: str, np: Any, arr: Any, valid: Any) -> tuple[int, int, int]:
-    """Feed per-slot lengths (0 for nulls) of a list-like array to ``name``, block by block.
+def _nulls_empty(np: Any, lo: Any, hi: Any, valid_bits: Any, scratch: Any) -> bool:
+    """Whether every null slot ends where it begins (``lo``, ``hi``: where slots begin and end;
+    ``valid_bits``: their validity, packed). Compared as packed bits: a bool per slot is more
+    memory traffic. (Packing fills the last byte with 0 bits, so the bitmap's undefined bits
+    past its end meet 0.)
+    """
+    nonempty = np.packbits(np.not_equal(hi, lo, out=scratch), bitorder="little")
+    return not np.bitwise_and(nonempty, np.invert(valid_bits), out=nonempty).any()
 
-    Returns the first and last offset and the total length of the non-null slots.
+
+def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bool:
+    """Feed where each slot of a string, binary or list array ends to ``name``: the offsets of
+    the column as if its first slot began at 0 and its null slots were empty.
+
+    The offsets of the column so far carry over from chunk to chunk, so chunk boundaries do not
+    show. They are kept modulo 2**32 (2**64 for large types), which still tells every slot's
+    length apart: one slot holds less than 2**31 (2**63) items. Builders, IPC and Parquet leave
+    null slots empty, and a chunk usually starts at offset 0: then each block of offsets is
+    hashed where it lies, once a look at it shows no null slot with a range. In a block with
+    one, lengths are taken, those of null slots zeroed, and summed up again: the result is the
+    same. Returns whether all null slots were empty (if not, the values under them must not be
+    read either).
     """
     n = len(arr)
     offsets = _offsets(np, arr)
-    scratch = np.empty(min(n, _BLOCK), dtype=offsets.dtype)
-    total = 0
+    dtype = offsets.dtype.type
+    wrap = (1 << (8 * offsets.itemsize)) - 1
+    base = s.ends.get(name, 0)
+    shift = dtype((int(offsets[0]) - base) & wrap)
+    clean = True
+    scratch = np.empty(min(n, _BLOCK), dtype=dtype)
+    nonempty = np.empty(min(n, _BLOCK), dtype=np.bool_)
     for i in range(0, n, _BLOCK):
         k = min(_BLOCK, n - i)
-        out = scratch[:k]
-        np.subtract(offsets[i + 1:i + 1 + k], offsets[i:i + k], out=out)
-        if valid is not None:
-            np.multiply(out, valid[i:i + _BLOCK], out=out, casting="unsafe")
-            total += int(np.add.reduce(out, dtype=np.int64))
-        s.update(name, out)
-    first, last = int(offsets[0]), int(offsets[-1])
-    return first, last, (last - first if valid is None else total)
+        lo, hi, out = offsets[i:i + k], offsets[i + 1:i + 1 + k], scratch[:k]
+        if valid is not None and not valid.full(np, i, k) \
+                and not _nulls_empty(np, lo, hi, valid.packed(np, i, k), nonempty[:k]):
+            clean = False
+            np.subtract(hi, lo, out=out)
+            np.multiply(out, valid.block(np, i, k), out=out, casting="unsafe")
+            out[0] = (int(out[0]) + int(lo[0]) - int(shift)) & wrap  # where the block begins
+            np.cumsum(out, dtype=dtype, out=out)
+            shift = dtype((int(hi[-1]) - int(out[-1])) & wrap)
+            s.update(name, out)
+            continue
+        if shift:
+            hi = np.subtract(hi, shift, out=out)  # wraps around, like the sums above
+        s.update(name, hi)
+    s.ends[name] = (int(offsets[-1]) - int(shift)) & wrap
+    return clean
 
 
 _LARGE_IDS: set[int] = set()
 
 
-def _binary(s: _Streams, path: str, pa: Any, np: Any, arr: Any, valid: Any) -> None:
-    """A string or binary array: lengths, then the bytes of its values (never of null slots)."""
+def _binary(s: _Streams, path: str, pa: Any, np: Any, arr: Any, valid: _Valid | None) -> None:
+    """A string or binary array: where its slots end, then the bytes of its values (never of
+    null slots)."""
     t = arr.type
-    first, last, total = _lengths(s, path + "/l", np, arr, valid)
-    if total != last - first:
+    if not _ends(s, path + "/e", np, arr, valid):
         # A null slot with a non-empty range (allowed): its bytes are not content. The
-        # filled array has the same lengths (0 for nulls), so only the bytes are re-read.
+        # filled array has the same values with null slots empty: only its bytes are read.
         empty = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b""
         arr = arr.fill_null(pa.scalar(empty, t))
-        ends = _offsets(np, arr)
-        first, last = int(ends[0]), int(ends[-1])
+    offsets = _offsets(np, arr)
+    first, last = int(offsets[0]), int(offsets[-1])
     s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
 
 
-def _bools(s: _Streams, path: str, np: Any, arr: Any, valid: Any) -> None:
+def _bools(s: _Streams, path: str, np: Any, arr: Any, valid: _Valid | None) -> None:
     """A boolean array: its value bits, null slots read as 0."""
     n = len(arr)
     bits = s.bitstream(path + "/d")
@@ -330,11 +398,11 @@ def _bools(s: _Streams, path: str, np: Any, arr: Any, valid: Any) -> None:
                                np.frombuffer(bitmap, np.uint8, count=nbytes, offset=start))
         bits.add_bitmap(anded, 0, n, 0)
     else:
-        bits.add_bools(_unpack(np, arr.buffers()[1], arr.offset, n) & valid)
+        bits.add_bools(_unpack(np, arr.buffers()[1], arr.offset, n) & valid.all(np))
 
 
-def _validity(s: _Streams, path: str, np: Any, arr: Any, nulls: int) -> Any:
-    """Hash which slots are null; the validity as booleans (None when nothing is null)."""
+def _validity(s: _Streams, path: str, np: Any, arr: Any, nulls: int) -> _Valid | None:
+    """Hash which slots are null; the validity to read (None when nothing is null)."""
     n = len(arr)
     vstream = s.bitstream(path + "/v")
     if not nulls:
@@ -342,10 +410,11 @@ def _validity(s: _Streams, path: str, np: Any, arr: Any, nulls: int) -> Any:
         return None
     bitmap = arr.buffers()[0]
     vstream.add_bitmap(bitmap, arr.offset, n, nulls)
-    return _unpack(np, bitmap, arr.offset, n)
+    return _Valid(bitmap, arr.offset, n)
 
 
-def _nested(s: _Streams, path: str, pa: Any, np: Any, arr: Any, nulls: int, valid: Any) -> None:
+def _nested(s: _Streams, path: str, pa: Any, np: Any, arr: Any, nulls: int,
+            valid: _Valid | None) -> None:
     """A struct, list or map array: list lengths, then the children's content."""
     t = arr.type
     if isinstance(t, pa.StructType):
@@ -353,7 +422,7 @@ def _nested(s: _Streams, path: str, pa: Any, np: Any, arr: Any, nulls: int, vali
             _walk(s, f"{path}/{i}", child)
         return
     if not isinstance(t, pa.FixedSizeListType):
-        _lengths(s, path + "/l", np, arr, valid)
+        _ends(s, path + "/e", np, arr, valid)
     if isinstance(t, pa.MapType):
         entries = pa.struct([t.key_field, t.item_field])
         arr = arr.view(pa.list_(pa.field("entries", entries, nullable=False)))

@@ -1,0 +1,202 @@
+"""Arrow keys over many blocks: what lies under null slots never counts, every value does.
+
+The hasher reads columns a block of rows at a time. The blocks are made small here, so that short
+columns span several and a null (or a null slot with a range of its own) can sit in the first
+block, a middle one or the last, after clean blocks or before them, in slices at any bit offset
+and in chunks that do not begin at offset 0; and keys are checked not to depend on the block size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fncache
+from fncache import _values_arrow
+
+from .helpers import fail_on_pickle_fallback
+
+pa = pytest.importorskip("pyarrow")
+
+H = fncache.hash
+DEFAULT_BLOCK = _values_arrow._BLOCK
+BLOCK = 64
+N = 3 * BLOCK + 21  # three full blocks and a partial one
+canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(_values_arrow, "_BLOCK", BLOCK)
+
+
+def _bitmap(valid: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _fixed_with(arr: pa.Array, fill: bytes) -> pa.Array:
+    """``arr`` (unsliced) rebuilt with ``fill`` repeated in the bytes of every null slot."""
+    width = arr.type.bit_width // 8
+    data = np.frombuffer(arr.buffers()[1], np.uint8, count=len(arr) * width).copy()
+    rows = data.reshape(len(arr), width)
+    null = ~np.asarray(arr.is_valid())
+    rows[null] = np.frombuffer((fill * width)[:width], np.uint8)
+    return pa.Array.from_buffers(arr.type, len(arr), [_bitmap(~null), pa.py_buffer(data)])
+
+
+def _null_positions(rng: np.random.Generator, where: str) -> np.ndarray:
+    null = np.zeros(N, bool)
+    spots = {"first block": slice(0, 50), "middle block": slice(N // 2, N // 2 + 50),
+             "last block": slice(N - 10, N)}  # the middle spot spans two blocks
+    if where == "random":
+        null = rng.random(N) < 0.1
+    else:
+        null[spots[where]] = rng.random(50 if where != "last block" else 10) < 0.5
+        null[spots[where].start] = True
+    return null
+
+
+FIXED = [pa.int64(), pa.float64(), pa.int8(), pa.uint16(), pa.int32(), pa.timestamp("ns"),
+         pa.decimal128(20, 3), pa.binary(3)]
+
+
+def _fixed_values(typ: pa.DataType, rng: np.random.Generator, null: np.ndarray) -> pa.Array:
+    if pa.types.is_decimal(typ):
+        from decimal import Decimal
+
+        return pa.array([None if z else Decimal(int(v)) / 1000
+                         for z, v in zip(null, rng.integers(-10**9, 10**9, N), strict=True)], typ)
+    if pa.types.is_fixed_size_binary(typ):
+        raw = rng.integers(0, 256, (N, 3), dtype=np.uint8)
+        return pa.array([None if z else bytes(r) for z, r in zip(null, raw, strict=True)], typ)
+    if pa.types.is_floating(typ):
+        return pa.array(rng.standard_normal(N), typ, mask=null)
+    return pa.array(rng.integers(0, 100, N).astype(typ.to_pandas_dtype()), typ, mask=null)
+
+
+@pytest.mark.parametrize("where", ["random", "first block", "middle block", "last block"])
+@pytest.mark.parametrize("typ", FIXED, ids=str)
+def test_fixed_width_bytes_under_nulls_never_count(typ, where):
+    """Zeros, 0xFF or other garbage under null slots give one key, sliced at any bit offset."""
+    rng = np.random.default_rng(7)
+    null = _null_positions(rng, where)
+    arr = _fixed_values(typ, rng, null)
+    zeros, ones, other = (_fixed_with(arr, b) for b in (b"\0", b"\xff", b"\x5a\x13"))
+    key = H(arr)
+    assert H(zeros) == H(ones) == H(other) == key
+    for start in (1, 3, 8, 13):
+        fresh = pa.array(arr.slice(start).to_pylist(), typ)  # zeros under nulls, offset 0
+        assert H(ones.slice(start)) == H(arr.slice(start)) == H(fresh)
+    cut = N // 3 + 5
+    assert H(pa.chunked_array([ones.slice(0, cut), other.slice(cut)])) \
+        == H(pa.chunked_array([zeros])) == H(pa.chunked_array([arr]))
+
+
+@pytest.mark.parametrize("typ", FIXED, ids=str)
+def test_fixed_width_every_value_counts(typ):
+    """A changed value in any block, or a valid slot turned null, is a new key."""
+    rng = np.random.default_rng(3)
+    null = _null_positions(rng, "random")
+    values = _fixed_values(typ, rng, null).to_pylist()
+    key = H(pa.array(values, typ))
+    valid = [i for i, v in enumerate(values) if v is not None]
+    for i in (valid[0], valid[len(valid) // 2], valid[-1]):
+        other = [v for v in values if v is not None and v != values[i]][0]
+        changed = values[:i] + [other] + values[i + 1:]
+        assert H(pa.array(changed, typ)) != key, i
+        assert H(pa.array(values[:i] + [None] + values[i + 1:], typ)) != key, i
+
+
+def _with_ranges_under_nulls(values: list, typ: pa.DataType) -> pa.Array:
+    """A string or binary array whose null slots own bytes of their own (Arrow allows it)."""
+    large = pa.types.is_large_string(typ) or pa.types.is_large_binary(typ)
+    parts = [b"junk" if v is None else (v.encode() if isinstance(v, str) else v) for v in values]
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in parts])])
+    valid = np.array([v is not None for v in values])
+    return pa.Array.from_buffers(typ, len(values), [
+        _bitmap(valid), pa.py_buffer(offsets.astype(np.int64 if large else np.int32)),
+        pa.py_buffer(b"".join(parts))])
+
+
+def _texts(where: str) -> list:
+    rng = np.random.default_rng(5)
+    words = np.array(["", "a", "bb", "ccc", "dddd"])[rng.integers(0, 5, N)].tolist()
+    null = _null_positions(rng, where)
+    return [None if z else w for z, w in zip(null, words, strict=True)]
+
+
+@pytest.mark.parametrize("where", ["random", "first block", "middle block", "last block"])
+@pytest.mark.parametrize("typ", [pa.string(), pa.large_binary()], ids=str)
+def test_strings_ranges_under_nulls_never_count(typ, where):
+    """Null slots with bytes of their own, in any block, key like empty ones: whole, sliced, chunked."""
+    texts = _texts(where)
+    values = texts if pa.types.is_string(typ) else [t if t is None else t.encode() for t in texts]
+    fresh = pa.array(values, typ)
+    ranged = _with_ranges_under_nulls(values, typ)
+    assert ranged.null_count == fresh.null_count and ranged.to_pylist() == values
+    key = H(fresh)
+    assert H(ranged) == key
+    for start in (1, 5, 8, N // 2 + 3):
+        assert H(ranged.slice(start)) == H(fresh.slice(start)) == H(pa.array(values[start:], typ))
+    cut = N // 2 + 7
+    one = H(pa.chunked_array([fresh]))
+    assert H(pa.chunked_array([ranged.slice(0, cut), ranged.slice(cut)])) == one
+    assert H(pa.chunked_array([fresh.slice(0, cut), ranged.slice(cut)])) == one
+    assert H(pa.chunked_array([ranged.slice(0, cut), pa.array(values[cut:], typ)])) == one
+
+
+def test_strings_every_length_and_byte_counts():
+    """Moving a byte between neighbours, or changing one, in any block is a new key."""
+    texts = _texts("random")
+    key = H(pa.array(texts))
+    for i in (1, N // 2, N - 3):
+        j = next(k for k in range(i, N - 1) if texts[k] and texts[k + 1] is not None)
+        moved = texts[:j] + [texts[j][:-1], texts[j][-1] + texts[j + 1]] + texts[j + 2:]
+        assert "".join(t or "" for t in moved) == "".join(t or "" for t in texts)
+        assert H(pa.array(moved)) != key
+        assert H(_with_ranges_under_nulls(moved, pa.string())) != key
+        changed = texts[:j] + [texts[j][:-1] + "z"] + texts[j + 1:]
+        assert H(pa.array(changed)) != key
+
+
+def test_lists_ranges_under_nulls_never_count():
+    """A null list slot that spans child values keys like an empty one, in any block and sliced."""
+    rng = np.random.default_rng(9)
+    lengths = rng.integers(0, 4, N)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    child = pa.array(rng.integers(0, 9, int(offsets[-1])))
+    null = _null_positions(rng, "random") & (lengths > 0)
+    ranged = pa.Array.from_buffers(pa.list_(pa.int64()), N, [_bitmap(~null),
+                                   pa.py_buffer(offsets)], children=[child])
+    values = ranged.to_pylist()
+    fresh = pa.array(values, pa.list_(pa.int64()))
+    assert H(ranged) == H(fresh)
+    assert H(ranged.slice(3)) == H(pa.array(values[3:], pa.list_(pa.int64())))
+    i = next(k for k in range(N // 2, N) if values[k])
+    assert H(pa.array(values[:i] + [values[i][:-1]] + values[i + 1:], pa.list_(pa.int64()))) \
+        != H(fresh)
+
+
+
+def test_keys_do_not_depend_on_the_block_size(monkeypatch):
+    """Columns longer than the default block, with bytes under nulls, key alike for any block size."""
+    rng = np.random.default_rng(11)
+    n = 2 * DEFAULT_BLOCK + 1000
+    null = rng.random(n) < 0.1
+    ints, floats = rng.integers(-9, 9, n), rng.standard_normal(n)
+    words = np.array(["", "a", "bb", "ccc"])[rng.integers(0, 4, n)]
+    junk = np.where(null, "junk", words)
+    offsets = np.concatenate([[0], np.cumsum(np.char.str_len(junk))]).astype(np.int32)
+    ranged = pa.Array.from_buffers(pa.string(), n, [_bitmap(~null), pa.py_buffer(offsets),
+                                                    pa.py_buffer("".join(junk).encode())])
+    garbage = pa.table({"i": pa.array(ints, mask=null), "f": pa.array(floats, mask=null),
+                        "s": ranged})  # numpy's values stay under the nulls
+    clean = pa.table({"i": pa.array(np.where(null, 0, ints), mask=null),
+                      "f": pa.array(np.where(null, 0.0, floats), mask=null),
+                      "s": pa.array(words, mask=null)})
+    keys: dict[int, set[str]] = {0: set(), 1: set(), 5: set()}
+    for block in (DEFAULT_BLOCK, 4096, 1000, 64):
+        monkeypatch.setattr(_values_arrow, "_BLOCK", block)
+        for start, found in keys.items():
+            found.update({H(garbage.slice(start)), H(clean.slice(start))})
+    assert all(len(found) == 1 for found in keys.values()), keys
