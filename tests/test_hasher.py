@@ -187,6 +187,7 @@ KNOWN = REPO / "tests" / "data" / "known_keys.json"
 
 
 def _known_inputs():
+    import pyarrow as pa
     sys.path.insert(0, str(CASES.parent))
     try:
         import digest_cases as dc
@@ -201,6 +202,9 @@ def _known_inputs():
         "frozenset_mixed": frozenset({1, "a", (2,)}),
         "ndarray_int64_2x3": np.arange(6, dtype="<i8").reshape(2, 3),
         "ndarray_fortran_view": np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3))[:, ::2],
+        # Arrow columns with nulls: strings (offsets) and numbers (zeroed null slots).
+        "arrow_strings_nullable": pa.array(["a", None, "ccc", ""]),
+        "arrow_int64_nullable": pa.array([1, None, 3], type=pa.int64()),
     }
     keys = {
         "uses_helper(1)": fncache.key_for(dc.uses_helper, 1),
