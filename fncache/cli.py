@@ -57,12 +57,14 @@ def _store_from(args: argparse.Namespace) -> Store:
     if args.dir and args.store:
         raise _Usage("--dir and --store: give one or the other")
     url = args.store or args.dir or default_store_url()
-    path = url[len("file://"):] if url.startswith("file://") else url
-    if "://" not in path and args.command != "doctor":
-        if not os.path.isdir(path):
-            raise _Fail(f"no cache at {redact(url)!r} (the directory does not exist)")
-        if not os.path.exists(os.path.join(path, _DISK_INDEX)):
-            raise _Fail(f"no cache at {redact(url)!r} (the directory holds no fncache store)")
+    # Tiers ("DIR,s3://...") are checked one by one: each directory must hold a store.
+    for part in url.split(",") if args.store or not args.dir else [url]:
+        path = part[len("file://"):] if part.startswith("file://") else part
+        if "://" not in path and args.command != "doctor":
+            if not os.path.isdir(path):
+                raise _Fail(f"no cache at {redact(part)!r} (the directory does not exist)")
+            if not os.path.exists(os.path.join(path, _DISK_INDEX)):
+                raise _Fail(f"no cache at {redact(part)!r} (the directory holds no fncache store)")
     try:
         return open_store(url)
     except ConfigError as e:
@@ -262,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("store")
     where.add_argument("--dir", help="cache directory (a disk store)")
-    where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://")
+    where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://; "
+                       "tiers joined by commas, nearest first (DIR,s3://bucket/prefix)")
 
     reading = argparse.ArgumentParser(add_help=False)
     reading.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,8 +1,8 @@
 """Pytest fixtures that run real servers on 127.0.0.1 for the store tests.
 
 * ``redis_server`` (session): a ``redis-server`` on a free port, no persistence.
-* ``redis_factory`` (function): starts private Redis servers (for tests that stop or fill one),
-  each stopped when the test ends.
+* ``redis_factory`` (function): starts private Redis servers (for tests that stop, restart or fill
+  one), each stopped when the test ends.
 * ``s3_server`` (session): SeaweedFS ``weed mini`` with its S3 gateway on a free port and a bucket
   ``fncache-test``; credentials are a key pair given to it through ``AWS_ACCESS_KEY_ID`` and
   ``AWS_SECRET_ACCESS_KEY``.
@@ -122,6 +122,8 @@ class RedisServer:
     port: int
     process: subprocess.Popen[bytes]
     password: str | None = None
+    command: list[str] = dataclasses.field(default_factory=list)
+    log: Path | None = None
 
     @property
     def url(self) -> str:
@@ -135,6 +137,16 @@ class RedisServer:
 
     def stop(self) -> None:
         _stop(self.process)
+
+    def restart(self) -> None:
+        """Start the server again after :meth:`stop`, on the same loopback port (empty: no
+        persistence); stopped by its fixture as before."""
+        self.stop()
+        self.process = subprocess.Popen(
+            self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT)
+        assert self.log is not None
+        _wait_for(lambda: bool(self.client().ping()), self.process, self.log, "redis-server", 20)
 
 
 @contextlib.contextmanager
@@ -167,7 +179,7 @@ def start_redis(directory: Path, *extra: str, password: str | None = None) -> It
     proc = subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
-    server = RedisServer(port, proc, password)
+    server = RedisServer(port, proc, password, cmd, log)
     try:
         _wait_for(lambda: bool(server.client().ping()), proc, log, "redis-server", 20)
         yield server

@@ -18,7 +18,7 @@
   (computed during the outage, they are not uploaded later). After the cool-down one call tries
   the far tier again; if it answers, the tier is used again (logged). A far S3 or Redis tier is
   opened with short time-outs unless its options say otherwise: S3 ``connect_timeout=2``,
-  ``read_timeout=10``, ``retries=1``; Redis ``socket_connect_timeout=2``, ``socket_timeout=10``.
+  ``read_timeout=5``, ``retries=1``; Redis ``socket_connect_timeout=2``, ``socket_timeout=5``.
 * **The nearest tier's** own errors are raised as from a single store (a logged miss for a memoized
   call). It keeps its own size limit and expiry; the far tier's are the team's.
 * **Locks** (``lock=True``) are the farthest tier's (shared by every machine), the nearest tier's
@@ -54,9 +54,9 @@ DEFAULT_COOLDOWN = 30.0
 # Time-outs a far tier opened by URL gets unless its options set them: a call waits for a failing
 # server at most this long once per cool-down (S3: the whole operation, retries included).
 _FAR_DEFAULTS: dict[str, dict[str, Any]] = {
-    "s3": {"connect_timeout": 2.0, "read_timeout": 10.0, "retries": 1},
-    "redis": {"socket_connect_timeout": 2.0, "socket_timeout": 10.0},
-    "rediss": {"socket_connect_timeout": 2.0, "socket_timeout": 10.0},
+    "s3": {"connect_timeout": 2.0, "read_timeout": 5.0, "retries": 1},
+    "redis": {"socket_connect_timeout": 2.0, "socket_timeout": 5.0},
+    "rediss": {"socket_connect_timeout": 2.0, "socket_timeout": 5.0},
 }
 _SKIPPED = object()
 
@@ -331,10 +331,12 @@ class TieredStore(Store):
         return found
 
     def clear(self) -> int:
-        return sum(tier.clear() for tier in self.tiers)
+        """Clear every tier; the count is the largest tier's (near tiers hold copies)."""
+        return max([tier.clear() for tier in self.tiers])
 
     def clear_function(self, function: str) -> int:
-        return sum(tier.clear_function(function) for tier in self.tiers)
+        """As :meth:`clear`, for one function's entries."""
+        return max([tier.clear_function(function) for tier in self.tiers])
 
     def refresh(self) -> None:
         for tier in self.tiers:
