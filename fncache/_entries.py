@@ -54,8 +54,9 @@ class Strategies:
     """How one function's entries are read, accepted and reported (defaults: memoize's own).
 
     ``reader``: ``"plain"`` (bytes), ``"mmap"`` (a memory map where the store can give one) or a
-    function ``(store, key, check) -> frame | None`` (``check`` as :meth:`Store.get_checked` takes). ``accept(header)``: whether a verified, unexpired
-    entry may be used (False removes it and recomputes). ``report(what, key)``: called with
+    function ``(store, key, check) -> frame | None`` (``check`` as :meth:`Store.get_checked`
+    takes). ``accept(header)``: whether a verified, unexpired entry may be used (False removes it
+    and recomputes). ``report(what, key)``: called with
     ``"hit"``, ``"miss"`` or ``"shared"``. ``map_result``: a computed value is returned as read back
     from the store (mapped), so the first call and later ones give the same kind of array.
     """

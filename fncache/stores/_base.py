@@ -212,8 +212,9 @@ class Store:
     Subclasses implement the methods that raise ``NotImplementedError`` (``get``, ``entries``,
     ``add``, ``set``, ``delete``, ``lock``); the others have defaults written in terms of those, which
     a store overrides where its backend does better (``contains`` without reading the value,
-    ``get_mmap`` from a file, ``get_meta`` by key, ``clear_function`` through an index). ``url`` is the canonical URL the
-    store was opened with; ``options`` the keyword options (never secrets) needed to reopen it.
+    ``get_mmap`` from a file, ``get_meta`` by key, ``clear_function`` through an index). ``url`` is
+    the canonical URL the store was opened with; ``options`` the keyword options (never secrets)
+    needed to reopen it.
     ``tests/test_stores.py``'s ``StoreContract`` is what every store must pass.
     """
 
