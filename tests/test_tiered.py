@@ -23,7 +23,7 @@ from fncache import _codec
 from fncache._errors import ConfigError
 from fncache.stores import open_store, public_config
 
-from .helpers import Plant, fncache_warnings, last_json, run_py, small_value, write
+from .helpers import Plant, cli, fncache_warnings, last_json, run_py, small_value, write
 
 JOB = """
 import json, os, sys
@@ -167,6 +167,21 @@ def test_tiers_from_a_comma_separated_string_and_options(tmp_path, monkeypatch):
     assert "hunter2" not in repr((shown, options))
     g = fncache.memoize(store=f"{near},{secret_url}")(small_value)
     assert "hunter2" not in repr(g) and b"hunter2" not in pickle.dumps(g)
+    assert [t.url for t in pickle.loads(pickle.dumps(g)).store.tiers] == \
+        [str(near), "redis://127.0.0.1:1/0"]
+
+
+def test_command_line_takes_tiers(tmp_path):
+    """``fncache ls --store "A,B"`` lists each entry once; a tier directory without a store is
+    refused as a single one is."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    f = fncache.memoize(store=[a, b])(small_value)
+    f(1), f(2)
+    proc = cli("ls", "--store", f"{a},{b}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [(r["function"], r["entries"]) for r in json.loads(proc.stdout)] == \
+        [(f.function_id, 2)]
+    assert cli("ls", "--store", f"{a},{tmp_path / 'none'}").returncode == 1
 
 
 def test_joblib_memory_takes_a_list_of_locations(tmp_path):
