@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import pickle
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -286,3 +288,27 @@ def test_damaged_s3_entry_is_rejected_and_not_copied(tmp_path, s3_env, caplog):
         assert g(9) == small_value(9)
     assert any("rejected" in m for m in fncache_warnings(caplog))
     assert _codec.verify(key, bytes(open_store(near).get(key)))
+
+
+@pytest.mark.redis
+def test_frozen_redis_with_lock_costs_one_time_out(tmp_path, redis_factory):
+    """A far Redis that stops answering (SIGSTOP) under ``lock=True``: the first miss waits one
+    read time-out, not one more for the lock, and later misses none; values are right."""
+    server = redis_factory()
+    near = str(tmp_path / "near")
+    f, computed = _memoized([near, server.url], lock=True, store_options={
+        "cooldown": 60, "tiers": [{}, {"socket_timeout": 1}]})
+    assert f(1) == square(1)
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert f(2) == square(2)
+        first = time.monotonic() - started
+        started = time.monotonic()
+        assert f(3) == square(3) and f(1) == square(1)
+        later = time.monotonic() - started
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert computed() == 3
+    assert first < 1.9, f"the first miss took {first:.2f}s: more than one time-out"
+    assert later < 0.5, f"misses and hits during the cool-down took {later:.2f}s"

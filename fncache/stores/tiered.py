@@ -343,7 +343,11 @@ class TieredStore(Store):
             tier.refresh()
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
-        """The farthest tier's lock (shared by every machine); the nearest's while it is skipped."""
+        """The farthest tier's lock (shared by every machine); the nearest's while it is skipped.
+
+        A call looks its key up before it locks, so a far tier that stopped answering is usually
+        skipped by then; one that fails the lock itself makes the call compute without the lock.
+        """
         far = self.tiers[-1]
         if _breaker(far).down:
             return self.tiers[0].lock(key, timeout)
