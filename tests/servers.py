@@ -8,7 +8,7 @@
   ``AWS_SECRET_ACCESS_KEY``.
 * ``s3_env`` (function): the same credentials and endpoint exported in ``os.environ`` for the
   test, so stores unpickled in subprocesses (which never carry secrets) can authenticate.
-* ``s3_factory`` (function): starts a private SeaweedFS (for tests that stop one).
+* ``s3_factory`` (function): starts a private SeaweedFS (for tests that stop or restart one).
 * ``unused_port`` (function): a loopback port nothing listens on.
 
 Every server binds to 127.0.0.1 only, keeps its data in a temporary directory and is stopped by the
@@ -249,8 +249,24 @@ class S3Server:
             use_listings_cache=False,
         )
 
+    start: Callable[[], subprocess.Popen[bytes]] | None = None
+    log: Path | None = None
+
     def stop(self) -> None:
         _stop(self.process)
+
+    def restart(self) -> None:
+        """Start the server again after :meth:`stop`: same loopback ports, same data (the bucket
+        and its objects are still there); stopped by its fixture as before."""
+        self.stop()
+        assert self.start is not None and self.log is not None
+        self.process = self.start()
+        _wait_for(self._ready, self.process, self.log, "weed mini", 60)
+
+    def _ready(self) -> bool:
+        # The bucket is created after the gateway starts listening: wait for both.
+        self.filesystem().ls(self.bucket, refresh=True)
+        return True
 
 
 @contextlib.contextmanager
@@ -292,20 +308,15 @@ def start_seaweedfs(directory: Path) -> Iterator[S3Server]:
     ]
     # weed mini makes the key pair in its environment the admin identity of the S3 gateway.
     env = dict(os.environ, AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=data, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-        )
-    server = S3Server(f"http://{HOST}:{s3}", S3_BUCKET, S3_KEY, S3_SECRET, proc)
+
+    def start() -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            return subprocess.Popen(cmd, cwd=data, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+
+    server = S3Server(f"http://{HOST}:{s3}", S3_BUCKET, S3_KEY, S3_SECRET, start(), start, log)
     try:
-        fs = server.filesystem()
-
-        def ready() -> bool:
-            # The bucket is created after the gateway starts listening: wait for both.
-            fs.ls(S3_BUCKET, refresh=True)
-            return True
-
-        _wait_for(ready, proc, log, "weed mini", 60)
+        _wait_for(server._ready, server.process, log, "weed mini", 60)
         yield server
     finally:
         server.stop()

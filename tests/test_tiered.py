@@ -264,6 +264,27 @@ def test_restarted_redis_receives_new_results_after_the_cooldown(tmp_path, redis
     assert any("answers again" in m for m in fncache_warnings(caplog))
 
 
+@pytest.mark.slow
+@pytest.mark.s3
+def test_restarted_s3_receives_new_results_after_the_cooldown(tmp_path, s3_factory, monkeypatch):
+    """The same with S3: a bucket back after an outage receives the results computed once the
+    cool-down has passed, and still serves what it held before."""
+    server = s3_factory()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    near, url = str(tmp_path / "near"), server.url()
+    f, computed = _memoized([near, url], store_options={"cooldown": 1.0})
+    far = open_store(url)
+    assert f(1) == square(1)
+    server.stop()
+    assert f(2) == square(2)
+    server.restart()
+    time.sleep(1.2)
+    assert f(3) == square(3)
+    assert computed() == 3
+    assert far.contains(f.key(3)) and far.contains(f.key(1)) and not far.contains(f.key(2))
+
+
 @pytest.mark.s3
 def test_damaged_s3_entry_is_rejected_and_not_copied(tmp_path, s3_env, caplog):
     """A far S3 entry with a flipped byte is not copied into the near tier; the call recomputes

@@ -266,7 +266,9 @@ class TieredStore(Store):
         """Add a checked value read from tier ``found_in`` to every nearer tier, with the metadata
         it has there. Best effort: a failure to copy is logged, and the value is still used."""
         meta = self._on(found_in, "read", self.tiers[found_in].get_meta, key)
-        meta = dict(meta) if isinstance(meta, dict) else {}
+        if not isinstance(meta, dict):  # the tier failed: no copy without its metadata
+            return
+        meta = dict(meta)
         expire = _remaining(meta)
         if expire == 0.0:
             return
