@@ -43,7 +43,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from fncache._errors import ConfigError
-from fncache.stores._base import ORPHAN_GRACE, EntryInfo, Store, now
+from fncache.stores._base import ORPHAN_GRACE, EntryInfo, Store, entry_info, now
 
 __all__ = ["DEFAULT_COOLDOWN", "TieredStore", "split_tiers"]
 
@@ -268,7 +268,8 @@ class TieredStore(Store):
         meta = self._on(found_in, "read", self.tiers[found_in].get_meta, key)
         if not isinstance(meta, dict):  # the tier failed: no copy without its metadata
             return
-        meta = dict(meta)
+        # Untrusted: metadata of the wrong types is not carried into the near tier's index.
+        meta = {} if entry_info(key, 0, meta).damaged else dict(meta)
         expire = _remaining(meta)
         if expire == 0.0:
             return
