@@ -14,11 +14,13 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fncache._errors import ConfigError, FncacheError
 from fncache._units import parse_duration, parse_size
-from fncache.stores import EntryInfo, Store, default_store_url, open_store, redact
+from fncache.stores import EntryInfo, Store, default_store, open_store, redact
+from fncache.stores.tiered import split_tiers
 
 __all__ = ["main", "parse_duration", "parse_size"]
 
@@ -56,9 +58,11 @@ def _store_from(args: argparse.Namespace) -> Store:
     malformed store URL is bad usage (exit 2)."""
     if args.dir and args.store:
         raise _Usage("--dir and --store: give one or the other")
-    url = args.store or args.dir or default_store_url()
-    # Tiers ("DIR,s3://...") are checked one by one: each directory must hold a store.
-    for part in url.split(",") if args.store or not args.dir else [url]:
+    spec = args.store or (Path(args.dir) if args.dir else default_store())
+    url = os.fspath(spec)
+    # Tiers ("DIR,s3://...", never a directory's name) are checked one by one: each directory
+    # must hold a store.
+    for part in split_tiers(spec) or [url]:
         path = part[len("file://"):] if part.startswith("file://") else part
         if "://" not in path and args.command != "doctor":
             if not os.path.isdir(path):
@@ -66,7 +70,7 @@ def _store_from(args: argparse.Namespace) -> Store:
             if not os.path.exists(os.path.join(path, _DISK_INDEX)):
                 raise _Fail(f"no cache at {redact(part)!r} (the directory holds no fncache store)")
     try:
-        return open_store(url)
+        return open_store(spec)
     except ConfigError as e:
         raise _Usage(f"--store: {e}") from None
 

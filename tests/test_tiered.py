@@ -333,3 +333,17 @@ def test_frozen_redis_with_lock_costs_one_time_out(tmp_path, redis_factory):
     assert computed() == 3
     assert first < 1.9, f"the first miss took {first:.2f}s: more than one time-out"
     assert later < 0.5, f"misses and hits during the cool-down took {later:.2f}s"
+
+
+def test_a_cache_directory_with_a_comma_is_one_store(tmp_path, monkeypatch):
+    """``FNCACHE_DIR`` (and ``--dir``) name one directory, commas and all: never tiers."""
+    directory = tmp_path / "team,cache"
+    monkeypatch.delenv("FNCACHE_STORE", raising=False)
+    monkeypatch.setenv("FNCACHE_DIR", str(directory))
+    f = fncache.memoize(small_value)
+    assert f(1) == small_value(1)
+    assert f.store.url == str(directory) and f.store.kind == "disk"
+    for args in (["ls", "--json"], ["ls", "--dir", str(directory), "--json"]):
+        proc = cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert [r["entries"] for r in json.loads(proc.stdout)] == [1]

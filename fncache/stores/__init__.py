@@ -41,6 +41,7 @@ __all__ = [
     "LeaseLock",
     "Store",
     "check_store",
+    "default_store",
     "default_store_url",
     "join_parts",
     "open_store",
@@ -150,6 +151,13 @@ def default_store_url() -> str:
     return str(base / "fncache")
 
 
+def default_store() -> str | Path:
+    """:func:`default_store_url` as a spec: ``$FNCACHE_STORE`` as given (it may name tiers joined by
+    commas), a directory (``$FNCACHE_DIR``, the user cache) as a path, whose name may hold a comma."""
+    url = default_store_url()
+    return url if url == os.environ.get("FNCACHE_STORE") else Path(url)
+
+
 def _create(url: str, options: dict[str, Any], tiered: bool = False) -> Store:
     import importlib
 
@@ -197,7 +205,7 @@ def open_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None = No
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return store
     if store is None:
-        store = default_store_url()
+        store = default_store()
     tiers = split_tiers(store)
     if tiers is not None:
         if any(isinstance(t, Store) for t in tiers):
@@ -238,10 +246,12 @@ def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
         if isinstance(store, Store) and options:
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return
-    if split_tiers(store if store is not None else default_store_url()) is not None:
+    if store is None:
+        store = default_store()
+    if split_tiers(store) is not None:
         open_store(store, **options)  # opens each tier's configuration; nothing connects or is created
         return
-    url = os.fspath(store) if store is not None else default_store_url()  # type: ignore[arg-type]
+    url = os.fspath(store)  # type: ignore[arg-type]
     if url.startswith("memory://") and options:
         raise ConfigError(
             f"store_options: a memory:// store takes no options, got {', '.join(map(str, options))}"
