@@ -214,7 +214,6 @@ class TieredStore(Store):
         # Each tier joins parts itself if it must (see join_parts): parts save a join in the others.
         self.accepts_parts = any(t.accepts_parts for t in self.tiers)
 
-
     # -- the breaker -----------------------------------------------------------------------------
     def _on(self, index: int, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on tier ``index``; for a far tier, ``_SKIPPED`` when it fails or is being
@@ -279,8 +278,11 @@ class TieredStore(Store):
         for i in range(found_in - 1, -1, -1):
             try:
                 self._on(i, "write", self.tiers[i].add, key, data, meta, expire)
-            except Exception as e:
-                log.warning("tier %s: copying entry %s failed: %s", self.tiers[i].url, key, e)
+            except Exception as e:  # the near tier's own failure: the value is still good
+                from fncache.stores import redact
+
+                log.warning("tier %s: copying entry %s failed: %s", redact(self.tiers[i].url),
+                            key, e)
 
     def get_meta(self, key: str) -> dict[str, Any]:
         for i, tier in enumerate(self.tiers):
