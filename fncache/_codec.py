@@ -50,7 +50,7 @@ import xxhash
 from fncache._errors import ConfigError, IntegrityError
 
 __all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "encode_parts",
-           "read_frame", "read_header"]
+           "read_frame", "read_header", "verify"]
 
 MAGIC = b"FNC\x01"
 _FIXED = struct.Struct("<4sB3xddQII")
@@ -421,6 +421,35 @@ def decode(
     return _load(frame, h, body_view), h
 
 
+def verify(key: str, frame: Any, *, secret: bytes | None = None) -> bool:
+    """Whether ``frame`` passes every check :func:`decode` makes before unpickling, for ``key``.
+
+    Nothing is unpickled or decompressed: this is the verification half of :func:`decode`, for
+    code that moves frames between stores (a tiered store filling its near tier) and must never
+    move one that a read would reject.
+    """
+    try:
+        if type(frame) is ReadFrame:
+            if frame.checked_for == key:
+                _read_body(frame, key, secret)
+                return True
+            frame = bytes(frame)
+        view = memoryview(frame).cast("B")
+        h, flags, header_end = _parse(view)
+        body = _verified_body(view, h, flags, header_end, key.encode(), secret, True)
+    except IntegrityError:
+        return False
+    # A compressed body's length is known only once decompressed (decode checks it then).
+    return bool(h.compression) or body.nbytes >= _body_length(h)
+
+
+def _body_length(h: Header) -> int:
+    """Bytes an uncompressed body holds: the pickle and each buffer, each padded."""
+    if not h.buffer_lens:
+        return h.pickle_len
+    return h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
+
+
 def _verified_body(view: memoryview, h: Header, flags: int, header_end: int, kb: bytes,
                    secret: bytes | None, verify_buffers: bool) -> memoryview:
     """The body of a frame whose padding, signature and checksums were checked (see decode)."""
@@ -467,13 +496,10 @@ def _load(frame: Any, h: Header, body_view: memoryview) -> Any:
             body = memoryview(bytearray(body))
     else:
         body = body_view
-    if not h.buffer_lens:
-        if body.nbytes < h.pickle_len:
-            raise IntegrityError("entry body is shorter than its header says")
-        return pickle.loads(body[: h.pickle_len])
-    expected = h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
-    if body.nbytes < expected:
+    if body.nbytes < _body_length(h):
         raise IntegrityError("entry body is shorter than its header says")
+    if not h.buffer_lens:
+        return pickle.loads(body[: h.pickle_len])
     buffers = []
     pos = h.pickle_len + _pad(h.pickle_len)
     for n in h.buffer_lens:
@@ -485,6 +511,14 @@ def _load(frame: Any, h: Header, body_view: memoryview) -> Any:
 def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any, Header]:
     """:func:`decode` of a frame that :func:`read_frame` checked for ``key``: its MAC (with a
     secret) is checked, then it is unpickled with its buffers used in place."""
+    h, body, rest = _read_body(frame, key, secret)
+    return pickle.loads(body[: h.pickle_len], buffers=rest[0::2]), h
+
+
+def _read_body(frame: ReadFrame, key: str,
+               secret: bytes | None) -> tuple[Header, memoryview, list[memoryview]]:
+    """(header, body, buffers and their padding) of a frame :func:`read_frame` checked for
+    ``key``, after checking its MAC with a secret."""
     head = memoryview(frame.head).cast("B")
     h, _, header_end = _parse(head)
     body = head[h.body_offset :]
@@ -497,7 +531,7 @@ def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any,
         if not hmac.compare_digest(mac, _mac(secret, key.encode(), head[:header_end],
                                              [body, *rest])):
             raise IntegrityError("entry signature does not match (tampered, or another secret)")
-    return pickle.loads(body[: h.pickle_len], buffers=rest[0::2]), h
+    return h, body, rest
 
 
 # Memory maps are used in place even when read-only: a file's map is never written through.

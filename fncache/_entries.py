@@ -20,6 +20,7 @@ hits and misses are reported.
 
 from __future__ import annotations
 
+import functools
 import logging
 import mmap
 import time
@@ -53,15 +54,16 @@ class Strategies:
     """How one function's entries are read, accepted and reported (defaults: memoize's own).
 
     ``reader``: ``"plain"`` (bytes), ``"mmap"`` (a memory map where the store can give one) or a
-    function ``(store, key) -> frame | None``. ``accept(header)``: whether a verified, unexpired
-    entry may be used (False removes it and recomputes). ``report(what, key)``: called with
-    ``"hit"``, ``"miss"`` or ``"shared"``. ``announce(callkey, args, kwargs)``: called when a
-    computation starts; what it returns (if not None) is called with the seconds it took, once the
-    function returned. ``map_result``: a computed value is returned as read back from the store
-    (mapped), so the first call and later ones give the same kind of array.
+    function ``(store, key, check) -> frame | None`` (``check`` as :meth:`Store.get_checked`
+    takes). ``accept(header)``: whether a verified, unexpired entry may be used (False removes it
+    and recomputes). ``report(what, key)``: called with ``"hit"``, ``"miss"`` or ``"shared"``.
+    ``announce(callkey, args, kwargs)``: called when a computation starts; what it returns (if not
+    None) is called with the seconds it took, once the function returned. ``map_result``: a
+    computed value is returned as read back from the store (mapped), so the first call and later
+    ones give the same kind of array.
     """
 
-    reader: str | Callable[[Store, str], Any] = "plain"
+    reader: str | Callable[[Store, str, Callable[[str, Any], bool]], Any] = "plain"
     accept: Callable[[_codec.Header], bool] | None = None
     report: Callable[[str, str], None] | None = None
     announce: Callable[[CallKey, tuple[Any, ...], dict[str, Any]], Any] | None = None
@@ -83,6 +85,8 @@ class Entries:
         self.validate = strategies.accept
         self.report = strategies.report or self._report
         self._store: Store | None = options.store if isinstance(options.store, Store) else None
+        #: ``check(key, frame)``: whether a frame passes decode's checks (see Store.get_checked)
+        self.check = functools.partial(_codec.verify, secret=options.secret)
         self._warned: set[str] = set()
         # Keys whose verified entry this process could not unpickle (a module it lacks): they are
         # misses here, and the entry is replaced (never deleted) once a recompute has succeeded.
@@ -148,11 +152,13 @@ class Entries:
         """The stored frame at ``key`` or None: bytes, or a memory map with the ``"mmap"`` reader."""
         store = self.store
         reader = self.reader
+        # The codec's check travels with the read: a tiered store copies a value found in a far
+        # tier into the near one only if it passes what decode will check (never a forged one).
         if reader == "plain":
-            return store.get(key)
+            return store.get_checked(key, self.check)
         if reader == "mmap":
-            return store.get_mmap(key)
-        return reader(store, key)  # type: ignore[operator]
+            return store.get_checked(key, self.check, True)
+        return reader(store, key, self.check)  # type: ignore[operator]
 
     def accept(self, key: str, header: _codec.Header) -> bool:
         """Whether a verified entry may be used; False removes it and recomputes."""

@@ -163,7 +163,11 @@ class Memoized(Generic[P, R]):
 
     def __repr__(self) -> str:
         spec = self.options.store
-        where = redact(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec
+        if isinstance(spec, tuple):  # tiers
+            where: Any = ",".join(redact(os.fspath(t)) if isinstance(t, (str, os.PathLike))
+                                  else repr(t) for t in spec)
+        else:
+            where = redact(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec
         return f"<memoized {self.function_id} in {where or 'default store'}>"
 
     def __fncache_token__(self) -> Any:
@@ -284,7 +288,7 @@ def memoize(
     func: None = None,
     /,
     *,
-    store: str | os.PathLike[str] | Store | None = ...,
+    store: str | os.PathLike[str] | Store | list[Any] | None = ...,
     ignore: Iterable[str] = ...,
     files: Iterable[str] = ...,
     version: str | None = ...,
@@ -312,7 +316,10 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     Options:
         store: a directory, a URL (``file://``, ``memory://``, ``redis://``, ``s3://``) or a
             :class:`~fncache.stores.Store`; default ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or
-            ``~/.cache/fncache``.
+            ``~/.cache/fncache``. A list of them (or one string joined by commas) is tiers,
+            nearest first: ``["~/.cache/team", "s3://bucket/cache"]`` reads the local directory
+            first and copies what the bucket has into it (:mod:`fncache.stores.tiered`); then
+            ``store_options`` takes ``tiers`` (one dict of options per tier) and ``cooldown``.
         ignore: parameter names left out of the key (e.g. ``verbose``, ``n_jobs``).
         files: parameter names that always take file paths (or lists of them, or None): each is
             keyed by the file's base name and content, as ``fncache.file(path)`` is; the function

@@ -8,6 +8,7 @@ Part of the ``fncache.Memory`` layer (:mod:`fncache.memory`): a path ``location`
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from pprint import pformat
@@ -17,6 +18,7 @@ from fncache import _codec
 from fncache._errors import ConfigError, IntegrityError
 from fncache._options import secret_from
 from fncache.stores import Store, open_store
+from fncache.stores.tiered import split_tiers
 
 __all__ = ["MemorizedResult", "NotMemorizedResult"]
 
@@ -30,10 +32,19 @@ _MMAP_MODES = (None, "r", "r+", "w+", "c")
 # ---------------------------------------------------------------------------------------------
 
 
-def _store_spec(location: Any) -> str | Store:
-    """The store behind a joblib ``location``: a path gets the ``fncache`` subdirectory."""
+def _store_spec(location: Any) -> str | Store | tuple[str | Store, ...]:
+    """The store behind a joblib ``location``: a path gets the ``fncache`` subdirectory.
+
+    A list of locations (or one string of them joined by commas) is tiers, nearest first, each
+    taken as a location is (see :mod:`fncache.stores.tiered`).
+    """
     if isinstance(location, Store):
         return location
+    tiers = split_tiers(location)
+    if tiers is not None:
+        if len(tiers) < 2:
+            raise ConfigError(f"location: tiers need two or more locations, got {location!r}")
+        return tuple(_store_spec(t) for t in tiers)  # type: ignore[misc]
     if isinstance(location, os.PathLike):
         location = os.fspath(location)
     if not isinstance(location, str) or not location:
@@ -77,15 +88,16 @@ def _revive(store: Store) -> None:
     store.refresh()
 
 
-def _read(store: Store, key: str, mmap_mode: str | None) -> Any:
+def _read(store: Store, key: str, check: Any, mmap_mode: str | None) -> Any:
     """The frame at ``key`` (``None`` if absent); with ``mmap_mode="r"`` a memory map if possible.
 
     Stores that keep values in files (disk: values over 32 KiB) map them; smaller values and other
     stores' values are read into memory. ``"c"``, ``"r+"`` and ``"w+"`` read a private, writable
-    copy: an entry is checksummed and immutable, so writes must never reach it.
+    copy: an entry is checksummed and immutable, so writes must never reach it. ``check`` as
+    :meth:`Store.get_checked` takes it.
     """
     store.refresh()
-    return store.get_mmap(key) if mmap_mode == "r" else store.get(key)
+    return store.get_checked(key, check, mmap_mode == "r")
 
 
 def _metadata(header: _codec.Header) -> dict[str, Any]:
@@ -144,12 +156,14 @@ class MemorizedResult:
 
     def get(self) -> Any:
         """The cached value. Raises ``KeyError`` if it is no longer in the cache."""
-        frame = _read(self.store, self.args_id, self.mmap_mode)
+        secret = secret_from(None)
+        check = functools.partial(_codec.verify, secret=secret)
+        frame = _read(self.store, self.args_id, check, self.mmap_mode)
         if frame is None:
             raise KeyError(f"{self.func_id}: result {self.args_id} is not in the cache")
         try:
             # As in Memoized._lookup: a mapped frame's array bytes are left unread.
-            return _codec.decode(frame, self.args_id, secret=secret_from(None),
+            return _codec.decode(frame, self.args_id, secret=secret,
                                  verify_buffers=type(frame) is not mmap.mmap)[0]
         except IntegrityError as e:
             raise KeyError(f"{self.func_id}: result {self.args_id} is damaged: {e}") from e

@@ -73,7 +73,7 @@ def secret_from(secret: str | bytes | None) -> bytes | None:
 class Options:
     """Validated options of one memoized function (see :func:`fncache.memoize` for each)."""
 
-    store: Any = None  # a path, a URL or a Store (None: the default store)
+    store: Any = None  # a path, a URL, a Store or a tuple of them (tiers); None: the default store
     ignore: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     version: str | None = None
@@ -94,7 +94,7 @@ class Options:
     def make(
         cls,
         *,
-        store: str | os.PathLike[str] | Store | None = None,
+        store: str | os.PathLike[str] | Store | list[Any] | tuple[Any, ...] | None = None,
         ignore: Iterable[str] = (),
         files: Iterable[str] = (),
         version: str | None = None,
@@ -134,7 +134,7 @@ class Options:
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         _check_store(store, store_options)
         return cls(
-            store=store,
+            store=tuple(store) if isinstance(store, list) else store,
             ignore=tuple(sorted(ignore)),
             files=tuple(sorted(files)),
             version=version,
@@ -196,8 +196,15 @@ def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
 
 
 def _check_store(store: Any, store_options: Any) -> None:
-    if store is not None and not isinstance(store, (str, os.PathLike, Store)):
-        raise ConfigError(f"store: expected a path, a URL or a Store, got {type(store).__name__}")
+    tiers = store if isinstance(store, (list, tuple)) else [store]
+    if not tiers:
+        raise ConfigError("store: an empty list of tiers")
+    for tier in tiers:
+        alone_none = tier is None and len(tiers) == 1  # None: the default store
+        if not alone_none and not isinstance(tier, (str, os.PathLike, Store)):
+            raise ConfigError(
+                f"store: expected a path, a URL, a Store or a list of them (tiers, nearest first), "
+                f"got {type(tier).__name__}")
     if store_options is not None and not isinstance(store_options, dict):
         raise ConfigError("store_options: expected a dict")
     limit = (store_options or {}).get("size_limit")

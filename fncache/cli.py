@@ -18,11 +18,13 @@ import sys
 import time
 import types
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fncache._errors import ConfigError, FncacheError
 from fncache._units import parse_duration, parse_size
-from fncache.stores import EntryInfo, Store, default_store_url, open_store, redact
+from fncache.stores import EntryInfo, Store, default_store, open_store, redact
+from fncache.stores.tiered import split_tiers
 
 __all__ = ["main", "parse_duration", "parse_size"]
 
@@ -63,21 +65,29 @@ def _store_from(args: argparse.Namespace) -> Store:
     subdirectory: given the location, the command works on that store."""
     if args.dir and args.store:
         raise _Usage("--dir and --store: give one or the other")
-    url = args.store or args.dir or default_store_url()
-    path = url[len("file://"):] if url.startswith("file://") else url
-    if "://" not in path:
-        path = os.path.expanduser(path)
-        inner = os.path.join(path, _MEMORY_SUBDIR)
-        if not os.path.exists(os.path.join(path, _DISK_INDEX)) \
-                and os.path.exists(os.path.join(inner, _DISK_INDEX)):
-            url = path = inner
-        elif args.command != "doctor":
-            if not os.path.isdir(path):
-                raise _Fail(f"no cache at {redact(url)!r} (the directory does not exist)")
-            if not os.path.exists(os.path.join(path, _DISK_INDEX)):
-                raise _Fail(f"no cache at {redact(url)!r} (the directory holds no fncache store)")
+    spec: Any = args.store or (Path(os.path.expanduser(args.dir)) if args.dir else default_store())
+    # Tiers ("DIR,s3://...", never a directory's name) are checked one by one: each directory
+    # must hold a store (a fncache.Memory location: the store in its subdirectory).
+    tiers = split_tiers(spec)
+    parts: list[Any] = []
+    for part in tiers or [spec]:
+        text = os.fspath(part)
+        path = text[len("file://"):] if text.startswith("file://") else text
+        if "://" not in path:
+            path = os.path.expanduser(path)
+            inner = os.path.join(path, _MEMORY_SUBDIR)
+            if not os.path.exists(os.path.join(path, _DISK_INDEX)) \
+                    and os.path.exists(os.path.join(inner, _DISK_INDEX)):
+                part = Path(inner)
+            elif args.command != "doctor":
+                if not os.path.isdir(path):
+                    raise _Fail(f"no cache at {redact(text)!r} (the directory does not exist)")
+                if not os.path.exists(os.path.join(path, _DISK_INDEX)):
+                    raise _Fail(f"no cache at {redact(text)!r} (the directory holds no fncache store)")
+        parts.append(part)
+    spec = parts if tiers else parts[0]
     try:
-        return open_store(url)
+        return open_store(spec)
     except ConfigError as e:
         raise _Usage(f"--store: {e}") from None
 
@@ -371,7 +381,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("store")
     where.add_argument("--dir", help="cache directory (a disk store, or a fncache.Memory location)")
-    where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://")
+    where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://; "
+                       "tiers joined by commas, nearest first (DIR,s3://bucket/prefix)")
 
     reading = argparse.ArgumentParser(add_help=False)
     reading.add_argument("--json", action="store_true", help="machine-readable output")

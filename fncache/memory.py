@@ -269,6 +269,8 @@ def _public(location: Any, backend_options: dict[str, Any] | None) -> tuple[Any,
 
 def _shown(location: Any) -> Any:
     """``location`` as ``repr`` shows it: a URL's password replaced by ``***``."""
+    if isinstance(location, (list, tuple)):  # tiers
+        return [_shown(t) for t in location]
     return redact(location) if isinstance(location, str) else location
 
 

@@ -1,14 +1,14 @@
 """Pytest fixtures that run real servers on 127.0.0.1 for the store tests.
 
 * ``redis_server`` (session): a ``redis-server`` on a free port, no persistence.
-* ``redis_factory`` (function): starts private Redis servers (for tests that stop or fill one),
-  each stopped when the test ends.
+* ``redis_factory`` (function): starts private Redis servers (for tests that stop, restart or fill
+  one), each stopped when the test ends.
 * ``s3_server`` (session): SeaweedFS ``weed mini`` with its S3 gateway on a free port and a bucket
   ``fncache-test``; credentials are a key pair given to it through ``AWS_ACCESS_KEY_ID`` and
   ``AWS_SECRET_ACCESS_KEY``.
 * ``s3_env`` (function): the same credentials and endpoint exported in ``os.environ`` for the
   test, so stores unpickled in subprocesses (which never carry secrets) can authenticate.
-* ``s3_factory`` (function): starts a private SeaweedFS (for tests that stop one).
+* ``s3_factory`` (function): starts a private SeaweedFS (for tests that stop or restart one).
 * ``unused_port`` (function): a loopback port nothing listens on.
 
 Every server binds to 127.0.0.1 only, keeps its data in a temporary directory and is stopped by the
@@ -122,6 +122,8 @@ class RedisServer:
     port: int
     process: subprocess.Popen[bytes]
     password: str | None = None
+    command: list[str] = dataclasses.field(default_factory=list)
+    log: Path | None = None
 
     @property
     def url(self) -> str:
@@ -135,6 +137,16 @@ class RedisServer:
 
     def stop(self) -> None:
         _stop(self.process)
+
+    def restart(self) -> None:
+        """Start the server again after :meth:`stop`, on the same loopback port (empty: no
+        persistence); stopped by its fixture as before."""
+        self.stop()
+        self.process = subprocess.Popen(
+            self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT)
+        assert self.log is not None
+        _wait_for(lambda: bool(self.client().ping()), self.process, self.log, "redis-server", 20)
 
 
 @contextlib.contextmanager
@@ -167,7 +179,7 @@ def start_redis(directory: Path, *extra: str, password: str | None = None) -> It
     proc = subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
-    server = RedisServer(port, proc, password)
+    server = RedisServer(port, proc, password, cmd, log)
     try:
         _wait_for(lambda: bool(server.client().ping()), proc, log, "redis-server", 20)
         yield server
@@ -237,8 +249,24 @@ class S3Server:
             use_listings_cache=False,
         )
 
+    start: Callable[[], subprocess.Popen[bytes]] | None = None
+    log: Path | None = None
+
     def stop(self) -> None:
         _stop(self.process)
+
+    def restart(self) -> None:
+        """Start the server again after :meth:`stop`: same loopback ports, same data (the bucket
+        and its objects are still there); stopped by its fixture as before."""
+        self.stop()
+        assert self.start is not None and self.log is not None
+        self.process = self.start()
+        _wait_for(self._ready, self.process, self.log, "weed mini", 60)
+
+    def _ready(self) -> bool:
+        # The bucket is created after the gateway starts listening: wait for both.
+        self.filesystem().ls(self.bucket, refresh=True)
+        return True
 
 
 @contextlib.contextmanager
@@ -280,20 +308,15 @@ def start_seaweedfs(directory: Path) -> Iterator[S3Server]:
     ]
     # weed mini makes the key pair in its environment the admin identity of the S3 gateway.
     env = dict(os.environ, AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=data, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-        )
-    server = S3Server(f"http://{HOST}:{s3}", S3_BUCKET, S3_KEY, S3_SECRET, proc)
+
+    def start() -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            return subprocess.Popen(cmd, cwd=data, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+
+    server = S3Server(f"http://{HOST}:{s3}", S3_BUCKET, S3_KEY, S3_SECRET, start(), start, log)
     try:
-        fs = server.filesystem()
-
-        def ready() -> bool:
-            # The bucket is created after the gateway starts listening: wait for both.
-            fs.ls(S3_BUCKET, refresh=True)
-            return True
-
-        _wait_for(ready, proc, log, "weed mini", 60)
+        _wait_for(server._ready, server.process, log, "weed mini", 60)
         yield server
     finally:
         server.stop()

@@ -209,3 +209,27 @@ def test_checked_reads_work_without_numpy(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=str(tmp_path), env={**os.environ})
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_verify_agrees_with_decode_and_unpickles_nothing(data):
+    """``verify`` (the check a tiered store makes before copying a frame) accepts exactly the frames
+    ``decode`` accepts (any byte changed, any truncation, another key or secret), whole or read in
+    chunks, without unpickling anything."""
+    signed = data.draw(st.booleans(), label="signed")
+    original = SIGNED if signed else FRAME
+    frame = bytearray(original)
+    change = data.draw(st.sampled_from(["none", "flip", "cut", "key", "secret"]), label="change")
+    if change == "flip":
+        frame[data.draw(st.integers(0, len(frame) - 1), label="offset")] ^= 0x5A
+    elif change == "cut":
+        frame = frame[: data.draw(st.integers(0, len(frame) - 1), label="length")]
+    key = "f" * 32 if change == "key" else KEY
+    secret = b"other" if change == "secret" else SECRET if signed else None
+    for form in (bytes(frame), _read(bytes(frame))):
+        before = len(UNPICKLED)
+        verdict = _codec.verify(key, form, secret=secret)
+        assert len(UNPICKLED) == before, "verify unpickled a frame"
+        assert verdict == (not _rejected(form, key=key, secret=secret))
+        assert verdict == (change == "none")

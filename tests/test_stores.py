@@ -122,6 +122,23 @@ class StoreContract:
         assert bytes(store.get_mmap(large)) == bytes(range(256)) * 1024
         assert store.get_mmap(new_key()) is None
 
+    def test_get_checked_reads_what_get_reads(self, store: Store) -> None:
+        """``get_checked`` returns the value (mapped or not) whatever the check says; None if absent."""
+        key = new_key()
+        store.add(key, b"checked", META)
+        for mapped in (False, True):
+            for verdict in (True, False):
+                assert bytes(store.get_checked(key, lambda k, v, ok=verdict: ok, mapped)) == \
+                    b"checked"
+            assert store.get_checked(new_key(), lambda k, v: True, mapped) is None
+
+    def test_get_meta_reads_one_entrys_metadata(self, store: Store) -> None:
+        """``get_meta`` returns the metadata given to ``add`` (plus the store's own), ``{}`` if absent."""
+        key = new_key()
+        store.add(key, b"v", META)
+        assert {k: store.get_meta(key)[k] for k in META} == META
+        assert store.get_meta(new_key()) == {}
+
     def test_clear_function_removes_only_that_functions_entries(self, store: Store) -> None:
         """``clear_function`` removes the entries whose metadata names the function, no others."""
         mine = [new_key() for _ in range(3)]
@@ -292,6 +309,26 @@ class TestS3Store(StoreContract):
         return open_store(
             "s3://nowhere/x", endpoint_url=url, key="k", secret="s", connect_timeout=2
         )
+
+
+class TestTieredStore(StoreContract):
+    def open(self, request):
+        return open_store([str(request.getfixturevalue("tmp_path") / "near"),
+                           f"memory://{new_key()}"])
+
+    def open_unreachable(self, request):
+        blocker = request.getfixturevalue("tmp_path") / "a-file"
+        blocker.write_text("not a directory")
+        return open_store([str(blocker / "near"), f"memory://{new_key()}"])
+
+
+@pytest.mark.s3
+class TestTieredS3Store(StoreContract):
+    def open(self, request):
+        server = request.getfixturevalue("s3_env")
+        near = str(request.getfixturevalue("tmp_path") / "near")
+        return open_store(f"{near},{server.url()}",
+                          tiers=[{}, {"endpoint_url": server.endpoint_url}])
 
 
 def _readme_store_class() -> type[Store]:

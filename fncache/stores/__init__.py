@@ -7,6 +7,8 @@ URL                                    store
 ``memory://NAME``                      :class:`~fncache.stores.memory.MemoryStore` (one process)
 ``redis://host:port/db``               :class:`~fncache.stores.redis.RedisStore` (``fncache[redis]``)
 ``s3://bucket/prefix``                 :class:`~fncache.stores.s3.S3Store` (``fncache[s3]``)
+``DIR,s3://bucket/prefix`` or a list   :class:`~fncache.stores.tiered.TieredStore`: tiers tried
+                                       nearest first (a local directory in front of a shared one)
 =====================================  ==========================================================
 
 Backends import lazily: opening a disk store never imports redis or s3fs.
@@ -24,12 +26,14 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store, join_parts, store_error
 from fncache.stores._lock import LeaseLock
+from fncache.stores.tiered import split_tiers
 
 __all__ = [
     "SCHEMES",
@@ -37,6 +41,7 @@ __all__ = [
     "LeaseLock",
     "Store",
     "check_store",
+    "default_store",
     "default_store_url",
     "join_parts",
     "open_store",
@@ -87,7 +92,10 @@ def redact(url: str) -> str:
     """``url`` with any password (``user:PASSWORD@``, ``?password=``) replaced by ``***``.
 
     For messages and ``repr``: a URL given by the user is shown this way wherever fncache shows it.
+    Tiers (URLs joined by commas) are redacted one by one.
     """
+    if "," in url:
+        return ",".join(redact(part) for part in url.split(","))
     url = _USERINFO_PASSWORD.sub(r"\1:***@", url)
     return _QUERY_SECRET.sub(r"\1***", url)
 
@@ -95,19 +103,27 @@ def redact(url: str) -> str:
 def _strip(options: Any) -> Any:
     if isinstance(options, dict):
         return {k: _strip(v) for k, v in options.items() if not _is_secret(k)}
+    if isinstance(options, (list, tuple)):  # a tiered store's options, one dict per tier
+        return [_strip(v) for v in options]
     return options
 
 
 def public_config(
-    store: str | os.PathLike[str] | Store | None, options: dict[str, Any]
+    store: str | os.PathLike[str] | Store | Sequence[Any] | None, options: dict[str, Any]
 ) -> tuple[Any, dict[str, Any]]:
     """``(store, options)`` without credentials: safe to pickle, log and show.
 
     A URL loses its password (from the userinfo and the query), the options lose every key that
     names a credential (``password``, ``secret``, ``key``, ``token``, ``aws_secret_access_key``...,
-    also inside ``client_kwargs``). A :class:`Store` is kept: it pickles as its own sanitised
-    configuration.
+    also inside ``client_kwargs`` and each tier's options). A :class:`Store` is kept: it pickles
+    as its own sanitised configuration. Tiers (a list, or URLs joined by commas) are cleaned one
+    by one.
     """
+    tiers = split_tiers(store)
+    if tiers is not None:
+        clean = [public_config(t, {})[0] for t in tiers]
+        cleaned = ",".join(clean) if isinstance(store, str) else clean
+        return cleaned, _strip(dict(options))
     if isinstance(store, str) and "://" in store:
         if store.startswith(("redis://", "rediss://", "unix://")):
             from fncache.stores._redis_config import split_password
@@ -117,8 +133,9 @@ def public_config(
         store = re.sub(r"(?i)[?&][^=&#]*(?:password|secret|token)[^=&#]*=[^&#]*", "", store)
     return store, _strip(dict(options))
 
-_cache_lock = threading.Lock()
-_open: dict[tuple[str, tuple[tuple[str, Any], ...]], Store] = {}
+# Re-entrant: opening a tiered store opens its tiers through open_store.
+_cache_lock = threading.RLock()
+_open: dict[tuple[str, bool, Any], Store] = {}
 
 
 def default_store_url() -> str:
@@ -134,9 +151,20 @@ def default_store_url() -> str:
     return str(base / "fncache")
 
 
-def _create(url: str, options: dict[str, Any]) -> Store:
+def default_store() -> str | Path:
+    """:func:`default_store_url` as a spec: ``$FNCACHE_STORE`` as given (it may name tiers joined by
+    commas), a directory (``$FNCACHE_DIR``, the user cache) as a path, whose name may hold a comma."""
+    url = default_store_url()
+    return url if url == os.environ.get("FNCACHE_STORE") else Path(url)
+
+
+def _create(url: str, options: dict[str, Any], tiered: bool = False) -> Store:
     import importlib
 
+    if tiered:
+        from fncache.stores.tiered import TieredStore
+
+        return TieredStore(url, **options)
     scheme = _scheme(url)
     if scheme == "file" and url.startswith("file://"):
         url = url[len("file://") :]
@@ -145,40 +173,69 @@ def _create(url: str, options: dict[str, Any]) -> Store:
     return cls(url, **options)
 
 
-def open_store(store: str | os.PathLike[str] | Store | None = None, **options: Any) -> Store:
-    """The store for ``store``: a :class:`Store` as is, else a URL or directory path.
+def _normalize(spec: str | os.PathLike[str]) -> str:
+    """A path or URL as stores are keyed by: paths absolute, ``~`` expanded."""
+    url = os.fspath(spec)
+    if not url:
+        raise ConfigError("store: empty path or URL")
+    return url if "://" in url else os.path.abspath(os.path.expanduser(url))
+
+
+def _freeze(value: Any) -> Any:
+    """Options as a hashable value (dicts and lists inside, e.g. a tiered store's per-tier options)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def open_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None = None,
+               **options: Any) -> Store:
+    """The store for ``store``: a :class:`Store` as is, else a URL or directory path, or tiers.
 
     ``None`` means :func:`default_store_url`. Stores opened with the same URL and options in one process
-    are shared, so many memoized functions use one connection pool or one SQLite handle.
+    are shared, so many memoized functions use one connection pool or one SQLite handle. Tiers (a
+    list of paths, URLs or stores, or one string of them joined by commas, nearest first) open a
+    :class:`~fncache.stores.tiered.TieredStore`; its options are ``tiers`` (one dict per tier)
+    and ``cooldown``.
     """
     if isinstance(store, Store):
         if options:
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return store
     if store is None:
-        store = default_store_url()
-    if not isinstance(store, (str, os.PathLike)):
+        store = default_store()
+    tiers = split_tiers(store)
+    if tiers is not None:
+        if any(isinstance(t, Store) for t in tiers):
+            from fncache.stores.tiered import TieredStore
+
+            return TieredStore(tiers, **options)
+        if not all(isinstance(t, (str, os.PathLike)) for t in tiers):
+            raise ConfigError("store: each tier is a path, a URL or a Store")
+        url = ",".join(_normalize(t) for t in tiers)
+    elif isinstance(store, (str, os.PathLike)):
+        url = _normalize(store)
+    else:
         raise ConfigError(
             f"store: expected a path, a URL or a Store, got {type(store).__name__}"
         )
-    url = os.fspath(store)
-    if not url:
-        raise ConfigError("store: empty path or URL")
-    if "://" not in url:
-        url = os.path.abspath(os.path.expanduser(url))
-    ident = (url, tuple(sorted(options.items())))
+    tiered = tiers is not None
+    ident = (url, tiered, _freeze(options))
     try:
         hash(ident)
     except TypeError:
-        return _create(url, options)
+        return _create(url, options, tiered)
     with _cache_lock:
         found = _open.get(ident)
         if found is None:
-            found = _open[ident] = _create(url, options)
+            found = _open[ident] = _create(url, options, tiered)
         return found
 
 
-def check_store(store: str | os.PathLike[str] | Store | None, options: dict[str, Any]) -> None:
+def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
+                options: dict[str, Any]) -> None:
     """Raise :class:`ConfigError` now for a store URL or options that opening it would refuse.
 
     A remote store (Redis, S3, memory) is opened, which validates its URL and options without
@@ -189,7 +246,12 @@ def check_store(store: str | os.PathLike[str] | Store | None, options: dict[str,
         if isinstance(store, Store) and options:
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return
-    url = os.fspath(store) if store is not None else default_store_url()
+    if store is None:
+        store = default_store()
+    if split_tiers(store) is not None:
+        open_store(store, **options)  # opens each tier's configuration; nothing connects or is created
+        return
+    url = os.fspath(store)  # type: ignore[arg-type]
     if url.startswith("memory://") and options:
         raise ConfigError(
             f"store_options: a memory:// store takes no options, got {', '.join(map(str, options))}"

@@ -23,7 +23,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -212,8 +212,9 @@ class Store:
     Subclasses implement the methods that raise ``NotImplementedError`` (``get``, ``entries``,
     ``add``, ``set``, ``delete``, ``lock``); the others have defaults written in terms of those, which
     a store overrides where its backend does better (``contains`` without reading the value,
-    ``get_mmap`` from a file, ``clear_function`` through an index). ``url`` is the canonical URL the
-    store was opened with; ``options`` the keyword options (never secrets) needed to reopen it.
+    ``get_mmap`` from a file, ``get_meta`` by key, ``clear_function`` through an index). ``url`` is
+    the canonical URL the store was opened with; ``options`` the keyword options (never secrets)
+    needed to reopen it.
     ``tests/test_stores.py``'s ``StoreContract`` is what every store must pass.
     """
 
@@ -242,6 +243,28 @@ class Store:
         Default: :meth:`get` is not ``None`` (reads the value; stores override it).
         """
         return self.get(key) is not None
+
+    def get_checked(self, key: str, check: Callable[[str, Any], bool],
+                    mapped: bool = False) -> Any:
+        """The value at ``key`` as :meth:`get` (``mapped``: :meth:`get_mmap`) returns it, or ``None``.
+
+        ``check(key, value)`` says whether a value is sound (its checksum and signature hold). A
+        store that copies values it reads from one place into another (a tiered store filling its
+        near tier from its far one) copies only values ``check`` accepts, and returns the others
+        as read, uncopied, for the caller to reject. Default: :meth:`get` (or :meth:`get_mmap`).
+        """
+        return self.get_mmap(key) if mapped else self.get(key)
+
+    def get_meta(self, key: str) -> dict[str, Any]:
+        """The metadata stored with the entry at ``key``: ``{}`` if there is no entry, or its
+        metadata was lost or is damaged. Untrusted, as in :meth:`entries`; never a large read.
+
+        Default: one pass over :meth:`entries` (stores override it with a direct read).
+        """
+        for info in self.entries():
+            if info.key == key:
+                return {} if info.damaged else dict(info.meta)
+        return {}
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every entry with its metadata, in no particular order.

@@ -39,6 +39,10 @@ _SELECT_VALUE = (
 _SELECT_LIVE = (
     "SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
 )
+_SELECT_META = (
+    f"SELECT {_COLUMN}, store_time FROM Cache WHERE key = ? AND raw = 1"
+    " AND (expire_time IS NULL OR expire_time > ?)"
+)
 _SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
 _INSERT_ROW = (
     "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"

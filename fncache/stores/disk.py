@@ -56,12 +56,14 @@ from fncache.stores._diskcache import (
     _MODE_RAW,
     _SELECT_ENTRIES,
     _SELECT_LIVE,
+    _SELECT_META,
     _SELECT_ROW,
     _SELECT_VALUE,
     _UPDATE_ROW,
     COLUMNS,
     _Diskcache,
     _entry,
+    _parse_meta,
 )
 from fncache.stores._diskfs import UnsafeFile, make_private_dirs, unsafe_ancestors
 from fncache.stores._lock import LeaseLock
@@ -357,6 +359,14 @@ class DiskStore(Store):
 
     def contains(self, key: str) -> bool:
         return bool(self._guard("lookup", self.db.rows, _SELECT_LIVE, (key, time.time())))
+
+    def get_meta(self, key: str) -> dict[str, Any]:
+        """The entry's metadata column, parsed as :meth:`entries` parses it (``{}`` if damaged)."""
+        rows = self._guard("lookup", self.db.rows, _SELECT_META, (key, time.time()))
+        if not rows:
+            return {}
+        meta, problem = _parse_meta(rows[0][0], rows[0][1])
+        return {} if problem is not None else dict(meta)
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every entry; one whose metadata is damaged is listed with ``meta["damaged"]`` set."""

@@ -45,6 +45,11 @@ class MemoryStore(Store):
         with self._lock:
             return self._live(key) is not None
 
+    def get_meta(self, key: str) -> dict[str, Any]:
+        with self._lock:
+            item = self._live(key)
+        return {} if item is None else dict(item[1])
+
     def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
         with self._lock:
             if self._live(key) is not None:

@@ -76,6 +76,7 @@ from fncache.stores._base import (
     entry_info,
     join_parts,
     now,
+    parse_meta,
     store_error,
 )
 from fncache.stores._lock import LeaseLock
@@ -341,6 +342,20 @@ class RedisStore(Store):
     def contains(self, key: str) -> bool:
         with self._guard("lookup"):
             return bool(self.client.exists(self._value_key(key)))
+
+    def get_meta(self, key: str) -> dict[str, Any]:
+        """The entry's metadata record: its length first, so nothing over 1 MiB is fetched."""
+        name = self._meta_key(key)
+        with self._guard("lookup"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.exists(self._value_key(key))
+            pipe.strlen(name)
+            exists, length = pipe.execute(raise_on_error=False)
+            if is_error(exists) or is_error(length) or not exists \
+                    or not 0 < length <= MAX_JSON_BYTES:
+                return {}
+            raw = self.client.get(name)
+        return parse_meta(raw) or {}
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every entry, found by ``SCAN``; ``accessed`` derives from the value key's idle time."""

@@ -391,6 +391,18 @@ class S3Store(Store):
             head = self._head(self._value_path(key))
         return head is not None and not self._expired(head.get("Metadata"))
 
+    def get_meta(self, key: str) -> dict[str, Any]:
+        """The entry's metadata object: one ranged GET, so nothing over 1 MiB is fetched."""
+        path = self._value_path(key) + ".json"
+        with self._guard("lookup"):
+            try:
+                raw = self._call("cat_file", path, start=0, end=MAX_JSON_BYTES + 1)
+            except FileNotFoundError as e:
+                if _is_missing_key(e):
+                    return {}
+                raise
+        return (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
+
     def entries(self) -> Iterator[EntryInfo]:
         """Every live entry: a paginated listing, then the metadata objects in concurrent GETs.
 

@@ -1,0 +1,349 @@
+"""Tiered stores: a local directory in front of a shared Redis or S3, against real servers.
+
+What a team sees: a result computed on one machine is found by another, which fills its own local
+tier; a far tier that stops answering never blocks a call for long (local hits keep being served,
+new results are stored locally) and receives results again once it is back; a damaged or forged far
+entry is never copied into the local tier, nor loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import pickle
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fncache
+from fncache import _codec
+from fncache._errors import ConfigError
+from fncache.stores import open_store, public_config
+
+from .helpers import Plant, cli, fncache_warnings, last_json, run_py, small_value, write
+
+JOB = """
+import json, os, sys
+import fncache
+
+@fncache.memoize
+def work(x):
+    with open(os.environ["CALLS"], "a") as f:
+        f.write(f"{x}\\n")
+    return {"x": x, "square": x * x}
+
+print(json.dumps([work(x) for x in json.loads(sys.argv[1])]))
+"""
+
+
+def _expected(xs: list[int]) -> list[dict[str, int]]:
+    return [{"x": x, "square": x * x} for x in xs]
+
+
+def _calls(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def _share(tmp_path: Path, far: str) -> None:
+    """Machine A computes into its local tier and ``far``; machine B, with its own local tier,
+    computes nothing and ends with every entry in its local tier (seen by listing it alone)."""
+    script = write(tmp_path / "job.py", JOB)
+    xs = [1, 2, 3]
+    for machine in ("a", "b"):
+        env = {"FNCACHE_STORE": f"{tmp_path / machine},{far}",
+               "CALLS": str(tmp_path / f"{machine}.calls")}
+        assert last_json(run_py(script, json.dumps(xs), env=env)) == _expected(xs)
+    assert sorted(_calls(tmp_path / "a.calls")) == xs
+    assert _calls(tmp_path / "b.calls") == [], "machine B computed what machine A had stored"
+    local = list(open_store(str(tmp_path / "b")).entries())
+    assert len(local) == len(xs)
+    assert {e.function for e in local} == {"__main__:work"}
+    assert all(e.meta.get("components") for e in local), "metadata was not copied with the value"
+
+
+def square(x: int) -> dict[str, int]:
+    """A small result that names its argument."""
+    return {"x": x, "square": x * x}
+
+
+def _memoized(store: Any, **options: Any) -> tuple[Any, Any]:
+    """``square`` memoized into ``store``, and a function that says how many calls computed."""
+    f = fncache.memoize(store=store, **options)(square)
+    return f, lambda: f.cache_info().misses
+
+
+# -- without servers -------------------------------------------------------------------------------
+
+
+def test_far_hit_is_copied_into_the_near_tier_with_its_metadata(tmp_path):
+    """A value found only in the far tier is returned and copied, with its metadata, so the near
+    tier alone then holds a hit that ``explain`` and a listing see."""
+    far = f"memory://{tmp_path.name}-far"
+    f_far = fncache.memoize(store=far)(small_value)
+    assert f_far(4) == small_value(4)
+    near = str(tmp_path / "near")
+    tiered = fncache.memoize(store=[near, far])(small_value)
+    assert tiered(4) == small_value(4)
+    listed = list(open_store(near).entries())
+    assert [e.key for e in listed] == [tiered.key(4)]
+    assert listed[0].function == f_far.function_id
+    assert fncache.memoize(store=near)(small_value).explain(4).hit
+
+
+def test_a_damaged_far_entry_is_neither_copied_nor_used(tmp_path, caplog):
+    """A far entry whose frame fails its checksum stays out of the near tier; the call recomputes
+    the right value, and the damaged entry is removed from the far tier."""
+    far = f"memory://{tmp_path.name}-far"
+    f_far = fncache.memoize(store=far)(small_value)
+    f_far(5)
+    key = f_far.key(5)
+    far_store = open_store(far)
+    frame = bytearray(far_store.get(key))
+    frame[-1] ^= 0xFF
+    far_store.set(key, bytes(frame), far_store.get_meta(key))
+    near = str(tmp_path / "near")
+    tiered_store = open_store([near, far])
+    check = functools.partial(_codec.verify, secret=None)
+    assert bytes(tiered_store.get_checked(key, check)) == bytes(frame)
+    assert open_store(near).get(key) is None, "a damaged far entry was copied into the near tier"
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert fncache.memoize(store=[near, far])(small_value)(5) == small_value(5)
+    assert any("rejected" in m for m in fncache_warnings(caplog))
+    assert _codec.verify(key, far_store.get(key)), "the damaged far entry was not replaced"
+
+
+def test_a_forged_far_entry_is_not_copied_nor_loaded(tmp_path):
+    """With a secret, a far entry signed with another key (a planted pickle) is never copied into
+    the near tier nor unpickled; the call returns the right value."""
+    marker = tmp_path / "pwned"
+    far = f"memory://{tmp_path.name}-far"
+    key = fncache.memoize(store=far, secret=b"ours")(small_value).key(6)
+    forged = _codec.encode(Plant(marker), key, created=time.time(), duration=0.0, secret=b"theirs")
+    open_store(far).add(key, forged, {"function": "tests.helpers:small_value"})
+    near = str(tmp_path / "near")
+    tiered = open_store([near, far])
+    assert tiered.get_checked(key, functools.partial(_codec.verify, secret=b"ours")) is not None
+    assert open_store(near).get(key) is None
+    assert fncache.memoize(store=[near, far], secret=b"ours")(small_value)(6) == small_value(6)
+    assert not marker.exists()
+
+
+def test_a_far_tier_that_fails_is_skipped_for_the_cooldown(tmp_path, unused_port, caplog):
+    """An unreachable far tier costs one failed attempt and one WARNING: results are stored in the
+    near tier, and later calls do not try the far tier again during the cool-down."""
+    near = str(tmp_path / "near")
+    far = f"redis://127.0.0.1:{unused_port}/0"
+    f, computed = _memoized([near, far], store_options={"cooldown": 60})
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        started = time.monotonic()
+        assert [f(x) for x in (1, 2, 3, 1)] == [square(x) for x in (1, 2, 3, 1)]
+        took = time.monotonic() - started
+    assert computed() == 3
+    assert len(list(open_store(near).entries())) == 3
+    warned = [m for m in fncache_warnings(caplog) if "unavailable" in m]
+    assert len(warned) == 1 and f"127.0.0.1:{unused_port}" in warned[0]
+    assert took < 10
+
+
+def test_tiers_from_a_comma_separated_string_and_options(tmp_path, monkeypatch):
+    """``FNCACHE_STORE="DIR,URL"`` opens tiers, nearest first; bad tier options are refused at
+    decoration; credentials are cut from every tier when shown or pickled."""
+    near, far = tmp_path / "near", f"memory://{tmp_path.name}-far"
+    monkeypatch.setenv("FNCACHE_STORE", f"{near},{far}")
+    f = fncache.memoize(small_value)
+    assert f(7) == small_value(7)
+    assert [t.url for t in f.store.tiers] == [str(near), far]
+    assert open_store(far).contains(f.key(7)) and open_store(str(near)).contains(f.key(7))
+    with pytest.raises(ConfigError, match="one dict of options per tier"):
+        fncache.memoize(store=[str(near), far], store_options={"tiers": [{}]})(small_value)
+    with pytest.raises(ConfigError, match="unknown option"):
+        fncache.memoize(store=[str(near), far], store_options={"size_limit": 1})(small_value)
+    secret_url = "redis://:hunter2@127.0.0.1:1/0"
+    shown, options = public_config([str(near), secret_url],
+                                   {"tiers": [{}, {"password": "hunter2"}]})
+    assert "hunter2" not in repr((shown, options))
+    g = fncache.memoize(store=f"{near},{secret_url}")(small_value)
+    assert "hunter2" not in repr(g) and b"hunter2" not in pickle.dumps(g)
+    assert [t.url for t in pickle.loads(pickle.dumps(g)).store.tiers] == \
+        [str(near), "redis://127.0.0.1:1/0"]
+
+
+def test_command_line_takes_tiers(tmp_path):
+    """``fncache ls --store "A,B"`` lists each entry once; a tier directory without a store is
+    refused as a single one is."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    f = fncache.memoize(store=[a, b])(small_value)
+    f(1), f(2)
+    proc = cli("ls", "--store", f"{a},{b}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [(r["function"], r["entries"]) for r in json.loads(proc.stdout)] == \
+        [(f.function_id, 2)]
+    assert cli("ls", "--store", f"{a},{tmp_path / 'none'}").returncode == 1
+
+
+def test_joblib_memory_takes_a_list_of_locations(tmp_path):
+    """``fncache.Memory(location=[dir, url])`` reads and writes through both tiers."""
+    far = f"memory://{tmp_path.name}-far"
+    memory = fncache.Memory(location=[str(tmp_path / "near"), far])
+    cached = memory.cache(small_value)
+    assert cached(8) == small_value(8) == cached(8)
+    assert len(open_store(far)) == 1
+    assert len(open_store(str(tmp_path / "near" / "fncache"))) == 1
+
+
+# -- real servers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_two_processes_share_through_s3(tmp_path, s3_env):
+    """Two processes with separate local tiers share one bucket: the second computes nothing and
+    fills its local tier."""
+    _share(tmp_path, s3_env.url())
+
+
+@pytest.mark.redis
+def test_two_processes_share_through_redis(tmp_path, redis_factory):
+    """The same through a Redis far tier."""
+    _share(tmp_path, redis_factory().url)
+
+
+@pytest.mark.s3
+def test_stopped_s3_leaves_the_local_tier_serving(tmp_path, s3_factory, monkeypatch, caplog):
+    """With the S3 server stopped, a warm local tier answers in local time, a new result is
+    computed, right, and stored locally within a bounded time, with one WARNING."""
+    server = s3_factory()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    near = str(tmp_path / "near")
+    f, computed = _memoized([near, server.url()], store_options={"cooldown": 60})
+    assert f(1) == square(1)
+    server.stop()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        started = time.monotonic()
+        assert f(1) == square(1)
+        hit = time.monotonic() - started
+        started = time.monotonic()
+        assert f(2) == square(2)
+        miss = time.monotonic() - started
+        started = time.monotonic()
+        assert f(3) == square(3)
+        skipped = time.monotonic() - started
+    assert computed() == 3
+    assert hit < 0.5, f"a local hit took {hit:.2f}s with the far tier down"
+    assert miss < 10, f"a miss took {miss:.2f}s with the far tier down"
+    assert skipped < 1, f"a miss during the cool-down took {skipped:.2f}s"
+    assert {e.key for e in open_store(near).entries()} == {f.key(x) for x in (1, 2, 3)}
+    assert len([m for m in fncache_warnings(caplog) if "unavailable" in m]) == 1
+
+
+@pytest.mark.redis
+def test_restarted_redis_receives_new_results_after_the_cooldown(tmp_path, redis_factory, caplog):
+    """Results computed while the far tier was down stay local; after the server is back and the
+    cool-down has passed, new results reach it again (logged)."""
+    server = redis_factory()
+    near = str(tmp_path / "near")
+    f, computed = _memoized([near, server.url], store_options={
+        "cooldown": 1.0, "tiers": [{}, {"socket_connect_timeout": 1}]})
+    far = open_store(server.url, prefix="fncache:")
+    assert f(1) == square(1) and far.contains(f.key(1))
+    server.stop()
+    assert f(2) == square(2)
+    server.restart()
+    assert f(3) == square(3)  # still within the cool-down: local only
+    time.sleep(1.2)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == square(4)
+    assert computed() == 4
+    assert far.contains(f.key(4)), "a result after the cool-down did not reach the restarted server"
+    assert not far.contains(f.key(2)) and not far.contains(f.key(3))
+    assert any("answers again" in m for m in fncache_warnings(caplog))
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_restarted_s3_receives_new_results_after_the_cooldown(tmp_path, s3_factory, monkeypatch):
+    """The same with S3: a bucket back after an outage receives the results computed once the
+    cool-down has passed, and still serves what it held before."""
+    server = s3_factory()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    near, url = str(tmp_path / "near"), server.url()
+    f, computed = _memoized([near, url], store_options={"cooldown": 1.0})
+    far = open_store(url)
+    assert f(1) == square(1)
+    server.stop()
+    assert f(2) == square(2)
+    server.restart()
+    time.sleep(1.2)
+    assert f(3) == square(3)
+    assert computed() == 3
+    assert far.contains(f.key(3)) and far.contains(f.key(1)) and not far.contains(f.key(2))
+
+
+@pytest.mark.s3
+def test_damaged_s3_entry_is_rejected_and_not_copied(tmp_path, s3_env, caplog):
+    """A far S3 entry with a flipped byte is not copied into the near tier; the call recomputes
+    the right value and replaces the damaged entry."""
+    far = s3_env.url()
+    options = {"endpoint_url": s3_env.endpoint_url}
+    f_far = fncache.memoize(store=far, store_options=options)(small_value)
+    f_far(9)
+    key = f_far.key(9)
+    fs = s3_env.filesystem()
+    path = f"{far[len('s3://'):]}/v1/{key[:2]}/{key}"
+    frame = bytearray(fs.cat(path))
+    frame[len(frame) // 2] ^= 0xFF
+    fs.pipe(path, bytes(frame))
+    near = str(tmp_path / "near")
+    store_options = {"tiers": [{}, options]}
+    tiered = open_store([near, far], **store_options)
+    assert bytes(tiered.get_checked(key, functools.partial(_codec.verify, secret=None))) == frame
+    assert open_store(near).get(key) is None, "a damaged far entry was copied into the near tier"
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        g = fncache.memoize(store=[near, far], store_options=store_options)(small_value)
+        assert g(9) == small_value(9)
+    assert any("rejected" in m for m in fncache_warnings(caplog))
+    assert _codec.verify(key, bytes(open_store(near).get(key)))
+
+
+@pytest.mark.redis
+def test_frozen_redis_with_lock_costs_one_time_out(tmp_path, redis_factory):
+    """A far Redis that stops answering (SIGSTOP) under ``lock=True``: the first miss waits one
+    read time-out, not one more for the lock, and later misses none; values are right."""
+    server = redis_factory()
+    near = str(tmp_path / "near")
+    f, computed = _memoized([near, server.url], lock=True, store_options={
+        "cooldown": 60, "tiers": [{}, {"socket_timeout": 1}]})
+    assert f(1) == square(1)
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert f(2) == square(2)
+        first = time.monotonic() - started
+        started = time.monotonic()
+        assert f(3) == square(3) and f(1) == square(1)
+        later = time.monotonic() - started
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert computed() == 3
+    assert first < 1.9, f"the first miss took {first:.2f}s: more than one time-out"
+    assert later < 0.5, f"misses and hits during the cool-down took {later:.2f}s"
+
+
+def test_a_cache_directory_with_a_comma_is_one_store(tmp_path, monkeypatch):
+    """``FNCACHE_DIR`` (and ``--dir``) name one directory, commas and all: never tiers."""
+    directory = tmp_path / "team,cache"
+    monkeypatch.delenv("FNCACHE_STORE", raising=False)
+    monkeypatch.setenv("FNCACHE_DIR", str(directory))
+    f = fncache.memoize(small_value)
+    assert f(1) == small_value(1)
+    assert f.store.url == str(directory) and f.store.kind == "disk"
+    for args in (["ls", "--json"], ["ls", "--dir", str(directory), "--json"]):
+        proc = cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert [r["entries"] for r in json.loads(proc.stdout)] == [1]
