@@ -62,7 +62,7 @@ def _share(tmp_path: Path, far: str) -> None:
     assert _calls(tmp_path / "b.calls") == [], "machine B computed what machine A had stored"
     local = list(open_store(str(tmp_path / "b")).entries())
     assert len(local) == len(xs)
-    assert {e.function for e in local} == {"__main__:work"}
+    assert {e.function for e in local} == {"job:work"}  # the script, by its file name
     assert all(e.meta.get("components") for e in local), "metadata was not copied with the value"
 
 
