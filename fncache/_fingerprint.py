@@ -247,7 +247,10 @@ _reported_slow: set[tuple[str, str]] = set()
 
 def _report_slow(obj: Any, fp: Fingerprint) -> None:
     """Log at INFO, once per function and value, each value that every use of ``fp`` re-hashes slowly."""
-    name = f"{getattr(obj, '__module__', None) or '?'}:{getattr(obj, '__qualname__', '?')}"
+    from fncache._targets import recorded_module
+
+    module = recorded_module(getattr(obj, "__module__", None) or "?", getattr(obj, "__globals__", None))
+    name = f"{module}:{getattr(obj, '__qualname__', '?')}"  # as ls and explain name it
     for where, what, seconds in fp.slow:
         if (name, where) in _reported_slow:
             continue

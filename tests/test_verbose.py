@@ -40,13 +40,13 @@ def test_verbose_miss_says_which_global_changed(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     env = {"FNCACHE_VERBOSE": "1"}
     first = _lines(run_py(script, store, "0.5", env=env).stderr)
-    assert re.fullmatch(r"\[fncache\] miss __main__:score [0-9a-f]{12} \(new: no stored entry of this "
+    assert re.fullmatch(r"\[fncache\] miss job:score [0-9a-f]{12} \(new: no stored entry of this "
                         r"function\)", first[0]), first
     second = _lines(run_py(script, store, "0.7", env=env).stderr)
-    assert re.fullmatch(r"\[fncache\] miss __main__:score [0-9a-f]{12} \(global THRESHOLD changed\)",
+    assert re.fullmatch(r"\[fncache\] miss job:score [0-9a-f]{12} \(global THRESHOLD changed\)",
                         second[0]), second
-    assert re.fullmatch(r"\[fncache\] computed __main__:score in \d+ ms", second[1]), second
-    assert second[2].startswith("[fncache] hit __main__:score") and len(second) == 3
+    assert re.fullmatch(r"\[fncache\] computed job:score in \d+ ms", second[1]), second
+    assert second[2].startswith("[fncache] hit job:score") and len(second) == 3
     assert _lines(run_py(script, store, "0.7").stderr) == []  # off without the variable
 
 
@@ -112,7 +112,7 @@ def test_memory_verbose_prints_joblib_lines(tmp_path: Path) -> None:
     proc = run_py(script, str(tmp_path / "c"), "1")
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
-    assert lines[:3] == ["_" * 80, "[Memory] Calling __main__.slow...", "slow(1, y=3)"], lines
+    assert lines[:3] == ["_" * 80, "[Memory] Calling job.slow...", "slow(1, y=3)"], lines
     assert re.fullmatch(r"_{60,}slow - 0\.[12]s, 0\.0min", lines[3]) and len(lines[3]) == 80, lines
     assert len(lines) == 4
     assert run_py(script, str(tmp_path / "c2"), "0").stderr == ""
@@ -147,7 +147,7 @@ def test_large_global_is_reported_once(tmp_path: Path) -> None:
     err = run_py(script, str(tmp_path / "s")).stderr
     reports = [line for line in err.splitlines() if "re-hashes it on every call" in line]
     assert len(reports) == 1, err
-    assert re.match(r"INFO __main__:f reads global BIG, a numpy\.ndarray \(50\.0 MB\), and re-hashes it on "
+    assert re.match(r"INFO job:f reads global BIG, a numpy\.ndarray \(50\.0 MB\), and re-hashes it on "
                     r"every call to see whether it changed: \d+\.\d ms a call\. If it does not change, pass "
                     r"it as an argument, key it with fncache\.ref\(value, token\), or pin", reports[0])
     assert "SMALL" not in err
