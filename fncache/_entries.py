@@ -170,13 +170,20 @@ class Entries:
 
     def lookup(self, key: str) -> tuple[bool, Any]:
         """(True, value) for a usable entry, else (False, None); never raises but for the policy."""
+        found, value, again = self._lookup(key)
+        if again:  # a damaged copy was removed from one tier: another may hold a sound one
+            found, value, _ = self._lookup(key)
+        return found, value
+
+    def _lookup(self, key: str) -> tuple[bool, Any, bool]:
+        """(found, value, whether to read again after a rejected copy)."""
         try:
             frame = self.read(key)
         except Exception as e:  # any store failure is a miss (see failed)
             self.failed("read", e)
-            return False, None
+            return False, None, False
         if frame is None:
-            return False, None
+            return False, None, False
         try:
             # A mapped frame's buffers are left unread (header and pickle are still verified):
             # reading them to check them would cost what mapping saves.
@@ -185,15 +192,18 @@ class Entries:
         except IntegrityError as e:
             log.warning("%s: entry %s rejected and removed: %s", self.function, key, e)
             self.counters.errors += 1
-            self.discard(key)
-            return False, None
+            try:
+                return False, None, self.store.reject(key)  # where it was read from
+            except Exception as e2:
+                self.failed("delete", e2)
+            return False, None, False
         except Exception as e:  # a verified pickle that does not load here (a module missing)
             self.unloadable(key, e)
-            return False, None
+            return False, None, False
         if not self.accept(key, header):
             self.discard(key)
-            return False, None
-        return True, value
+            return False, None, False
+        return True, value, False
 
     def usable(self, key: str) -> bool:
         """Whether a verified, accepted entry is at ``key``, reading its header only (nothing is

@@ -117,6 +117,32 @@ def test_a_damaged_far_entry_is_neither_copied_nor_used(tmp_path, caplog):
     assert _codec.verify(key, far_store.get(key)), "the damaged far entry was not replaced"
 
 
+def test_a_damaged_near_copy_leaves_the_far_entry(tmp_path, caplog):
+    """A local copy that fails its checksum is removed from the near tier only: the team's sound
+    entry stays, and the next call is served from it (copied again) without recomputing."""
+    far = f"memory://{tmp_path.name}-far"
+    near = str(tmp_path / "near")
+    calls = []
+
+    def work(x: int) -> dict[str, int]:
+        calls.append(x)
+        return small_value(x)
+
+    f = fncache.memoize(store=[near, far])(work)
+    assert f(7) == small_value(7)
+    key = f.key(7)
+    near_store = open_store(near)
+    frame = bytearray(near_store.get(key))
+    frame[-1] ^= 0xFF
+    near_store.set(key, bytes(frame), near_store.get_meta(key))
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(7) == small_value(7)
+    assert any("rejected" in m for m in fncache_warnings(caplog))
+    assert calls == [7], "the sound far entry was not used after the damaged near copy"
+    assert _codec.verify(key, open_store(far).get(key)), "the far entry was removed"
+    assert _codec.verify(key, near_store.get(key)), "the near tier did not get a sound copy"
+
+
 def test_a_forged_far_entry_is_not_copied_nor_loaded(tmp_path):
     """With a secret, a far entry signed with another key (a planted pickle) is never copied into
     the near tier nor unpickled; the call returns the right value."""

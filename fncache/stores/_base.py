@@ -255,6 +255,14 @@ class Store:
         """
         return self.get_mmap(key) if mapped else self.get(key)
 
+    def reject(self, key: str) -> bool:
+        """The value this thread just read at ``key`` failed its check: remove it where it was
+        read from. Returns whether another copy may be read at ``key`` now (a store that reads
+        from several places, tiers, removes it from the one that gave it and leaves sound copies
+        elsewhere). Default: :meth:`delete`, and ``False``."""
+        self.delete(key)
+        return False
+
     def get_meta(self, key: str) -> dict[str, Any]:
         """The metadata stored with the entry at ``key``: ``{}`` if there is no entry, or its
         metadata was lost or is damaged. Untrusted, as in :meth:`entries`; never a large read.

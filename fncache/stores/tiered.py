@@ -23,7 +23,8 @@
   call). It keeps its own size limit and expiry; the far tier's are the team's.
 * **Locks** (``lock=True``) are the farthest tier's (shared by every machine), the nearest tier's
   while the far one is skipped.
-* ``delete`` removes the entry from every tier it can reach; ``clear`` and ``clear_function``
+* ``delete`` removes the entry from every tier it can reach (``reject``, of a value that failed
+  its check, only from the tier it was read from); ``clear`` and ``clear_function``
   clear every tier and raise if one fails. ``entries`` lists each key once, nearest tier first.
 
 Failures never give a wrong value: a tier that fails is a miss, and every value read, from any
@@ -213,6 +214,8 @@ class TieredStore(Store):
         super().__init__(",".join(t.url for t in self.tiers), **options)
         # Each tier joins parts itself if it must (see join_parts): parts save a join in the others.
         self.accepts_parts = any(t.accepts_parts for t in self.tiers)
+        # (key, tier) of this thread's last read: what reject() removes.
+        self._served = threading.local()
 
     # -- the breaker -----------------------------------------------------------------------------
     def _on(self, index: int, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -250,12 +253,14 @@ class TieredStore(Store):
         near = self.tiers[0]
         value = near.get_mmap(key) if mapped else near.get(key)
         if value is not None:
+            self._served.last = (key, 0)
             return value
         for i in range(1, len(self.tiers)):
             tier = self.tiers[i]
             value = self._on(i, "read", tier.get_mmap if mapped else tier.get, key)
             if value is _SKIPPED or value is None:
                 continue
+            self._served.last = (key, i)
             if check is not None and check(key, value):
                 self._copy(i, key, value)
             return value
@@ -327,6 +332,20 @@ class TieredStore(Store):
         """Replace the entry in every tier, farthest first (far tiers that fail are skipped)."""
         for i in range(len(self.tiers) - 1, -1, -1):
             self._on(i, "write", self.tiers[i].set, key, value, meta, expire)
+
+    def reject(self, key: str) -> bool:
+        """Remove a value that failed its check from the tier this thread read it from: a damaged
+        local copy must not cost the team's sound entry (the next read copies that one again). A
+        key this thread did not just read is removed from every tier. Returns whether a farther
+        tier may hold another copy."""
+        last = getattr(self._served, "last", None)
+        self._served.last = None
+        if last is None or last[0] != key:
+            self.delete(key)
+            return False
+        i = last[1]
+        self._on(i, "delete", self.tiers[i].delete, key)
+        return i + 1 < len(self.tiers)
 
     def delete(self, key: str) -> bool:
         """Remove the entry from every tier that answers; ``True`` if one had it."""
