@@ -343,7 +343,7 @@ class TieredStore(Store):
         if last is None or last[0] != key:
             self.delete(key)
             return False
-        i = last[1]
+        i: int = last[1]
         self._on(i, "delete", self.tiers[i].delete, key)
         return i + 1 < len(self.tiers)
 
