@@ -615,7 +615,8 @@ def _compact_chunk(s: _Streams, path: str, np: Any, part: _Chunk, lookup: Any,
             and np.array_equal(lookup, np.arange(part.k)):
         s.update(path + "/c", z)  # already the positions (e.g. a sorted dictionary)
         return
-    ids = np.take(lookup, z)
+    # (An empty dictionary: every slot is null.)
+    ids = np.take(lookup, z) if part.k else np.zeros(n, dtype=lookup.dtype)
     if valid is not None:
         np.multiply(ids, valid, out=ids, casting="unsafe")  # null slots as 0
     s.update(path + "/c", ids)
