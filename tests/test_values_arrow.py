@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fncache
 from fncache import _values_arrow
@@ -236,9 +238,9 @@ def _dict_layouts(values: list, seed: int) -> dict[str, object]:
     rng = np.random.default_rng(seed)
     cut = len(values) // 3
     typ = pa.dictionary(pa.int32(), pa.string())
-    shared = pa.array(values).dictionary_encode()
+    shared = pa.array(values, pa.string()).dictionary_encode()
     return {
-        "dictionary_encode": pa.chunked_array([pa.array(values).dictionary_encode()]),
+        "dictionary_encode": pa.chunked_array([shared]),
         "permuted": pa.chunked_array([_encode(values, rng)]),
         "unused entries": pa.chunked_array([_encode(values, rng, unused=5)]),
         "duplicate entries": pa.chunked_array([_encode(values, rng, copies=3, unused=2)]),
@@ -344,3 +346,19 @@ def test_nested_and_non_string_dictionaries_key_by_values():
     assert H(ints) != H(pa.DictionaryArray.from_arrays(pa.array([0, 1, 1]), pa.array([7, 8])))
     floats = pa.DictionaryArray.from_arrays(pa.array([0, 1]), pa.array([0.0, -0.0]))
     assert H(floats) != H(pa.DictionaryArray.from_arrays(pa.array([0, 0]), pa.array([0.0, -0.0])))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.none(), st.sampled_from(WORDS)), max_size=30), st.integers(0, 99),
+       st.sampled_from([4096, 2]), st.data())
+def test_dictionary_keys_are_equal_exactly_when_decoded_values_are(monkeypatch, values, seed,
+                                                                  compact_max, data):
+    """Any two dictionary layouts key alike exactly when they decode to equal values."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", compact_max)
+    layouts = _dict_layouts(values, seed)
+    keys = {name: H(v) for name, v in layouts.items()}
+    assert len(set(keys.values())) == 1, keys
+    other = data.draw(st.lists(st.one_of(st.none(), st.sampled_from(WORDS)), max_size=30))
+    rng = np.random.default_rng(seed)
+    key = H(pa.chunked_array([_encode(other, rng, copies=2, unused=1, null_entry=True)]))
+    assert (key == keys["permuted"]) == (other == values)
