@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import fncache
 
-from .helpers import fail_on_pickle_fallback
+from .helpers import fail_on_pickle_fallback, last_json, run_py, write
 
 H = fncache.hash
 SETTINGS = settings(max_examples=10, deadline=None,
@@ -293,6 +293,32 @@ def test_polars_categoricals_key_by_values_not_categories():
                    "null": pl.Series("c", values[:-1] + [None], dtype=pl.Categorical),
                    "rows": pl.Series("c", values[:-1], dtype=pl.Categorical)})
     assert H(pl.Series("c", values, dtype=enum)) != H(pl.Series("c", values[::-1], dtype=enum))
+
+
+CATEGORICAL_KEYS = """
+import json, sys
+import polars as pl
+import fncache
+
+if sys.argv[1] == "after many categories":  # the same values get high codes in this process
+    pl.Series([f"other{i}" for i in range(5000)], dtype=pl.Categorical)
+values = ["b", None, "a", "b", "\u00e9"]
+many = [f"v{i % 5000}" for i in range(6000)]
+print(json.dumps([fncache.hash(pl.Series("c", values, dtype=pl.Categorical)),
+                  fncache.hash(pl.Series("c", many, dtype=pl.Categorical)),
+                  fncache.hash(pl.Series("c", values).cast(pl.Enum(["\u00e9", "b", "a"])))]))
+"""
+
+
+@pytest.mark.slow
+def test_polars_categorical_keys_do_not_depend_on_the_process_codes(tmp_path):
+    """A Categorical keys alike in a fresh process and in one whose shared category set already
+    holds thousands of other strings (the codes differ, and so does how the column is read)."""
+    script = write(tmp_path / "keys.py", CATEGORICAL_KEYS)
+    fresh = last_json(run_py(script, "fresh"))
+    crowded = last_json(run_py(script, "after many categories"))
+    assert fresh == crowded
+    assert len(set(fresh)) == 3
 
 
 # -- pandas ------------------------------------------------------------------------------------
