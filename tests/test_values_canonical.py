@@ -301,7 +301,8 @@ import polars as pl
 import fncache
 
 if sys.argv[1] == "after many categories":  # the same values get high codes in this process
-    pl.Series([f"other{i}" for i in range(5000)], dtype=pl.Categorical)
+    kept = pl.Series([f"other{i}" for i in range(5000)], dtype=pl.Categorical)
+    assert pl.Series(["b"], dtype=pl.Categorical).to_physical()[0] >= 5000
 values = ["b", None, "a", "b", "\u00e9"]
 many = [f"v{i % 5000}" for i in range(6000)]
 print(json.dumps([fncache.hash(pl.Series("c", values, dtype=pl.Categorical)),
