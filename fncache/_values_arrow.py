@@ -516,7 +516,8 @@ class _Chunk:
         self.base, self.k, self.nulls = base, len(chunk.dictionary), ind.null_count
         self.index = np.frombuffer(ind.buffers()[1], dtype=np.dtype(f"u{width}"), count=n,
                                    offset=ind.offset * width)
-        self.valid = self.bitmap = None
+        self.valid: Any = None
+        self.bitmap: Any = None  # (buffer, bit offset) of the indices' validity
         if self.nulls:
             # The index under a null slot is undefined, perhaps out of range: zeroed.
             self.bitmap = (ind.buffers()[0], ind.offset)
