@@ -571,23 +571,18 @@ def _compact(s: _Streams, path: str, chunks: list[Any]) -> bool:
     if len(entries) > 2 * _COMPACT_MAX and pc.count_distinct(
             values.take(pa.array(entries[:2 * _COMPACT_MAX]))).as_py() > _COMPACT_MAX:
         return False  # a cheap proof that there are too many values
-    # Sort the used entries; equal neighbours are one value.
+    # The distinct values, sorted (hashing, then sorting only the distinct ones: a dictionary
+    # may repeat a few values many times).
     found = values.take(pa.array(entries))
-    order = np.asarray(pc.sort_indices(found), dtype=np.intp)
-    ranked = found.take(pa.array(order))
-    first = np.ones(len(entries), dtype=np.bool_)
-    if len(entries) > 1:
-        first[1:] = ~np.asarray(pc.equal(ranked.slice(1), ranked.slice(0, len(entries) - 1)))
-    position = np.cumsum(first) - 1
-    count = int(position[-1]) + 1 if len(entries) else 0
-    if count > _COMPACT_MAX:
+    distinct = pc.unique(found)
+    if len(distinct) > _COMPACT_MAX:
         return False
-    dtype = np.uint8 if count <= 256 else np.uint16
-    lookup = np.zeros(total, dtype=dtype)  # entry -> position of its value
-    lookup[entries[order]] = position
+    distinct = distinct.take(pc.sort_indices(distinct))
+    lookup = np.zeros(total, dtype=np.uint8 if len(distinct) <= 256 else np.uint16)
+    lookup[entries] = np.asarray(pc.index_in(found, value_set=distinct))  # entry -> position
     for part in parts:
         _compact_chunk(s, path, np, part, lookup[part.base:part.base + part.k], entry_valid)
-    _walk(s, path + "/k", ranked.filter(pa.array(first)))
+    _walk(s, path + "/k", distinct)
     return True
 
 
