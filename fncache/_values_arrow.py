@@ -540,6 +540,16 @@ class _Chunk:
         return counts > 0
 
 
+def _same_buffers(a: Any, b: Any) -> bool:
+    """Whether two arrays are views of the same memory (chunks of one column often share their
+    dictionary; comparing it value by value for every chunk would cost a pass over it each)."""
+    if a.type != b.type or a.offset != b.offset or len(a) != len(b):
+        return False
+    return all((x is None and y is None) or (x is not None and y is not None
+                                             and x.address == y.address and x.size == y.size)
+               for x, y in zip(a.buffers(), b.buffers(), strict=True))
+
+
 def _compact(s: _Streams, path: str, chunks: list[Any]) -> bool:
     """Feed a dictionary column in compact form (see the module docstring); False, with nothing
     fed, when it has more than ``_COMPACT_MAX`` distinct values (or an index out of range)."""
@@ -553,7 +563,7 @@ def _compact(s: _Streams, path: str, chunks: list[Any]) -> bool:
     total = 0
     for chunk in chunks:
         d = chunk.dictionary
-        if not dicts or not (d is dicts[-1] or d.equals(dicts[-1])):
+        if not dicts or not (_same_buffers(d, dicts[-1]) or d.equals(dicts[-1])):
             dicts.append(d)
             total += len(d)
         parts.append(_Chunk(np, chunk, total - len(d)))
