@@ -535,7 +535,7 @@ class _Chunk:
         if k <= 8:  # a comparison per entry is cheaper than counting into an array
             counts = np.array([np.count_nonzero(z == e) for e in range(k)])
         else:
-            counts = np.bincount(z.astype(np.intp, copy=False), minlength=k)
+            counts = np.bincount(z if z.itemsize < 8 else z.astype(np.intp), minlength=k)
         counts[0] -= self.nulls  # the zeroed null slots
         return counts > 0
 
@@ -548,6 +548,18 @@ def _same_buffers(a: Any, b: Any) -> bool:
     return all((x is None and y is None) or (x is not None and y is not None
                                              and x.address == y.address and x.size == y.size)
                for x, y in zip(a.buffers(), b.buffers(), strict=True))
+
+
+def _many_values(pa: Any, pc: Any, chunk: Any, part: _Chunk) -> bool:
+    """A cheap proof that a column has more than ``_COMPACT_MAX`` distinct values: its first
+    rows alone have that many (a column of many values usually shows it at once)."""
+    z = part.index[:4 * _COMPACT_MAX]
+    if part.valid is not None:
+        z = z[part.valid[:len(z)].view(bool)]
+    if len(z) <= _COMPACT_MAX or int(z.max()) >= part.k:
+        return False
+    found = pc.unique(chunk.dictionary.take(pa.array(z)))
+    return bool(len(found) - found.null_count > _COMPACT_MAX)  # (a null entry is no value)
 
 
 def _compact(s: _Streams, path: str, chunks: list[Any]) -> bool:
@@ -567,6 +579,8 @@ def _compact(s: _Streams, path: str, chunks: list[Any]) -> bool:
             dicts.append(d)
             total += len(d)
         parts.append(_Chunk(np, chunk, total - len(d)))
+    if _many_values(pa, pc, chunks[0], parts[0]):
+        return False
     values = dicts[0] if len(dicts) == 1 else pa.concat_arrays(dicts)
     used = np.zeros(total, dtype=np.bool_)
     for part in parts:
@@ -578,8 +592,8 @@ def _compact(s: _Streams, path: str, chunks: list[Any]) -> bool:
     if entry_valid is not None:
         used &= entry_valid  # a null entry decodes to null: it is no value
     entries = np.flatnonzero(used)
-    if len(entries) > 2 * _COMPACT_MAX and pc.count_distinct(
-            values.take(pa.array(entries[:2 * _COMPACT_MAX]))).as_py() > _COMPACT_MAX:
+    if len(entries) > 2 * _COMPACT_MAX and len(pc.unique(
+            values.take(pa.array(entries[:2 * _COMPACT_MAX])))) > _COMPACT_MAX:
         return False  # a cheap proof that there are too many values
     # The distinct values, sorted (hashing, then sorting only the distinct ones: a dictionary
     # may repeat a few values many times).

@@ -362,3 +362,16 @@ def test_dictionary_keys_are_equal_exactly_when_decoded_values_are(monkeypatch, 
     rng = np.random.default_rng(seed)
     key = H(pa.chunked_array([_encode(other, rng, copies=2, unused=1, null_entry=True)]))
     assert (key == keys["permuted"]) == (other == values)
+
+
+def test_dictionary_form_follows_the_values_at_the_limit(monkeypatch):
+    """Exactly as many values as the compact form allows, plus nulls held by a null entry or by
+    null indices, in the first rows or later: one key."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", 4)
+    rng = np.random.default_rng(8)
+    values = ["a", "b", None, "c", "d"] * 8 + [None if v is None else "abcd"[len(v) % 4]
+                                              for v in _texts_of(rng, N, 4, 0.3)]
+    keys = {H(_encode(values, rng, null_entry=null_entry, copies=copies))
+            for null_entry in (False, True) for copies in (1, 3)}
+    assert len(keys) == 1
+    assert H(_encode(values[:-1] + ["e"], rng)) not in keys
