@@ -631,9 +631,9 @@ def _compact_chunk(s: _Streams, path: str, np: Any, part: _Chunk, lookup: Any,
         vstream.add_bitmap(part.bitmap[0], part.bitmap[1], n, part.nulls)
     if valid is None:
         vstream.add_ones(n, lazy=True)
-    if valid is None and z.dtype.itemsize == lookup.itemsize \
-            and np.array_equal(lookup, np.arange(part.k)):
-        s.update(path + "/c", z)  # already the positions (e.g. a sorted dictionary)
+    if valid is None and np.array_equal(lookup, np.arange(part.k)):
+        # Already the positions (a sorted dictionary of used values): only narrowed, if at all.
+        s.update(path + "/c", z if z.itemsize == lookup.itemsize else z.astype(lookup.dtype))
         return
     # (An empty dictionary: every slot is null.)
     ids = np.take(lookup, z) if part.k else np.zeros(n, dtype=lookup.dtype)
