@@ -490,8 +490,9 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
 # Dictionary columns in compact form
 # ---------------------------------------------------------------------------------------------
 
-# The compact form is for columns of at most this many distinct values: sorting and comparing
-# them costs about a microsecond each, decoding a row about a hundredth of that.
+# The compact form is for columns of at most this many distinct values. Finding and sorting
+# distinct strings costs 0.2-0.7 us each (measured on a million), decoding a row 10-70 ns: with
+# many values, decoding costs no more, and a look at the first rows shows them cheaply.
 _COMPACT_MAX = 1 << 12
 
 
