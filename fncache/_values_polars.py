@@ -6,6 +6,11 @@ Categorical's named category set, which the Arrow export drops) and the logical 
 zero-copy Arrow export (see :mod:`fncache._values_arrow`: slices, chunking, views and validity
 bitmaps do not count). A DataFrame is its columns in order.
 
+A Categorical or Enum column is exported as its codes and the categories they index (the Arrow
+export would renumber the codes and copy each category: most of the time such a column takes to
+hash); it is keyed as the same Arrow dictionary column either way, by its decoded values. A
+Categorical whose codes reach past ``_MAX_CODES`` (a large shared category set) takes the export.
+
 Two dtypes do not go through Arrow: ``Object`` columns export object *pointers*, so they are keyed
 by their elements' content; and a dtype the Arrow export refuses (``Int128``) is keyed by its
 Python values.
@@ -18,6 +23,10 @@ from typing import Any
 
 __all__ = ["polars_token"]
 
+# A Categorical's categories are looked up one by one, up to its largest code: beyond this many,
+# the Arrow export (a pass over the codes, a copy of the used categories) is cheaper.
+_MAX_CODES = 1 << 12
+
 
 def _has_object(pl: Any, dtype: Any) -> bool:
     if dtype == pl.Object:
@@ -28,12 +37,35 @@ def _has_object(pl: Any, dtype: Any) -> bool:
     return any(_has_object(pl, f.dtype) for f in getattr(dtype, "fields", None) or ())
 
 
+def _categorical(pl: Any, s: Any) -> Any:
+    """A Categorical or Enum series as an Arrow DictionaryArray of its codes and the categories
+    they index (strings as ``to_arrow`` gives them: large strings); None to take the export."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    codes = s.to_physical().to_arrow()
+    if isinstance(s.dtype, pl.Enum):  # codes index the Enum's fixed category list
+        return pa.DictionaryArray.from_arrays(codes, s.dtype.categories.to_arrow())
+    top = pc.max(codes).as_py()
+    count = 0 if top is None else top + 1
+    if count > _MAX_CODES:
+        return None
+    found = s.dtype.categories  # a Categories: a category by its code
+    try:
+        names = [found[i] for i in range(count)]
+    except IndexError:  # a code reserved by a concurrent query, not yet named
+        return None
+    return pa.DictionaryArray.from_arrays(codes, pa.array(names, pa.large_string()))
+
+
 def _series(pl: Any, s: Any) -> tuple[Any, ...]:
     head = (s.name, repr(s.dtype), len(s))
     if _has_object(pl, s.dtype):
         return (*head, "objects", s.to_list())
+    arrow = _categorical(pl, s) if isinstance(s.dtype, (pl.Categorical, pl.Enum)) else None
     try:
-        arrow = s.to_arrow()
+        if arrow is None:
+            arrow = s.to_arrow()
     except Exception:  # a dtype without an Arrow form (Int128, UInt128)
         return (*head, "values", s.to_list())
     from fncache._values_arrow import chunks_content

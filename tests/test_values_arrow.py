@@ -1,4 +1,5 @@
-"""Arrow keys over many blocks: what lies under null slots never counts, every value does.
+"""Arrow keys over many blocks: what lies under null slots never counts, every value does;
+dictionary-encoded columns key by their decoded values, whatever their dictionaries.
 
 The hasher reads columns a block of rows at a time. The blocks are made small here, so that short
 columns span several and a null (or a null slot with a range of its own) can sit in the first
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fncache
 from fncache import _values_arrow
@@ -200,3 +203,175 @@ def test_keys_do_not_depend_on_the_block_size(monkeypatch):
         for start, found in keys.items():
             found.update({H(garbage.slice(start)), H(clean.slice(start))})
     assert all(len(found) == 1 for found in keys.values()), keys
+
+
+# -- dictionary-encoded columns ----------------------------------------------------------------
+
+WORDS = ["", "a", "b", "ab", "ba", "a\0", "\u00e9t\u00e9", "zzz"]
+
+
+def _encode(values: list, rng: np.random.Generator, *, index: pa.DataType = pa.int32(),
+            value_type: pa.DataType = pa.string(), unused: int = 0, copies: int = 1,
+            null_entry: bool = False, junk: int = 0) -> pa.Array:
+    """A DictionaryArray that decodes to ``values``: the dictionary in random order, with
+    ``unused`` entries nobody refers to, each value ``copies`` times (slots pick a copy at
+    random), a null entry that null slots refer to by a *valid* index (when ``null_entry``), and
+    ``junk`` slots of other values on each side, sliced off."""
+    distinct = sorted({v for v in values if v is not None})
+    extra = [w + "#unused" for w in WORDS[:unused]]
+    entries = [v for v in distinct for _ in range(copies)] + extra + ([None] if null_entry else [])
+    if junk:
+        entries.append("junk")
+    order = rng.permutation(len(entries))
+    dictionary = [entries[i] for i in order]
+    where: dict = {}
+    for pos, v in enumerate(dictionary):
+        where.setdefault(v, []).append(pos)
+    pad = [where["junk"][0]] * junk if junk else []
+    indices = pad + [rng.choice(where[v]) if v is not None or null_entry else None
+                     for v in values] + pad
+    arr = pa.DictionaryArray.from_arrays(pa.array(indices, index), pa.array(dictionary, value_type))
+    return arr.slice(junk, len(values)) if junk else arr
+
+
+def _dict_layouts(values: list, seed: int) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    cut = len(values) // 3
+    typ = pa.dictionary(pa.int32(), pa.string())
+    shared = pa.array(values, pa.string()).dictionary_encode()
+    return {
+        "dictionary_encode": pa.chunked_array([shared]),
+        "permuted": pa.chunked_array([_encode(values, rng)]),
+        "unused entries": pa.chunked_array([_encode(values, rng, unused=5)]),
+        "duplicate entries": pa.chunked_array([_encode(values, rng, copies=3, unused=2)]),
+        "null entry": pa.chunked_array([_encode(values, rng, null_entry=True)]),
+        "sliced": pa.chunked_array([_encode(values, rng, junk=9, unused=1)]),
+        "chunks, own dictionaries": pa.chunked_array(
+            [_encode(values[:cut], rng, unused=3), _encode([], rng),
+             _encode(values[cut:], rng, copies=2, null_entry=True, junk=4)], type=typ),
+        "chunks, one dictionary": pa.chunked_array([shared.slice(0, cut), shared.slice(cut)],
+                                                   type=typ),
+    }
+
+
+def _texts_of(rng: np.random.Generator, n: int, distinct: int, null_share: float) -> list:
+    pool = [f"{WORDS[i % len(WORDS)]}{i}" for i in range(distinct)]
+    picks = rng.integers(0, distinct, n)
+    null = rng.random(n) < null_share
+    return [None if z else pool[p] for z, p in zip(null, picks, strict=True)]
+
+
+@pytest.mark.parametrize("distinct,compact_max", [(3, 4096), (300, 4096), (40, 8), (3, 1)])
+def test_dictionary_layouts_never_count(monkeypatch, distinct, compact_max):
+    """Dictionary order, unused and repeated entries, null entries, slices and per-chunk
+    dictionaries give one key, in the compact form and in the decoded one."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", compact_max)
+    rng = np.random.default_rng(distinct)
+    for null_share in (0.0, 0.2):
+        values = _texts_of(rng, N, distinct, null_share)
+        layouts = _dict_layouts(values, distinct)
+        keys = {name: H(v) for name, v in layouts.items()}
+        assert len(set(keys.values())) == 1, keys
+        assert all(v.to_pylist() == values for v in layouts.values())
+        table = pa.table({"c": layouts["duplicate entries"]})
+        assert H(table) == H(pa.table({"c": layouts["chunks, own dictionaries"]}))
+
+
+@pytest.mark.parametrize("compact_max", [4096, 2])
+def test_dictionary_every_decoded_difference_counts(monkeypatch, compact_max):
+    """A changed value, a null for a value, a value for a null, or a length is a new key, in any
+    dictionary layout; so is the plain column and another value type."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", compact_max)
+    rng = np.random.default_rng(1)
+    values = _texts_of(rng, 40, 4, 0.2)
+    i = next(k for k, v in enumerate(values) if v is not None)
+    j = next(k for k, v in enumerate(values) if v is None)
+    other = next(v for v in values if v is not None and v != values[i])
+    changes = {"value": values[:i] + [other] + values[i + 1:],
+               "unseen value": values[:i] + [values[i] + "!"] + values[i + 1:],
+               "null": values[:i] + [None] + values[i + 1:],
+               "not null": values[:j] + [other] + values[j + 1:],
+               "longer": values + [values[i]], "shorter": values[:-1],
+               "swapped": values[1:] + values[:1]}
+    key = H(_encode(values, rng, copies=2, unused=1))
+    for name, changed in changes.items():
+        assert changed != values
+        for layout in ({}, {"copies": 2, "unused": 3}, {"null_entry": True, "junk": 3}):
+            assert H(_encode(changed, rng, **layout)) != key, (name, layout)
+    assert H(pa.array(values)) != key
+    assert H(_encode(values, rng, value_type=pa.large_string())) != key
+    assert H(_encode(values, rng, index=pa.int8())) != key
+
+
+def test_dictionary_null_entry_decodes_to_null():
+    """A valid index to a null dictionary entry keys as a null slot, not as a value."""
+    by_entry = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int8()),
+                                              pa.array(["x", None]))
+    by_index = pa.DictionaryArray.from_arrays(pa.array([0, None, 0], pa.int8()),
+                                              pa.array(["x"]))
+    assert by_entry.to_pylist() == by_index.to_pylist() == ["x", None, "x"]
+    assert H(by_entry) == H(by_index)
+    assert H(by_entry) != H(pa.DictionaryArray.from_arrays(pa.array([0, 0, 0], pa.int8()),
+                                                           pa.array(["x", None])))
+    all_null = pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int8()),
+                                              pa.array([], pa.string()))
+    assert H(all_null) == H(pa.DictionaryArray.from_arrays(pa.array([1, 1], pa.int8()),
+                                                           pa.array(["x", None])))
+
+
+def test_dictionary_of_many_repeated_entries_keys_by_values(monkeypatch):
+    """More entries than the compact form allows, all copies of a few values, key like a
+    dictionary of those few values (the form follows the values, not the dictionary)."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", 4)
+    rng = np.random.default_rng(4)
+    values = _texts_of(rng, N, 3, 0.1)
+    assert H(_encode(values, rng, copies=40)) == H(_encode(values, rng))
+    many = _texts_of(rng, N, 30, 0.1)
+    assert H(_encode(many, rng, copies=3)) == H(_encode(many, rng, unused=7))
+
+
+def test_nested_and_non_string_dictionaries_key_by_values():
+    """Dictionaries inside structs and lists, and of numbers, key by decoded values too."""
+    rng = np.random.default_rng(6)
+    values = _texts_of(rng, 30, 4, 0.2)
+    one, two = _encode(values, rng), _encode(values, rng, copies=2, unused=3, null_entry=True)
+    assert H(pa.StructArray.from_arrays([one], ["c"])) == \
+        H(pa.StructArray.from_arrays([two], ["c"]))
+    offsets = pa.array([0, 10, 10, 30], pa.int32())
+    assert H(pa.ListArray.from_arrays(offsets, one)) == H(pa.ListArray.from_arrays(offsets, two))
+    changed = _encode(values[:-1] + ["new"], rng)
+    assert H(pa.ListArray.from_arrays(offsets, changed)) != H(pa.ListArray.from_arrays(offsets, one))
+    ints = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0]), pa.array([7, 8]))
+    assert H(ints) == H(pa.DictionaryArray.from_arrays(pa.array([2, 0, 2]), pa.array([8, 9, 7])))
+    assert H(ints) != H(pa.DictionaryArray.from_arrays(pa.array([0, 1, 1]), pa.array([7, 8])))
+    floats = pa.DictionaryArray.from_arrays(pa.array([0, 1]), pa.array([0.0, -0.0]))
+    assert H(floats) != H(pa.DictionaryArray.from_arrays(pa.array([0, 0]), pa.array([0.0, -0.0])))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.none(), st.sampled_from(WORDS)), max_size=30), st.integers(0, 99),
+       st.sampled_from([4096, 2]), st.data())
+def test_dictionary_keys_are_equal_exactly_when_decoded_values_are(monkeypatch, values, seed,
+                                                                  compact_max, data):
+    """Any two dictionary layouts key alike exactly when they decode to equal values."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", compact_max)
+    layouts = _dict_layouts(values, seed)
+    keys = {name: H(v) for name, v in layouts.items()}
+    assert len(set(keys.values())) == 1, keys
+    other = data.draw(st.lists(st.one_of(st.none(), st.sampled_from(WORDS)), max_size=30))
+    rng = np.random.default_rng(seed)
+    key = H(pa.chunked_array([_encode(other, rng, copies=2, unused=1, null_entry=True)]))
+    assert (key == keys["permuted"]) == (other == values)
+
+
+def test_dictionary_form_follows_the_values_at_the_limit(monkeypatch):
+    """Exactly as many values as the compact form allows, plus nulls held by a null entry or by
+    null indices, in the first rows or later: one key."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", 4)
+    rng = np.random.default_rng(8)
+    values = ["a", "b", None, "c", "d"] * 8 + [None if v is None else "abcd"[len(v) % 4]
+                                              for v in _texts_of(rng, N, 4, 0.3)]
+    keys = {H(_encode(values, rng, null_entry=null_entry, copies=copies))
+            for null_entry in (False, True) for copies in (1, 3)}
+    assert len(keys) == 1
+    assert H(_encode(values[:-1] + ["e"], rng)) not in keys

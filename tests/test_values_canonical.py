@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import fncache
 
-from .helpers import fail_on_pickle_fallback
+from .helpers import fail_on_pickle_fallback, last_json, run_py, write
 
 H = fncache.hash
 SETTINGS = settings(max_examples=10, deadline=None,
@@ -270,6 +270,58 @@ def test_polars_memoize_hits_across_layouts(tmp_path):
     _hits_across(list(_polars_ways(cols, str(tmp_path)).values()), str(tmp_path))
 
 
+def test_polars_categoricals_key_by_values_not_categories():
+    """Categorical and Enum columns key by their values, whatever order categories were met in,
+    chunked, sliced or from Arrow; Categorical, Enum and String stay three keys."""
+    values = ["b", None, "a", "b", "c", "a"]
+    cat = pl.Series("c", values, dtype=pl.Categorical)
+    seen_first = pl.Series("c", ["c", "a", "z", "b"], dtype=pl.Categorical)  # other category order
+    from_arrow = pl.from_arrow(pa.DictionaryArray.from_arrays(
+        pa.array([1, None, 0, 1, 4, 0], pa.int32()), pa.array(["a", "b", "unused", "b", "c"])))
+    enum = pl.Enum(["c", "b", "a", "unused"])
+    _one_key({"fresh": cat, "after other categories": pl.concat([seen_first[:0], cat]),
+              "chunked": pl.concat([cat[:2], pl.Series("c", values[2:], dtype=pl.Categorical)],
+                                   rechunk=False),
+              "sliced": pl.concat([seen_first, cat]).slice(len(seen_first), len(values)),
+              "from arrow": from_arrow.rename("c"),
+              "cast": pl.Series("c", values).cast(pl.Categorical)})
+    _one_key({"fresh": pl.Series("c", values, dtype=enum), "cast": pl.Series("c", values).cast(enum),
+              "chunked": pl.concat([pl.Series("c", values[:3], dtype=enum),
+                                    pl.Series("c", values[3:], dtype=enum)], rechunk=False)})
+    _all_new(cat, {"enum": pl.Series("c", values, dtype=enum), "string": pl.Series("c", values),
+                   "value": pl.Series("c", values[:-1] + ["c"], dtype=pl.Categorical),
+                   "null": pl.Series("c", values[:-1] + [None], dtype=pl.Categorical),
+                   "rows": pl.Series("c", values[:-1], dtype=pl.Categorical)})
+    assert H(pl.Series("c", values, dtype=enum)) != H(pl.Series("c", values[::-1], dtype=enum))
+
+
+CATEGORICAL_KEYS = """
+import json, sys
+import polars as pl
+import fncache
+
+if sys.argv[1] == "after many categories":  # the same values get high codes in this process
+    kept = pl.Series([f"other{i}" for i in range(5000)], dtype=pl.Categorical)
+    assert pl.Series(["b"], dtype=pl.Categorical).to_physical()[0] >= 5000
+values = ["b", None, "a", "b", "\u00e9"]
+many = [f"v{i % 5000}" for i in range(6000)]
+print(json.dumps([fncache.hash(pl.Series("c", values, dtype=pl.Categorical)),
+                  fncache.hash(pl.Series("c", many, dtype=pl.Categorical)),
+                  fncache.hash(pl.Series("c", values).cast(pl.Enum(["\u00e9", "b", "a"])))]))
+"""
+
+
+@pytest.mark.slow
+def test_polars_categorical_keys_do_not_depend_on_the_process_codes(tmp_path):
+    """A Categorical keys alike in a fresh process and in one whose shared category set already
+    holds thousands of other strings (the codes differ, and so does how the column is read)."""
+    script = write(tmp_path / "keys.py", CATEGORICAL_KEYS)
+    fresh = last_json(run_py(script, "fresh"))
+    crowded = last_json(run_py(script, "after many categories"))
+    assert fresh == crowded
+    assert len(set(fresh)) == 3
+
+
 # -- pandas ------------------------------------------------------------------------------------
 
 pd = pytest.importorskip("pandas")
@@ -310,6 +362,19 @@ def test_pandas_frames_built_any_way_are_one_key(cols):
                       "column name": df.rename(columns={"f": "h"}),
                       "index": df.set_axis(pd.RangeIndex(1, len(df) + 1)),
                       "rows": pd.concat([df, df.head(1)], ignore_index=True)})
+
+
+def test_pandas_arrow_dictionary_columns_key_by_values():
+    """A pandas column of Arrow dictionary type keys by its values, not by its dictionary."""
+    one = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0]), pa.array(["x", "y"]))
+    two = pa.DictionaryArray.from_arrays(pa.array([2, 0, 1, 2]), pa.array(["y", None, "x", "z"]))
+    assert one.to_pylist() == two.to_pylist()
+
+    def series(arr):
+        return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([arr])), name="c")
+
+    assert H(series(one)) == H(series(two))
+    assert H(series(one)) != H(series(one.slice(1)))
 
 
 def test_pandas_memoize_hits_across_layouts(tmp_path):
