@@ -205,6 +205,7 @@ def _known_inputs():
         # Arrow columns with nulls: strings (offsets) and numbers (zeroed null slots).
         "arrow_strings_nullable": pa.array(["a", None, "ccc", ""]),
         "arrow_int64_nullable": pa.array([1, None, 3], type=pa.int64()),
+        "arrow_dictionary": pa.array(["b", "a", None, "b"]).dictionary_encode(),
     }
     keys = {
         "uses_helper(1)": fncache.key_for(dc.uses_helper, 1),
