@@ -99,7 +99,8 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
         function=getattr(args, "function", None),
         older_than=getattr(args, "older_than", None),
         larger_than=getattr(args, "larger_than", None),
-        entries=_progress(store.entries(), "scanning"),
+        unused_for=getattr(args, "unused_for", None),
+        entries=_progress(store.listing(), "scanning"),
     )
 
 
@@ -125,7 +126,7 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     store = _store_from(args)
-    entries = list(store.entries())
+    entries = list(store.listing())
     functions = {e.function for e in entries if not e.damaged}
     data = {
         "store": store.url,
@@ -156,31 +157,42 @@ def cmd_ls(args: argparse.Namespace) -> int:
     groups: dict[str, dict[str, Any]] = {}
     for info in _select(store, args):
         name = _DAMAGED if info.damaged else info.function or "?"
-        g = groups.setdefault(name, {"function": name, "entries": 0,
-                                                     "bytes": 0, "newest": 0.0, "oldest": None})
+        g = groups.setdefault(name, {"function": name, "entries": 0, "bytes": 0, "newest": 0.0,
+                                     "oldest": None, "used": None, "uses": 0})
         g["entries"] += 1
         g["bytes"] += info.size
         g["newest"] = max(g["newest"], info.created)
         g["oldest"] = info.created if g["oldest"] is None else min(g["oldest"], info.created)
-    sort = args.sort
-    rows = sorted(groups.values(), key=lambda g: (
-        -g["bytes"] if sort == "size" else -g["newest"] if sort == "age" else -g["entries"],
-        g["function"],
-    ))
+        if info.accessed is not None:  # the last use of any entry of the function
+            g["used"] = max(g["used"] or 0.0, info.accessed)
+        g["uses"] += info.uses or 0
+    rows = sorted(groups.values(), key=lambda g: (_LS_ORDER[args.sort](g), g["function"]))
     now = time.time()
-    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  NEWEST"]
+    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  {'NEWEST':<12}  {'USES':>6}  LAST USED"]
     for g in rows:
+        used = "-" if g["used"] is None else _human_age(max(now - g["used"], 0.0))
         lines.append(f"{g['function']:<50} {g['entries']:>8} {_human_size(g['bytes']):>11}  "
-                     f"{_human_age(now - g['newest'])}")
+                     f"{_human_age(now - g['newest']):<12}  {g['uses']:>6}  {used}")
     if not rows:
         lines = ["(no entries)"]
     _emit(args, rows, "\n".join(lines))
     return 0
 
 
+# ``ls --sort``: the order of the rows (ties by function name). ``used``: most recently used first,
+# functions without usage records last.
+_LS_ORDER: dict[str, Any] = {
+    "size": lambda g: -g["bytes"],
+    "age": lambda g: -g["newest"],
+    "count": lambda g: -g["entries"],
+    "used": lambda g: -(g["used"] if g["used"] is not None else -1.0),
+}
+
+
 def cmd_clear(args: argparse.Namespace) -> int:
     store = _store_from(args)
-    filtered = args.function or args.older_than is not None or args.larger_than is not None
+    filtered = args.function or args.older_than is not None or args.larger_than is not None \
+        or args.unused_for is not None
     targets = _select(store, args) if filtered or args.dry_run else None
     count = len(targets) if targets is not None else len(store)
     what = f"{count} entr{'y' if count == 1 else 'ies'} from {store.url}"
@@ -202,8 +214,11 @@ def cmd_clear(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     from fncache._prune import plan_prune
 
+    if args.max_size is None and args.older_than is None:
+        raise _Usage("prune: give --max-size, --older-than or both")
     store = _store_from(args)
-    targets = plan_prune(store, args.max_size)
+    targets = plan_prune(store, args.max_size, older_than=args.older_than,
+                         entries=_progress(store.listing(), "scanning"))
     freed = sum(t.size for t in targets)
     what = f"{len(targets)} entries ({_human_size(freed)}) from {store.url}"
     if args.dry_run:
@@ -280,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ls", parents=[common, reading], help="entries grouped by function")
     s.add_argument("--function", metavar="QUALNAME", help="only this function")
-    s.add_argument("--sort", choices=("size", "age", "count"), default="size")
+    s.add_argument("--sort", choices=tuple(_LS_ORDER), default="size",
+                   help="size, age (newest first), count, used (most recently used first)")
     s.set_defaults(run=cmd_ls)
 
     s = sub.add_parser("clear", parents=[common, reading], help="remove entries")
@@ -290,14 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only entries created longer ago than AGE (45s, 30m, 12h, 7d, 2w)")
     s.add_argument("--larger-than", type=_size, metavar="SIZE",
                    help="only entries larger than SIZE (512, 10MB, 2GB)")
+    s.add_argument("--unused-for", type=_duration, metavar="AGE",
+                   help="only entries neither used nor created within AGE (usage records)")
     s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     s.set_defaults(run=cmd_clear)
 
     s = sub.add_parser("prune", parents=[common, reading],
-                       help="remove least recently used entries until the store fits a size")
-    s.add_argument("--max-size", type=_size, metavar="SIZE", required=True,
+                       help="remove idle entries, then least recently used ones until the store "
+                            "fits a size")
+    s.add_argument("--max-size", type=_size, metavar="SIZE",
                    help="keep at most SIZE bytes of entries (512, 10MB, 2GB)")
+    s.add_argument("--older-than", type=_duration, metavar="AGE",
+                   help="remove entries neither created nor used within AGE (45s, 30m, 12h, 7d)")
     s.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     s.set_defaults(run=cmd_prune)

@@ -402,14 +402,17 @@ def test_s3_multipart_value_is_create_only(s3_env):
 
 @pytest.mark.s3
 def test_s3_layout_fans_out_by_key_prefix(s3_env):
-    """Values live at ``prefix/v1/<first two hex digits>/<key>`` with JSON metadata beside them."""
+    """Values live at ``prefix/v2/<first two hex digits>/<key>``, their JSON metadata under the
+    function's group ``prefix/f/<function, percent-encoded>/<key>``."""
     store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
     key = "ab" + new_key()[2:]
     store.add(key, b"v", META)
     fs = s3_env.filesystem()
     base = store.url[len("s3://") :]
-    assert sorted(fs.find(base)) == [f"{base}/v1/ab/{key}", f"{base}/v1/ab/{key}.json"]
+    group = META["function"].replace(":", "%3A")
+    assert sorted(fs.find(base)) == [f"{base}/f/{group}/{key}", f"{base}/v2/ab/{key}"]
     store.clear()
+    assert fs.find(base) == []
 
 
 @pytest.mark.s3

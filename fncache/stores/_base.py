@@ -293,10 +293,10 @@ class Store:
 
     def volume(self) -> int:
         """Total bytes of stored values (an estimate where the backend only knows approximately)."""
-        return sum(e.size for e in self.entries())
+        return sum(e.size for e in self.listing())
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.entries())
+        return sum(1 for _ in self.listing())
 
     # -- writing ---------------------------------------------------------------------------------
     def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
@@ -322,17 +322,17 @@ class Store:
     def clear(self) -> int:
         """Remove every entry of this store; returns how many were removed (an estimate for some)."""
         n = 0
-        for info in list(self.entries()):
+        for info in list(self.listing()):
             n += self.delete(info.key)
         return n
 
     def clear_function(self, function: str) -> int:
         """Remove every entry whose metadata names ``function`` (``module:qualname``); the count.
 
-        Default: one pass over :meth:`entries`; entries added meanwhile may or may not be removed.
+        Default: one pass over :meth:`listing`; entries added meanwhile may or may not be removed.
         """
         n = 0
-        for info in list(self.entries()):
+        for info in list(self.listing()):
             if info.function == function:
                 n += self.delete(info.key)
         return n

@@ -59,11 +59,12 @@ connection): a malformed URL or an unknown option raises :class:`fncache.ConfigE
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -72,10 +73,12 @@ from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
     Store,
+    Use,
     encode_meta,
     entry_info,
     join_parts,
     now,
+    parse_meta,
     store_error,
 )
 from fncache.stores._lock import LeaseLock
@@ -83,11 +86,13 @@ from fncache.stores._redis_config import check_options, check_url, is_secret, sp
 from fncache.stores._redis_records import (
     _CHUNKED,
     _INLINE,
+    _KEY,
     _MAX_CHUNK,
     _MAX_MANIFEST,
     is_error,
-    listed,
+    parse_index,
     parse_manifest,
+    stored_size,
 )
 
 __all__ = ["RedisStore"]
@@ -97,8 +102,11 @@ log = logging.getLogger("fncache")
 _DEFAULT_CHUNK = 64 * 2**20
 # Chunks of an add still in flight expire by themselves if the writer dies before publishing.
 _PENDING_TTL_MS = 3600 * 1000
-_SCAN_BATCH = 500
+_SCAN_BATCH = 1000
+_LIST_BATCH = 1000
 _FETCH_BATCH = 16
+# Function ids longer than this get no index (their entries list under no function).
+_MAX_FUNCTION = 1024
 # KEYS: value, meta, chunk... ARGV: manifest, meta, ttl in ms (0 = none), mode ("add" or "set").
 # One script, so the manifest and its chunks become visible and permanent together.
 _PUBLISH = """
@@ -120,6 +128,32 @@ for i = 3, #KEYS do
   if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) else redis.call('PERSIST', KEYS[i]) end
 end
 return {1, old}
+"""
+
+# KEYS: an index. ARGV: the value key prefix, then keys whose fields go if their value is gone.
+_UNINDEX = """
+local n = 0
+for i = 2, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 0 then
+    n = n + redis.call('HDEL', KEYS[1], ARGV[i], ARGV[i] .. ':u', ARGV[i] .. ':n')
+  end
+end
+return n
+"""
+# KEYS: an index. ARGV: (key, last use, uses) triples. Only keys still indexed get a record; the
+# last use only moves forward; a planted non-number reads as 0 rather than failing the script.
+_USE = """
+for i = 1, #ARGV, 3 do
+  local k = ARGV[i]
+  if redis.call('HEXISTS', KEYS[1], k) == 1 then
+    local last = tonumber(redis.call('HGET', KEYS[1], k .. ':u') or '') or 0
+    if tonumber(ARGV[i + 1]) > last then redis.call('HSET', KEYS[1], k .. ':u', ARGV[i + 1]) end
+    local n = tonumber(redis.call('HGET', KEYS[1], k .. ':n') or '') or 0
+    if n ~= n or n < 0 or n > 2^52 then n = 0 end
+    redis.call('HSET', KEYS[1], k .. ':n', string.format('%d', math.floor(n) + tonumber(ARGV[i + 2])))
+  end
+end
+return 0
 """
 
 # KEYS: a key. ARGV: the value it must still hold. Deletes it only then (lock release, damage).
@@ -209,6 +243,8 @@ class RedisStore(Store):
             self._scripts = {
                 "publish": client.register_script(_PUBLISH),
                 "delete_if": client.register_script(_DELETE_IF),
+                "unindex": client.register_script(_UNINDEX),
+                "use": client.register_script(_USE),
             }
         return self._client
 
@@ -262,6 +298,15 @@ class RedisStore(Store):
 
     def _meta_key(self, key: str) -> str:
         return f"{self.prefix}m:{key}"
+
+    def _index_key(self, function: str) -> str:
+        return f"{self.prefix}f:{function}"
+
+    def _index(self, pipe: Any, key: str, meta: dict[str, Any], created: float) -> None:
+        """Queue the index entry of ``key`` (its creation time under its function's index)."""
+        function = meta.get("function")
+        if isinstance(function, str) and 0 < len(function) <= _MAX_FUNCTION:
+            pipe.hset(self._index_key(function), key, repr(float(created)))
 
     def _chunk_keys(self, key: str, token: str, n: int) -> list[str]:
         return [f"{self.prefix}c:{{{key}}}:{token}:{i}" for i in range(n)]
@@ -342,85 +387,162 @@ class RedisStore(Store):
         with self._guard("lookup"):
             return bool(self.client.exists(self._value_key(key)))
 
+    def listing(self) -> Iterator[EntryInfo]:
+        """Every entry from ``SCAN`` and the per-function indexes, with stored sizes in pipelined
+        batches of 1000 (``STRLEN`` and the first byte of each value): never a record read per
+        entry. ``meta`` is ``{"function": ...}``; ``accessed`` and ``uses`` come from the usage
+        records in the index."""
+        for row, _ in self._scan(with_meta=False):
+            yield row
+
     def entries(self) -> Iterator[EntryInfo]:
-        """Every entry, found by ``SCAN``; ``accessed`` derives from the value key's idle time."""
-        cut = len(self._value_key(""))
-        with self._guard("list"):
-            batch: list[str] = []
-            for name in self.client.scan_iter(
-                match=_glob_escape(self.prefix) + "v:*", count=_SCAN_BATCH
-            ):
-                if isinstance(name, bytes):
-                    try:
-                        name = name.decode()
-                    except UnicodeDecodeError:
-                        continue  # not a name fncache writes; clear() still removes it
-                batch.append(name)
-                if len(batch) >= _SCAN_BATCH:
-                    yield from self._describe(batch, cut)
-                    batch = []
-            if batch:
-                yield from self._describe(batch, cut)
+        """Every entry with its metadata: :meth:`listing` plus one pipelined ``GET`` of each
+        metadata record small enough to be fncache's (1 MiB)."""
+        for row, meta in self._scan(with_meta=True):
+            yield row if meta is None else dataclasses.replace(row, meta=meta)
 
-    def _describe(self, names: Sequence[str], cut: int) -> Iterator[EntryInfo]:
-        """Entries for a batch of value keys, in three pipelined round trips.
+    def _scan(self, with_meta: bool) -> Iterator[tuple[EntryInfo, dict[str, Any] | None]]:
+        """Listed entries, and their metadata when ``with_meta`` (``None`` for a damaged entry).
 
-        Everything read here is untrusted: sizes are the stored lengths (of the value, or the sum of
-        a chunked value's chunks), never a size the metadata or manifest claims; metadata of the
-        wrong types or too large to be fncache's marks the entry damaged; nothing larger than a
-        manifest or a metadata record is fetched.
+        Everything read here is untrusted: sizes are stored lengths (of the value, or the sum of a
+        chunked value's chunks), never a size the metadata or manifest claims; index names and
+        fields are checked against the layout (:func:`parse_index`); a key listed in two
+        functions' indexes, a value of another type than fncache writes, or metadata of the wrong
+        types, too large or naming another function than its index marks the entry damaged.
         """
-        keys = [n[cut:] for n in names]
-        rows, wrong_type = self._sizes(names, keys)
-        second = self._records(names, keys, rows)
-        manifests = [parse_manifest(second[2 * i + 1] or None) for i in range(len(names))]
-        chunk_names = [
-            self._chunk_keys(k, m[0], m[1]) if m is not None else []
-            for k, m in zip(keys, manifests, strict=True)
-        ]
-        all_chunks = [c for names_ in chunk_names for c in names_]
-        lengths = iter(self._chunk_lengths(all_chunks) if all_chunks else [])
         t = now()
-        for i, key in enumerate(keys):
-            strlen = rows[i][0]
-            if wrong_type[i]:
-                yield entry_info(key, strlen or 0, {}, damaged=True)
-            elif strlen:  # else removed since the scan saw it
-                yield listed(key, rows[i], second[2 * i], manifests[i], chunk_names[i], lengths, t)
+        with self._guard("list"):
+            values, indexes = self._names()
+            index: dict[str, tuple[str, list[Any]]] = {}
+            ambiguous: set[str] = set()
+            stale: dict[str, list[str]] = {}
+            for function, name in indexes:
+                for key, record in self._read_index(name, t).items():
+                    if key not in values:
+                        stale.setdefault(name, []).append(key)
+                    elif key in index:
+                        ambiguous.add(key)
+                    else:
+                        index[key] = (function, record)
+            keys = list(values)
+            for i in range(0, len(keys), _LIST_BATCH):
+                batch = keys[i : i + _LIST_BATCH]
+                for key, size, damaged, meta in self._describe(batch, with_meta):
+                    function, (created, last, uses) = index.get(key, ("", [None, None, None]))
+                    damaged = damaged or key in ambiguous
+                    if with_meta and meta is not None and function \
+                            and meta.get("function") != function:
+                        damaged = True
+                    info = entry_info(key, size, {"function": function} if function else {},
+                                      created=created, accessed=last, uses=uses, damaged=damaged)
+                    yield info, (None if damaged or meta is None else meta)
+            self._drop_stale(stale)
 
-    def _sizes(self, names: Sequence[str], keys: list[str]) -> tuple[list[Any], list[bool]]:
-        """Round trip 1: (strlen, first byte, metadata length, idle time) of each value key, and
-        whether a key holds another type than fncache writes (a planted hash or list)."""
+    def _read_index(self, name: str, t: float) -> dict[str, list[Any]]:
+        """One function's index (``HSCAN``), checked; a key of another type is no index."""
+        import redis
+
+        try:
+            return parse_index(self.client.hscan_iter(name, count=1000), t)
+        except redis.exceptions.ResponseError as e:
+            if "WRONGTYPE" not in str(e):
+                raise
+            return {}
+
+    def _names(self) -> tuple[dict[str, None], list[tuple[str, str]]]:
+        """One ``SCAN`` of the prefix: value keys (an ordered set) and ``(function, name)`` of
+        each index. Names that are not UTF-8 or not of the layout are skipped (``clear`` removes
+        them)."""
+        values: dict[str, None] = {}
+        indexes = []
+        v, f = self._value_key(""), self._index_key("")
+        for raw in self.client.scan_iter(match=_glob_escape(self.prefix) + "*", count=_SCAN_BATCH):
+            try:
+                name = raw.decode() if isinstance(raw, bytes) else raw
+            except UnicodeDecodeError:
+                continue
+            if name.startswith(v):
+                values[name[len(v):]] = None
+            elif name.startswith(f) and 0 < len(name) - len(f) <= _MAX_FUNCTION:
+                indexes.append((name[len(f):], name))
+        return values, indexes
+
+    def _describe(self, keys: list[str], with_meta: bool
+                  ) -> Iterator[tuple[str, int, bool, dict[str, Any] | None]]:
+        """``(key, size, damaged, metadata)`` for a batch of value keys, in two or three
+        pipelined round trips; a key removed since the scan is left out."""
         pipe = self.client.pipeline(transaction=False)
-        for n, k in zip(names, keys, strict=True):
-            pipe.strlen(n)
-            pipe.getrange(n, 0, 0)
-            pipe.strlen(self._meta_key(k))
-            pipe.object("idletime", n)
-        # raise_on_error=False: OBJECT IDLETIME fails under an LFU eviction policy (then no time),
-        # and a key of another type (a planted hash or list) answers WRONGTYPE (then damage).
+        for k in keys:
+            pipe.strlen(self._value_key(k))
+            pipe.getrange(self._value_key(k), 0, 0)
+            if with_meta:
+                pipe.strlen(self._meta_key(k))
+        # raise_on_error=False: a key of another type (a planted hash or list) answers WRONGTYPE.
+        step = 3 if with_meta else 2
         replies = pipe.execute(raise_on_error=False)
-        rows = [replies[4 * i : 4 * i + 4] for i in range(len(names))]
-        wrong_type = [any(is_error(r) for r in row[:3]) for row in rows]
-        for i, row in enumerate(rows):
-            if wrong_type[i]:
-                rows[i] = [0 if is_error(row[0]) else row[0], b"", 0, row[3]]
-        return rows, wrong_type
-
-    def _records(self, names: Sequence[str], keys: list[str], rows: list[Any]) -> list[Any]:
-        """Round trip 2: each key's metadata record and chunk manifest, where small enough to be
-        fncache's (an empty reply otherwise)."""
+        rows = [replies[step * i : step * i + step] for i in range(len(keys))]
         pipe = self.client.pipeline(transaction=False)
-        for n, k, (strlen, head, metalen, _) in zip(names, keys, rows, strict=True):
-            if 0 < metalen <= MAX_JSON_BYTES:
+        for k, row in zip(keys, rows, strict=True):
+            strlen, head = row[0], row[1]
+            metalen = row[2] if with_meta else 0
+            if with_meta and not is_error(metalen) and 0 < metalen <= MAX_JSON_BYTES:
                 pipe.get(self._meta_key(k))
             else:
                 pipe.echo(b"")
-            if head == _CHUNKED and strlen <= _MAX_MANIFEST:
-                pipe.get(n)
+            if head == _CHUNKED and not is_error(strlen) and strlen <= _MAX_MANIFEST:
+                pipe.get(self._value_key(k))
             else:
                 pipe.echo(b"")
-        return [None if is_error(r) else r for r in pipe.execute(raise_on_error=False)]
+        second = [None if is_error(r) else r for r in pipe.execute(raise_on_error=False)]
+        manifests = [parse_manifest(second[2 * i + 1] or None) for i in range(len(keys))]
+        chunk_names = [self._chunk_keys(k, m[0], m[1]) if m is not None else []
+                       for k, m in zip(keys, manifests, strict=True)]
+        flat = [c for names in chunk_names for c in names]
+        lengths = iter(self._chunk_lengths(flat) if flat else [])
+        for i, key in enumerate(keys):
+            strlen, head = rows[i][0], rows[i][1]
+            chunk_lengths = [next(lengths) for _ in chunk_names[i]]
+            if is_error(strlen) or is_error(head):
+                yield key, 0, True, None  # not a string: damage
+                continue
+            if not strlen:
+                continue  # removed since the scan saw it
+            size, damaged = stored_size(strlen, head, manifests[i], chunk_lengths)
+            damaged = damaged or not _KEY.fullmatch(key)  # a name fncache never writes
+            meta = None
+            if with_meta:
+                metalen = rows[i][2]
+                meta = parse_meta(second[2 * i]) if not is_error(metalen) \
+                    and metalen <= MAX_JSON_BYTES else None
+                damaged = damaged or meta is None
+            yield key, size, damaged, meta
+
+    def _drop_stale(self, stale: dict[str, list[str]]) -> None:
+        """Remove index fields of entries that are gone (expired, deleted by hand), each only if
+        its value is still missing (one script per index: a concurrent add keeps its field)."""
+        if not stale:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for name, keys in stale.items():
+            self._script("unindex")(keys=[name], args=[self._value_key(""), *keys], client=pipe)
+        pipe.execute(raise_on_error=False)
+
+    # -- usage records ---------------------------------------------------------------------------
+    def record_use(self, uses: list[Use]) -> None:
+        """Add uses to the index of each function: one script per function, all in one pipelined
+        round trip; fields are set only for keys still indexed (a gone entry gets no record)."""
+        by_function: dict[str, list[Any]] = {}
+        for use in uses:
+            if use.function and _KEY.fullmatch(use.key):
+                by_function.setdefault(use.function, []).extend(
+                    [use.key, repr(float(use.last)), int(use.times)])
+        if not by_function:
+            return
+        with self._guard("usage"):
+            pipe = self.client.pipeline(transaction=False)
+            for function, args in by_function.items():
+                self._script("use")(keys=[self._index_key(function)], args=args, client=pipe)
+            pipe.execute()
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -443,7 +565,8 @@ class RedisStore(Store):
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None, create_only: bool
     ) -> bool:
         ttl_ms = None if expire is None else max(1, int(expire * 1000))
-        meta_raw = encode_meta(dict(meta, size=len(value), created=meta.get("created") or now()))
+        created = meta.get("created") or now()
+        meta_raw = encode_meta(dict(meta, size=len(value), created=created))
         vkey, mkey = self._value_key(key), self._meta_key(key)
         with self._guard("write"):
             client = self.client
@@ -454,7 +577,10 @@ class RedisStore(Store):
                     old = None
                 else:
                     old = client.set(vkey, _INLINE + bytes(value), px=ttl_ms, get=True)
-                client.set(mkey, meta_raw, px=ttl_ms)
+                pipe = client.pipeline(transaction=False)
+                pipe.set(mkey, meta_raw, px=ttl_ms)
+                self._index(pipe, key, meta, created)
+                pipe.execute()
             else:
                 if create_only and client.exists(vkey):
                     return False  # cheap early exit before uploading chunks
@@ -483,6 +609,9 @@ class RedisStore(Store):
                 if not won:
                     self._forget(chunks)
                     return False
+                pipe = client.pipeline(transaction=False)
+                self._index(pipe, key, meta, created)
+                pipe.execute()
             stale = self._manifest_chunks(key, old or None)
             if stale:
                 client.unlink(*stale)
@@ -496,24 +625,66 @@ class RedisStore(Store):
             pass
 
     def delete(self, key: str) -> bool:
-        """Remove the entry and its chunks; ``True`` if there was one. Idempotent.
+        """Remove the entry, its chunks and its index fields; ``True`` if there was one. Idempotent.
 
         The value is read only if it is a manifest (its first byte says so, and it is small), so
-        deleting a large value does not fetch it.
+        deleting a large value does not fetch it; the metadata (to find the index) only if it is
+        small enough to be fncache's.
         """
-        vkey = self._value_key(key)
+        vkey, mkey = self._value_key(key), self._meta_key(key)
         with self._guard("delete"):
             pipe = self.client.pipeline(transaction=False)
             pipe.getrange(vkey, 0, 0)
             pipe.strlen(vkey)
-            head, strlen = pipe.execute(raise_on_error=False)
+            pipe.strlen(mkey)
+            head, strlen, metalen = pipe.execute(raise_on_error=False)
             if is_error(head) or is_error(strlen):  # not a string (planted): no chunks to find
                 head, strlen = b"", 1
-            raw = self.client.get(vkey) if head == _CHUNKED and strlen <= _MAX_MANIFEST else None
-            removed = self.client.unlink(
-                vkey, self._meta_key(key), *self._manifest_chunks(key, raw)
-            )
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(vkey) if head == _CHUNKED and strlen <= _MAX_MANIFEST else pipe.echo(b"")
+            small = not is_error(metalen) and 0 < metalen <= MAX_JSON_BYTES
+            pipe.get(mkey) if small else pipe.echo(b"")
+            raw, raw_meta = [None if is_error(r) else r for r in pipe.execute(raise_on_error=False)]
+            function = (parse_meta(raw_meta) or {}).get("function") if small else None
+            pipe = self.client.pipeline(transaction=False)
+            pipe.unlink(vkey, mkey, *self._manifest_chunks(key, raw or None))
+            if isinstance(function, str) and function:
+                pipe.hdel(self._index_key(function), key, f"{key}:u", f"{key}:n")
+            removed = pipe.execute()[0]
         return bool(strlen > 0 and removed > 0)
+
+    def clear_function(self, function: str) -> int:
+        """Remove the entries in ``function``'s index (``HSCAN``), their chunks and the index;
+        returns the number of entries removed. Not atomic: entries added meanwhile may survive."""
+        name = self._index_key(function)
+        n = 0
+        with self._guard("clear"):
+            keys = list(self._read_index(name, now()))
+            for i in range(0, len(keys), _LIST_BATCH):
+                batch = keys[i : i + _LIST_BATCH]
+                pipe = self.client.pipeline(transaction=False)
+                for k in batch:
+                    pipe.strlen(self._value_key(k))
+                    pipe.getrange(self._value_key(k), 0, 0)
+                replies = pipe.execute(raise_on_error=False)
+                pipe = self.client.pipeline(transaction=False)
+                for j, k in enumerate(batch):
+                    strlen, head = replies[2 * j], replies[2 * j + 1]
+                    if head == _CHUNKED and not is_error(strlen) and strlen <= _MAX_MANIFEST:
+                        pipe.get(self._value_key(k))
+                    else:
+                        pipe.echo(b"")
+                raws = pipe.execute(raise_on_error=False)
+                doomed = []
+                for j, k in enumerate(batch):
+                    strlen = replies[2 * j]
+                    n += bool(is_error(strlen) or strlen)
+                    raw = None if is_error(raws[j]) else raws[j]
+                    doomed += [self._value_key(k), self._meta_key(k),
+                               *self._manifest_chunks(k, raw or None)]
+                self.client.unlink(*doomed)
+            self.client.unlink(name)
+        return n
 
     def clear(self) -> int:
         """Remove every key under ``prefix`` except held locks, in ``SCAN`` batches.
