@@ -103,6 +103,24 @@ _logs: dict[int, UsageLog] = {}
 _logs_lock = threading.Lock()
 
 
+def _flush_before_executors_stop() -> None:
+    """Also flush from :mod:`threading`'s exit hooks, not only from :mod:`atexit`.
+
+    ``atexit`` runs after threading's hooks have shut down every ``concurrent.futures`` executor,
+    and an S3 client resolves host names in its event loop's executor: by then it cannot connect
+    ("cannot schedule new futures after shutdown"). threading's hooks run in reverse order of
+    registration, so one registered when the first log is made (the store has been used, its
+    executors exist) runs before they stop. ``threading._register_atexit`` is private (CPython 3.9+):
+    without it the ``atexit`` flush remains, and S3 uses noted in a process's last interval are lost.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(flush_all)
+        except RuntimeError:  # the interpreter is already shutting down
+            pass
+
+
 def log_for(store: Store) -> UsageLog:
     """The usage log of ``store`` in this process (one per store object)."""
     found = _logs.get(id(store))
@@ -110,6 +128,8 @@ def log_for(store: Store) -> UsageLog:
         with _logs_lock:
             found = _logs.get(id(store))
             if found is None or found.store is not store:
+                if not _logs:
+                    _flush_before_executors_stop()
                 found = _logs[id(store)] = UsageLog(store)
     return found
 
