@@ -7,8 +7,12 @@ Layout, for key ``K`` and the default ``prefix="fncache:"``:
                                    ``\\x01`` + a JSON manifest of chunks (below)
 ``fncache:m:K``                    metadata (JSON), written after the value
 ``fncache:c:{K}:TOKEN:I``          chunk ``I`` of a large value, all under the hash tag ``{K}``
+``fncache:f:FUNCTION``             the function's index, a hash: field ``K`` = creation time,
+                                   ``K:u`` = last use, ``K:n`` = number of uses (usage records)
 ``fncache:l:K``                    a lock lease (``SET NX PX`` with a random token)
 =================================  ===============================================================
+
+(Entries written before the index existed list under no function until they are rewritten.)
 
 Guarantees and failure modes:
 
@@ -22,9 +26,15 @@ Guarantees and failure modes:
   that dies before that script leaves chunks that expire by themselves. A chunk that is missing
   anyway (evicted, deleted by hand) makes the entry read as a miss and be removed, so the next
   ``add`` can store it again.
-* ``expire`` becomes the keys' TTL: Redis itself forgets the entry. ``entries()`` and ``clear()``
-  use ``SCAN``, never ``KEYS``, so they do not block the server; entries written meanwhile may or
-  may not be seen.
+* ``expire`` becomes the keys' TTL: Redis itself forgets the entry (its index fields are removed
+  by the next listing that finds the value gone). ``listing()``, ``entries()`` and ``clear()`` use
+  ``SCAN``, never ``KEYS``, so they do not block the server; entries written meanwhile may or may
+  not be seen. ``listing()`` (``fncache ls``, ``info``, ``clear``, ``prune``) reads no record per
+  entry: the index hashes give functions, creation times and usage, one script call per 1000
+  values gives their stored lengths; ``entries()`` adds a pipelined ``GET`` of each metadata
+  record. ``clear_function`` works from the function's index.
+* Usage records (:meth:`record_use`) are one script call per function, all in one round trip,
+  at most once a minute per process (see :mod:`fncache._usage`); a hit never writes.
 * A server that cannot be reached, times out, refuses a write at its ``maxmemory`` limit ("OOM
   command not allowed") or rejects a command raises :class:`fncache.StoreError`, as does any other
   error of the client; after a connection error the pool is rebuilt on next use.
@@ -37,8 +47,11 @@ Guarantees and failure modes:
   token; its chunk count must match its size and chunk size, at most 65536 chunks and 1 TiB, and the
   chunks' stored lengths must add up to the size before any chunk is fetched. Anything else is
   damage: the entry reads as a miss and is removed. Listings count stored lengths, never the size
-  the metadata claims, and mark metadata that is unreadable, over 1 MiB, nested over 16 levels or of
-  the wrong types as damaged.
+  the metadata claims; they take only index fields of the layout holding short ASCII numbers (a
+  usage record far in the future is ignored; a usage record only ranks entries, it never touches a
+  value), mark an entry indexed under two functions as damaged, and ``entries()`` marks metadata
+  that is unreadable, over 1 MiB, nested over 16 levels, of the wrong types or naming another
+  function than its index as damaged.
 * The connection opens on first use and is rebuilt in a child process after ``fork`` (the parent's
   sockets are never shared).
 * The store is written for one Redis server (or a primary behind a proxy), not Redis Cluster:
