@@ -292,6 +292,50 @@ async def _get_head_of(
     return resp.get("ETag"), data if 0 < len(data) <= limit else None
 
 
+async def _merge_all(fs: Any, paths: dict[tuple[str, str], dict[str, tuple[float, int]]],
+                     t: float, deadline: float) -> int:
+    """Merge records into each usage object ``(bucket, key)``, 16 at a time; how many gave up."""
+    import asyncio
+
+    gate = asyncio.Semaphore(16)
+
+    async def one(where: tuple[str, str], records: dict[str, tuple[float, int]]) -> bool:
+        async with gate:
+            return await _merge_usage(fs, *where, records, t, deadline)
+
+    done = await asyncio.gather(*(one(where, r) for where, r in paths.items()))
+    return sum(not ok for ok in done)
+
+
+async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[float, int]],
+                       t: float, deadline: float) -> bool:
+    """Read, merge and conditionally write one usage object; False if other writers kept winning
+    (three tries). The stored records are untrusted (:func:`parse_usage`)."""
+    import asyncio
+
+    for _ in range(3):
+        match: dict[str, Any] = {"IfNoneMatch": "*"}
+        stored: dict[str, tuple[float, int]] = {}
+        try:
+            etag, raw = await _get_head_of(fs, bucket, key, MAX_USAGE_BYTES, deadline)
+            match = {"IfMatch": etag} if isinstance(etag, str) else {}
+            if raw is not None:  # else too large or empty: damage, rewritten from this batch
+                stored = parse_usage(raw, t)
+        except FileNotFoundError:
+            pass
+        for k, (last, count) in records.items():
+            old_last, old_count = stored.get(k, (0.0, 0))
+            stored[k] = (max(old_last, last), old_count + count)
+        try:
+            await asyncio.wait_for(fs._call_s3("put_object", Bucket=bucket, Key=key,
+                                               Body=encode_usage(stored), **match), deadline)
+            return True
+        except Exception as e:
+            if _http_status(e) not in (*_EXISTS, 404):
+                raise
+    return False
+
+
 class S3Store(Store):
     """A store under ``s3://bucket/prefix``; see the module documentation."""
 
@@ -627,8 +671,11 @@ class S3Store(Store):
     def record_use(self, uses: list[Use]) -> None:
         """Merge uses into each function's usage object ``u/GROUP``: one ranged GET and one
         conditional PUT per function (``If-Match`` its ETag, or ``If-None-Match: *`` when new),
-        retried twice when another writer got in between; where a server ignores the condition
-        the last writer wins and some counts are lost (never a value)."""
+        the functions concurrently (16 at a time), each retried twice when another writer got in
+        between; where a server ignores the condition the last writer wins and some counts are
+        lost (never a value)."""
+        from fsspec.asyn import sync
+
         t = now()
         by_group: dict[str, dict[str, tuple[float, int]]] = {}
         for use in uses:
@@ -636,36 +683,16 @@ class S3Store(Store):
                 records = by_group.setdefault(group_of(use.function), {})
                 last, count = records.get(use.key, (0.0, 0))
                 records[use.key] = (max(last, use.last), count + use.times)
+        if not by_group:
+            return
+        paths = {self._split(f"{self._usage}/{g}"): r for g, r in by_group.items()}
         with self._guard("usage"):
-            for group, records in by_group.items():
-                self._merge_usage(f"{self._usage}/{group}", records, t)
-
-    def _merge_usage(self, path: str, records: dict[str, tuple[float, int]], t: float) -> None:
-        from fsspec.asyn import sync
-
-        bucket, key = self._split(path)
-        for _ in range(3):
-            match: dict[str, Any] = {"IfNoneMatch": "*"}
-            stored: dict[str, tuple[float, int]] = {}
-            try:
-                etag, raw = sync(self.fs.loop, _get_head_of, self.fs, bucket, key,
-                                 MAX_USAGE_BYTES, self.timeout)
-                match = {"IfMatch": etag} if isinstance(etag, str) else {}
-                if raw is not None:  # else too large or empty: damage, rewritten from this batch
-                    stored = parse_usage(raw, t)
-            except FileNotFoundError:
-                pass
-            for k, (last, count) in records.items():
-                old_last, old_count = stored.get(k, (0.0, 0))
-                stored[k] = (max(old_last, last), old_count + count)
-            try:
-                self._call("call_s3", "put_object", Bucket=bucket, Key=key,
-                           Body=encode_usage(stored), **match)
-                return
-            except Exception as e:
-                if _http_status(e) not in (*_EXISTS, 404):
-                    raise
-        log.debug("s3 store %s: usage records of %s lost to concurrent writers", self.url, path)
+            fs = self.fs
+            lost = sync(fs.loop, _merge_all, fs, paths, t, self.timeout,
+                        timeout=self.timeout * 3 + len(paths) * MAX_USAGE_BYTES * _SECONDS_PER_BYTE)
+        if lost:
+            log.debug("s3 store %s: usage records of %d functions lost to concurrent writers",
+                      self.url, lost)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
