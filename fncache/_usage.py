@@ -45,6 +45,7 @@ INTERVAL = _interval()
 # Past this many pending entries a batch is flushed early: memory stays bounded in a process that
 # hits millions of distinct entries within one interval.
 _MAX_PENDING = 100_000
+_clock = time.time
 
 
 class UsageLog:
@@ -59,25 +60,28 @@ class UsageLog:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._pending: dict[str, list[Any]] = {}
-        self._next = time.monotonic() + INTERVAL
+        self._next = _clock() + INTERVAL
         self._flushing = threading.Lock()
 
     def note(self, function: str, key: str) -> None:
         """One use of ``key`` now; flushes the batch if the interval is over."""
+        # One clock read for the record's time and the interval: a wall-clock jump only moves one
+        # flush, and a hit pays for one call.
+        t = _clock()
         record = self._pending.get(key)
         if record is None:
-            self._pending[key] = [function, time.time(), 1]
+            self._pending[key] = [function, t, 1]
             if len(self._pending) > _MAX_PENDING:
                 self.flush()
         else:
-            record[1] = time.time()
+            record[1] = t
             record[2] += 1
-        if time.monotonic() >= self._next:
+        if t >= self._next:
             self.flush()
 
     def due(self) -> None:
         """Flush if the interval is over (called after a write: the store is being written anyway)."""
-        if self._pending and time.monotonic() >= self._next:
+        if self._pending and _clock() >= self._next:
             self.flush()
 
     def flush(self) -> None:
@@ -85,7 +89,7 @@ class UsageLog:
         if not self._flushing.acquire(blocking=False):
             return  # another thread is flushing this store right now
         try:
-            self._next = time.monotonic() + INTERVAL
+            self._next = _clock() + INTERVAL
             batch, self._pending = self._pending, {}
             if not batch:
                 return
