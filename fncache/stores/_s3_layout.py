@@ -25,11 +25,23 @@ from typing import Any
 
 from fncache.stores._base import load_json, parse_use
 
-__all__ = ["function_of", "group_of", "meta_name", "parse_meta_name", "parse_usage", "value_name"]
+__all__ = [
+    "GROUP",
+    "KEY",
+    "encode_usage",
+    "function_of",
+    "group_of",
+    "meta_name",
+    "parse_meta_name",
+    "parse_usage",
+    "value_name",
+]
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _GROUP_MAX = 400
-GROUP = re.compile(r"~|~[0-9a-f]{32}|(?:[A-Za-z0-9._-]|%[0-9A-F]{2}){1,400}")
+# Never ``.`` or ``..`` (a leading dot is always encoded): no listed group can name a directory
+# step on servers that map object names to paths.
+GROUP = re.compile(r"~|~[0-9a-f]{32}|(?:[A-Za-z0-9_-]|%[0-9A-F]{2})(?:[A-Za-z0-9._-]|%[0-9A-F]{2}){0,399}")
 KEY = re.compile(r"[0-9a-f]{32}")
 _META = re.compile(r"([0-9a-f]{32})(?:~([0-9]{1,12}))?")
 #: Usage records of one function: at most this many entries (the most recently used are kept) and
