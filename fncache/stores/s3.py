@@ -13,8 +13,8 @@ Layout under ``s3://bucket/prefix`` (names checked by :mod:`fncache.stores._s3_l
 ``prefix/locks/KEY``                 a lock lease (JSON: token, created, expires)
 ===================================  ===============================================================
 
-(The layout of fncache before 0.2, ``prefix/v1/ab/KEY`` with ``KEY.json`` beside it, is not read:
-such entries are misses and are recomputed; ``clear`` removes them.)
+(The earlier layout, ``prefix/v1/ab/KEY`` with ``KEY.json`` beside it, is not read: such entries
+are misses and are recomputed; ``clear`` removes them.)
 
 Guarantees and failure modes:
 
@@ -46,14 +46,14 @@ Guarantees and failure modes:
   ``connect_timeout + read_timeout``), plus 1 s per MiB of value transferred, and raises
   :class:`fncache.StoreError`. Listings get that deadline per page of 1000 objects.
 * What the bucket returns is untrusted. Only objects at ``v2/ab/KEY`` (``KEY`` 32 hex digits,
-  starting ``ab``) are entries and only names of the layout above are read, so a deletion by key
-  removes exactly the objects that were listed, and no name read from the bucket is ever joined
-  into a path (groups are checked against the encoding fncache writes, keys against 32 hex
-  digits). Sizes are the listed sizes of the values, never a size a record claims; metadata over
-  1 MiB is not fetched; usage objects are read up to 8 MiB; lease records up to 1 KiB; JSON nested
-  over 16 levels or of the wrong types is damage (a damaged lease is taken over, damaged metadata
-  or an entry listed under two functions is listed as damaged, a damaged usage record is ignored).
-  A usage record only ranks entries for ``ls --sort used`` and cleanup; it never touches a value.
+  starting ``ab``) are entries and only names of the layout above are used, each checked before
+  use (groups against the encoding fncache writes, never ``.`` or ``..``; keys against 32 hex
+  digits), so a deletion by key removes exactly the objects that were listed for it. Sizes are the
+  listed sizes of the values, never a size a record claims; metadata over 1 MiB is not fetched;
+  usage objects are read up to 8 MiB; lease records up to 1 KiB; JSON nested over 16 levels or of
+  the wrong types is damage (a damaged lease is taken over, damaged metadata or an entry listed
+  under two functions is listed as damaged, a damaged usage record is ignored). A usage record
+  only ranks entries for ``ls --sort used`` and cleanup; it never touches a value.
 
 Credentials and secrets: the endpoint and credentials come from the options ``endpoint_url=``,
 ``key=``, ``secret=``, ``token=`` (and ``client_kwargs=``) or, when not given, from the usual AWS
@@ -262,14 +262,14 @@ async def _cat_many(fs: Any, paths: list[str], limit: int, deadline: float) -> l
         bucket, _, key = path.partition("/")
         async with gate:
             try:
-                return (await _get_head_of(fs, bucket, key, limit, deadline))[1] or b""
+                return (await _get_small(fs, bucket, key, limit, deadline))[1] or b""
             except FileNotFoundError:
                 return b""
 
     return list(await asyncio.gather(*(one(p) for p in paths)))
 
 
-async def _get_head_of(
+async def _get_small(
     fs: Any, bucket: str, key: str, limit: int, deadline: float
 ) -> tuple[str | None, bytes | None]:
     """The ETag and the whole body of a small object, or ``(etag, None)`` if it is empty or
@@ -317,7 +317,7 @@ async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[
         match: dict[str, Any] = {"IfNoneMatch": "*"}
         stored: dict[str, tuple[float, int]] = {}
         try:
-            etag, raw = await _get_head_of(fs, bucket, key, MAX_USAGE_BYTES, deadline)
+            etag, raw = await _get_small(fs, bucket, key, MAX_USAGE_BYTES, deadline)
             match = {"IfMatch": etag} if isinstance(etag, str) else {}
             if raw is not None:  # else too large or empty: damage, rewritten from this batch
                 stored = parse_usage(raw, t)
