@@ -413,7 +413,7 @@ def test_s3_layout_fans_out_by_key_prefix(s3_env):
     group = META["function"].replace(":", "%3A")
     assert sorted(fs.find(base)) == [f"{base}/f/{group}/{key}", f"{base}/v2/ab/{key}"]
     store.clear()
-    assert fs.find(base) == []
+    assert [p for p in fs.find(base) if p != base] == []  # SeaweedFS may keep the folder itself
 
 
 @pytest.mark.s3
