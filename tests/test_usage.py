@@ -283,3 +283,32 @@ def test_flush_waits_for_the_interval(monkeypatch, tmp_path):
     assert calls == [51]
     f(1)
     assert calls == [51]
+
+
+def test_a_failed_usage_write_never_fails_a_call(monkeypatch, tmp_path, caplog):
+    """A store that fails to write usage records (unreachable, full) costs the records only: the
+    hit that triggers the flush returns its value, and the failure is logged at debug level."""
+    import logging
+
+    monkeypatch.setattr(_usage, "INTERVAL", 0.0)
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x * 2)
+
+    def broken(uses: Any) -> None:
+        raise fncache.StoreError("disk usage failed: no space left")
+
+    monkeypatch.setattr(f.store, "record_use", broken)
+    assert f(4) == 8
+    with caplog.at_level(logging.DEBUG, logger="fncache"):
+        assert f(4) == 8 and f(4) == 8
+    assert f.cache_info().hits == 2 and f.cache_info().errors == 0
+    assert any("usage records" in r.getMessage() for r in caplog.records)
+
+
+def test_prune_needs_a_size_or_an_age(tmp_path):
+    """`prune` without `--max-size` or `--older-than` is bad usage (exit 2) and removes nothing."""
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x)
+    f(1)
+    proc = subprocess.run([sys.executable, "-m", "fncache", "prune", "--dir", str(tmp_path / "cache"),
+                           "--yes"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--max-size" in proc.stderr
+    assert len(f.store) == 1
