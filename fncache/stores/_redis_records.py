@@ -71,21 +71,20 @@ def stored_size(strlen: int, head: bytes, manifest: tuple[str, int, int] | None,
 
 
 #: Index fields: ``KEY`` (creation time), ``KEY:u`` (last use), ``KEY:n`` (number of uses).
-_FIELD = re.compile(rb"([0-9a-f]{32})(:[un])?")
+_FIELD = re.compile(r"([0-9a-f]{32})(:[un])?")
 
 
 def _number(raw: Any) -> float | int | None:
     """A number field of an index as fncache writes it (short ASCII digits), else ``None``."""
-    if not isinstance(raw, bytes) or not 0 < len(raw) <= 32:
+    if not isinstance(raw, str) or not 0 < len(raw) <= 32 or not raw.isascii():
         return None
     try:
-        text = raw.decode("ascii")
-        return int(text) if text.isdigit() else float(text)
-    except (UnicodeDecodeError, ValueError):
+        return int(raw) if raw.isdigit() else float(raw)
+    except ValueError:
         return None
 
 
-def parse_index(fields: Iterable[tuple[Any, Any]], t: float) -> dict[str, list[Any]]:
+def parse_index(fields: Iterable[tuple[str, str]], t: float) -> dict[str, list[Any]]:
     """One function's index hash, read back: ``{KEY: [created, last_use, uses]}`` for each key
     with a valid ``KEY`` field (``None`` where a part is missing or invalid). Field names and
     values are untrusted: anything but short ASCII numbers in the layout's field names is dropped,
@@ -93,12 +92,11 @@ def parse_index(fields: Iterable[tuple[Any, Any]], t: float) -> dict[str, list[A
     created: dict[str, Any] = {}
     last: dict[str, Any] = {}
     count: dict[str, Any] = {}
+    parts = {None: created, ":u": last, ":n": count}
     for name, value in fields:
-        found = _FIELD.fullmatch(name) if isinstance(name, bytes) else None
-        if found is None:
-            continue
-        key = found[1].decode()
-        {None: created, b":u": last, b":n": count}[found[2]][key] = _number(value)
+        found = _FIELD.fullmatch(name) if isinstance(name, str) else None
+        if found is not None:
+            parts[found[2]][found[1]] = _number(value)
     out = {}
     for key, when in created.items():
         use = parse_use(last.get(key), count.get(key), t) if key in last else None

@@ -88,7 +88,6 @@ from fncache.stores._base import (
     Store,
     Use,
     encode_meta,
-    entry_info,
     join_parts,
     now,
     parse_meta,
@@ -143,13 +142,15 @@ end
 return {1, old}
 """
 
-# ARGV: the value key prefix, then keys. For each: its stored length * 4 + its kind (0 inline, 1
+# ARGV: the value key prefix, then the keys (32 hex digits each) as one string: one argument
+# packs and sends far faster than thousands. For each: its stored length * 4 + its kind (0 inline, 1
 # chunked, 2 anything else), or -1 if it is gone, -2 if it is not a string (a planted hash, list);
 # as one JSON array, which parses far faster than as many integer replies.
 _SIZES = """
 local out = {}
-for i = 2, #ARGV do
-  local name = ARGV[1] .. ARGV[i]
+local keys = ARGV[2]
+for i = 1, #keys, 32 do
+  local name = ARGV[1] .. string.sub(keys, i, i + 31)
   local n = redis.pcall('STRLEN', name)
   if type(n) == 'table' then
     out[#out + 1] = -2
@@ -476,8 +477,11 @@ class RedisStore(Store):
                     if with_meta and meta is not None and function \
                             and meta.get("function") != function:
                         damaged = True
-                    info = entry_info(key, size, {"function": function} if function else {},
-                                      created=created, accessed=last, uses=uses, damaged=damaged)
+                    # Every part is checked already (parse_index, the stored length): no second
+                    # pass through entry_info, which costs a listing a fifth of its time.
+                    info = EntryInfo(key, size, 0.0 if damaged else created or 0.0, last,
+                                     {} if damaged or not function else {"function": function},
+                                     damaged, uses)
                     yield info, (None if damaged or meta is None else meta)
             self._drop_stale(stale)
 
@@ -492,7 +496,7 @@ class RedisStore(Store):
                 raise
             return {}
 
-    def _index_fields(self, name: str) -> Iterator[tuple[bytes, bytes]]:
+    def _index_fields(self, name: str) -> Iterator[tuple[str, str]]:
         """``(field, value)`` pairs of an index, a page at a time (see ``_INDEX_PAGE``); a page
         that is not valid JSON (planted bytes that are not UTF-8) is read again as plain
         ``HSCAN`` replies."""
@@ -502,10 +506,12 @@ class RedisStore(Store):
             try:
                 page = json.loads(raw)
                 cursor, flat = str(page[0]), page[1]
-                pairs = [(f.encode(), v.encode()) for f, v in zip(flat[::2], flat[1::2], strict=True)]
+                pairs = list(zip(flat[::2], flat[1::2], strict=True))
             except (ValueError, TypeError, IndexError, KeyError, AttributeError):
                 next_cursor, fields = self.client.hscan(name, cursor, count=1000)
-                cursor, pairs = str(int(next_cursor)), list(fields.items())
+                cursor = str(int(next_cursor))
+                pairs = [(f.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
+                         for f, v in fields.items()]
             yield from pairs
             if cursor == "0":
                 return
@@ -541,9 +547,19 @@ class RedisStore(Store):
         chunked values' manifests and chunk lengths, and with ``with_meta`` the metadata records,
         take pipelined round trips of their own.
         """
-        codes = _json_list(self._script("sizes")(args=[self._value_key(""), *keys]))
+        hexkeys = [k for k in keys if _KEY.fullmatch(k)]
+        codes = dict(zip(hexkeys, _json_list(self._script("sizes")(
+            args=[self._value_key(""), "".join(hexkeys)])), strict=True)) if hexkeys else {}
+        if len(hexkeys) < len(keys):
+            # Names fncache never writes (planted): damage, with their stored length.
+            other = [k for k in keys if k not in codes]
+            pipe = self.client.pipeline(transaction=False)
+            for k in other:
+                pipe.strlen(self._value_key(k))
+            for k, n in zip(other, pipe.execute(raise_on_error=False), strict=True):
+                codes[k] = -2 if is_error(n) else -1 if not n else n * 4 + 2
         kinds = [(int(c) // 4, int(c) % 4) if isinstance(c, int) and c >= 0 else (c, -1)
-                 for c in codes]
+                 for c in (codes[k] for k in keys)]
         manifests: dict[int, Any] = {}
         metas: dict[int, Any] = {}
         wanted = [i for i, (strlen, tag) in enumerate(kinds) if tag == 1 and strlen <= _MAX_MANIFEST]
