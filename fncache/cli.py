@@ -105,7 +105,13 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
 
 
 def _remove(store: Store, targets: list[EntryInfo]) -> int:
-    return sum(bool(store.delete(t.key)) for t in _progress(targets, "removing", len(targets)))
+    # In batches: a shared store deletes a batch in a few requests, not one or two per entry.
+    batches = [targets[i : i + _DELETE_BATCH] for i in range(0, len(targets), _DELETE_BATCH)]
+    return sum(store.delete_many([t.key for t in batch])
+               for batch in _progress(batches, "removing batches", len(batches)))
+
+
+_DELETE_BATCH = 20_000
 
 
 def _confirm(args: argparse.Namespace, what: str) -> bool:

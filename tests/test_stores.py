@@ -133,6 +133,21 @@ class StoreContract:
         assert [e.key for e in store.entries()] == [other]
         assert store.clear_function(META["function"]) == 0
 
+    def test_delete_many_removes_exactly_those_entries(self, store: Store) -> None:
+        """``delete_many`` removes the entries at the keys given (many: stores batch them) and no
+        others, and counts only the entries that were there."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        keys = [new_key() for _ in range(130)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda k: store.add(k, b"d", META), keys))
+        doomed = keys[:110]
+        assert store.delete_many([*doomed, new_key()]) == 110
+        assert {e.key for e in store.listing()} == set(keys[110:])
+        assert all(store.get(k) is None for k in doomed[:5])
+        assert store.add(doomed[0], b"again", META), "a deleted key can be added again"
+        assert store.delete_many(doomed[:3]) == 1
+
     def test_refresh_keeps_the_store_usable(self, store: Store) -> None:
         """``refresh`` (look for a backend replaced underneath) leaves entries readable."""
         key = new_key()

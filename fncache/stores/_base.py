@@ -319,6 +319,12 @@ class Store:
         """Remove the entry at ``key``; ``True`` if there was one. Idempotent."""
         raise NotImplementedError
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove the entries at ``keys`` (those of a listing, for ``clear`` and ``prune``); the
+        number there were. Idempotent; not atomic as a whole. Default: :meth:`delete` each; stores
+        whose backend deletes in batches override it."""
+        return sum(bool(self.delete(key)) for key in keys)
+
     def clear(self) -> int:
         """Remove every entry of this store; returns how many were removed (an estimate for some)."""
         n = 0

@@ -738,6 +738,44 @@ class RedisStore(Store):
             removed = pipe.execute()[0]
         return bool(strlen > 0 and removed > 0)
 
+    def delete_many(self, keys: list[str]) -> int:
+        """:meth:`delete` for many keys, 1000 at a time in three pipelined round trips per batch;
+        the number of entries there were."""
+        n = 0
+        for i in range(0, len(keys), _LIST_BATCH):
+            n += self._delete_batch(keys[i : i + _LIST_BATCH])
+        return n
+
+    def _delete_batch(self, keys: list[str]) -> int:
+        names = [(self._value_key(k), self._meta_key(k)) for k in keys]
+        with self._guard("delete"):
+            pipe = self.client.pipeline(transaction=False)
+            for vkey, mkey in names:
+                pipe.getrange(vkey, 0, 0)
+                pipe.strlen(vkey)
+                pipe.strlen(mkey)
+            first = pipe.execute(raise_on_error=False)
+            rows = [first[3 * i : 3 * i + 3] for i in range(len(keys))]
+            pipe = self.client.pipeline(transaction=False)
+            for (vkey, mkey), (head, strlen, metalen) in zip(names, rows, strict=True):
+                chunked = head == _CHUNKED and not is_error(strlen) and strlen <= _MAX_MANIFEST
+                pipe.get(vkey) if chunked else pipe.echo(b"")
+                small = not is_error(metalen) and 0 < metalen <= MAX_JSON_BYTES
+                pipe.get(mkey) if small else pipe.echo(b"")
+            second = [None if is_error(r) else r for r in pipe.execute(raise_on_error=False)]
+            pipe = self.client.pipeline(transaction=False)
+            n = 0
+            for i, (key, (vkey, mkey)) in enumerate(zip(keys, names, strict=True)):
+                strlen = rows[i][1]
+                n += bool(is_error(strlen) or strlen)
+                raw, raw_meta = second[2 * i], second[2 * i + 1]
+                pipe.unlink(vkey, mkey, *self._manifest_chunks(key, raw or None))
+                function = (parse_meta(raw_meta) or {}).get("function") if raw_meta else None
+                if isinstance(function, str) and function:
+                    pipe.hdel(self._index_key(function), key, f"{key}:u", f"{key}:n")
+            pipe.execute(raise_on_error=False)
+        return n
+
     def clear_function(self, function: str) -> int:
         """Remove the entries in ``function``'s index (``HSCAN``), their chunks and the index;
         returns the number of entries removed. Not atomic: entries added meanwhile may survive."""

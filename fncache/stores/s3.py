@@ -778,6 +778,25 @@ class S3Store(Store):
             self._remove([path, *filter(None, [meta])])
         return head is not None
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove many entries in batches: below 100 keys one :meth:`delete` each, else two
+        listings (values, metadata names) and ``DeleteObjects`` of 1000 objects a request, never a
+        request per entry. Returns how many of ``keys`` had a value."""
+        if len(keys) < 100:
+            return super().delete_many(keys)
+        wanted = {k for k in keys if KEY.fullmatch(k)}
+        with self._guard("delete"):
+            found = {key for key in (name.rpartition("/")[2] for name, _, _ in
+                                     self._list(self._values) if name == value_name(name[3:]))
+                     if key in wanted}
+            paths = [self._value_path(k) for k in found]
+            for name, _, _ in self._list(self._metas):
+                parsed = parse_meta_name(name)
+                if parsed is not None and parsed[1] in wanted:
+                    paths.append(f"{self._metas}/{name}")
+            self._remove(paths)
+        return len(found)
+
     def clear_function(self, function: str) -> int:
         """Remove the entries of ``function``: one prefix listing of its group, deletes in
         batches of 1000, and its usage object. Returns the number of entries listed.
