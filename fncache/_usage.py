@@ -146,8 +146,10 @@ def flush_all() -> None:
 
 def _forget_in_child() -> None:
     # A forked child inherits its parent's batches: writing them too would count those uses twice.
+    # A lock held by a parent thread at the fork stays held in the child: start with a fresh one.
     for usage in _logs.values():
         usage._pending = {}
+        usage._flushing = threading.Lock()
 
 
 atexit.register(flush_all)
