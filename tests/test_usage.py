@@ -312,3 +312,28 @@ def test_prune_needs_a_size_or_an_age(tmp_path):
                            "--yes"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--max-size" in proc.stderr
     assert len(f.store) == 1
+
+
+def _flush_in_child() -> None:
+    _usage.flush_all()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_writes_its_parents_uses(tmp_path):
+    """Uses noted before a fork are written once, by the parent: a child that flushes (or exits)
+    has none of them."""
+    import multiprocessing
+
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x - 1)
+    f(1)
+    for _ in range(5):
+        f(1)
+    child = multiprocessing.get_context("fork").Process(target=_flush_in_child)
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    (entry,) = list(f.store.listing())
+    assert entry.uses is None
+    _usage.flush_all()
+    (entry,) = list(f.store.listing())
+    assert entry.uses == 5
