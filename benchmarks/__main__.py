@@ -15,7 +15,9 @@ Options: ``--quick`` (smaller sizes, fewer rounds), ``--only NAME`` (repeatable;
 ``--json FILE``, ``--scale N`` (entries for the scale benchmark; 1000000 for the full run, which
 takes several minutes). The default run takes about two minutes.
 
-Benchmarks: hit, miss, hash, large, frame, compress, scale, import.
+Benchmarks: hit, miss, hash, large, frame, compress, scale, import, listing (``fncache ls`` on S3
+and Redis against writing the entries; starts SeaweedFS and redis-server on loopback, as the tests
+do, and leaves itself out where they are not installed).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any, NamedTuple
 import fncache
 from benchmarks import _funcs, _state
 
-NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import")
+NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing")
 Row = dict[str, Any]
 
 
@@ -577,6 +579,10 @@ def main(argv: list[str] | None = None) -> int:
             os.mkdir(where)
             if name == "scale":
                 new = bench_scale(where, args.quick, entries)
+            elif name == "listing":
+                from benchmarks._listing import bench_listing
+
+                new = bench_listing(where, args.quick, row=_row, stat=_stat, const=_const)
             else:
                 new = globals()[f"bench_{name}"](where, args.quick)
             # Removed at once: files left for the kernel to write back would slow the next ones.

@@ -32,6 +32,7 @@ from fncache import _codec
 from fncache._callkey import CallKey
 from fncache._errors import IntegrityError, StoreError
 from fncache._options import Options
+from fncache._usage import UsageLog, log_for
 from fncache.stores import Store, open_store
 from fncache.stores._base import value_size
 
@@ -91,6 +92,7 @@ class Entries:
         # Keys whose verified entry this process could not unpickle (a module it lacks): they are
         # misses here, and the entry is replaced (never deleted) once a recompute has succeeded.
         self._unloadable: set[str] = set()
+        self._usage: UsageLog | None = None
 
     @property
     def store(self) -> Store:
@@ -203,6 +205,10 @@ class Entries:
         if not self.accept(key, header):
             self.discard(key)
             return False, None, False
+        usage = self._usage
+        if usage is None:
+            usage = self._usage = log_for(self.store)
+        usage.note(self.function, key)  # batched in-process: no write here (see fncache._usage)
         return True, value, False
 
     def usable(self, key: str) -> bool:
@@ -267,6 +273,8 @@ class Entries:
             else:
                 self.store.add(ck.key, frame, meta, expire=opts.expire)
             self.counters.stores += 1
+            if self._usage is not None:
+                self._usage.due()  # the store is being written anyway: flush uses if due
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: stored %s (%d bytes)", self.function, ck.key, value_size(frame))
         except Exception as e:

@@ -1,7 +1,9 @@
-"""Removing entries by age and size, for ``fncache clear --older-than/--larger-than`` and ``prune``.
+"""Removing entries by age, use and size, for ``fncache clear --older-than/--unused-for/--larger-than``
+and ``prune``.
 
-Each function takes any :class:`~fncache.stores.Store` and works from :meth:`Store.entries` (the
-metadata written beside each value), so it never reads or unpickles a value. Safe to run while
+Each function takes any :class:`~fncache.stores.Store` and works from :meth:`Store.listing` (what the
+store knows of each entry without reading it: size, creation time, last use, function), so it never
+reads or unpickles a value, and on Redis and S3 reads no record per entry. Safe to run while
 other processes use the store: an entry added meanwhile may or may not be considered, and an entry
 that another process deletes first simply does not count. Sizes are the stored sizes of the values
 as listed, not the disk space a backend uses around them (SQLite pages, directory entries).
@@ -16,7 +18,7 @@ from collections.abc import Iterable
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["matches", "plan_prune", "select"]
+__all__ = ["last_active", "matches", "plan_prune", "select"]
 
 
 def _bound(name: str, value: float) -> float:
@@ -24,6 +26,11 @@ def _bound(name: str, value: float) -> float:
             or value < 0:
         raise ConfigError(f"{name}: expected a non-negative number, got {value!r}")
     return float(value)
+
+
+def last_active(info: EntryInfo) -> float:
+    """When an entry was last created or used (usage records, or the store's read tracking)."""
+    return max(info.created, info.accessed or 0.0)
 
 
 def matches(info: EntryInfo, function: str | None) -> bool:
@@ -43,31 +50,45 @@ def select(
     function: str | None = None,
     older_than: float | None = None,
     larger_than: float | None = None,
+    unused_for: float | None = None,
     entries: Iterable[EntryInfo] | None = None,
 ) -> list[EntryInfo]:
     """The entries matching every filter given: one function, created more than ``older_than``
-    seconds ago, larger than ``larger_than`` bytes. Entries whose creation time is unknown (metadata
-    lost) count as oldest. ``entries`` replaces the store's listing (e.g. wrapped in a progress
-    display)."""
-    cutoff = None if older_than is None else time.time() - _bound("older_than", older_than)
+    seconds ago, neither created nor used within the last ``unused_for`` seconds, larger than
+    ``larger_than`` bytes. Entries whose creation time is unknown (metadata lost) count as oldest.
+    ``entries`` replaces the store's listing (e.g. wrapped in a progress display)."""
+    t = time.time()
+    cutoff = None if older_than is None else t - _bound("older_than", older_than)
+    idle = None if unused_for is None else t - _bound("unused_for", unused_for)
     limit = None if larger_than is None else _bound("larger_than", larger_than)
     return [
-        e for e in list(store.entries() if entries is None else entries)
+        e for e in list(store.listing() if entries is None else entries)
         if matches(e, function)
         and (cutoff is None or e.created < cutoff)
+        and (idle is None or last_active(e) < idle)
         and (limit is None or e.size > limit)
     ]
 
 
-def plan_prune(store: Store, max_bytes: int) -> list[EntryInfo]:
-    """The entries :func:`prune_to_size` would remove, least recently used first."""
-    limit = _bound("max_size", max_bytes)
-    entries = sorted(store.entries(), key=lambda e: (e.accessed or e.created, e.created, e.key))
-    total = sum(e.size for e in entries)
-    out = []
-    for e in entries:
+def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: float | None = None,
+               entries: Iterable[EntryInfo] | None = None) -> list[EntryInfo]:
+    """The entries ``prune`` removes: those neither created nor used within ``older_than`` seconds,
+    then, least recently active first (damaged entries and those of unknown age first of all),
+    as many as it takes to bring the stored bytes down to ``max_bytes``. Entries in use are kept
+    longest: the last use counts where the store has usage records."""
+    limit = None if max_bytes is None else _bound("max_size", max_bytes)
+    idle = None if older_than is None else time.time() - _bound("older_than", older_than)
+    listed = sorted(store.listing() if entries is None else entries,
+                    key=lambda e: (not e.damaged, last_active(e), e.created, e.key))
+    out = [e for e in listed if idle is not None and last_active(e) < idle]
+    if limit is None:
+        return out
+    total = sum(e.size for e in listed) - sum(e.size for e in out)
+    doomed = {id(e) for e in out}
+    for e in listed:
         if total <= limit:
             break
-        out.append(e)
-        total -= e.size
+        if id(e) not in doomed:
+            out.append(e)
+            total -= e.size
     return out

@@ -133,18 +133,26 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
         function=None if function is None else recorded_name(function),
         older_than=getattr(args, "older_than", None),
         larger_than=getattr(args, "larger_than", None),
-        entries=_progress(store.entries(), "scanning"),
+        unused_for=getattr(args, "unused_for", None),
+        entries=_progress(store.listing(), "scanning"),
     )
 
 
 def _remove(store: Store, targets: list[EntryInfo]) -> tuple[int, int]:
-    """(entries removed, their bytes): an entry another process removed first does not count."""
+    """(entries removed, their bytes), in batches: a shared store deletes a batch in a few
+    requests, not one or two per entry. Entries another process removed first do not count (their
+    bytes are then counted in proportion: a store's batch delete says how many, not which)."""
     removed = freed = 0
-    for t in _progress(targets, "removing", len(targets)):
-        if store.delete(t.key):
-            removed += 1
-            freed += t.size
+    batches = [targets[i : i + _DELETE_BATCH] for i in range(0, len(targets), _DELETE_BATCH)]
+    for batch in _progress(batches, "removing batches", len(batches)):
+        n = store.delete_many([t.key for t in batch])
+        size = _size_of(batch)
+        removed += n
+        freed += size if n == len(batch) else size * n // max(len(batch), 1)
     return removed, freed
+
+
+_DELETE_BATCH = 20_000
 
 
 def _check_can_confirm(args: argparse.Namespace) -> None:
@@ -211,7 +219,7 @@ def _database_bytes(store: Store) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     store = _store_from(args)
-    entries = list(store.entries())
+    entries = list(store.listing())
     values = _size_of(entries)
     # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
     database = _database_bytes(store)
@@ -250,32 +258,43 @@ def cmd_ls(args: argparse.Namespace) -> int:
     groups: dict[str, dict[str, Any]] = {}
     for info in _select(store, args):
         name = _DAMAGED if info.damaged else info.function or "?"
-        g = groups.setdefault(name, {"function": name, "entries": 0,
-                                                     "bytes": 0, "newest": 0.0, "oldest": None})
+        g = groups.setdefault(name, {"function": name, "entries": 0, "bytes": 0, "newest": 0.0,
+                                     "oldest": None, "used": None, "uses": 0})
         g["entries"] += 1
         g["bytes"] += info.size
         g["newest"] = max(g["newest"], info.created)
         g["oldest"] = info.created if g["oldest"] is None else min(g["oldest"], info.created)
-    sort = args.sort
-    rows = sorted(groups.values(), key=lambda g: (
-        -g["bytes"] if sort == "size" else -g["newest"] if sort == "age" else -g["entries"],
-        g["function"],
-    ))
+        if info.accessed is not None:  # the last use of any entry of the function
+            g["used"] = max(g["used"] or 0.0, info.accessed)
+        g["uses"] += info.uses or 0
+    rows = sorted(groups.values(), key=lambda g: (_LS_ORDER[args.sort](g), g["function"]))
     now = time.time()
-    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  NEWEST"]
+    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  {'NEWEST':<12}  {'USES':>6}  LAST USED"]
     for g in rows:
+        used = "-" if g["used"] is None else _human_age(max(now - g["used"], 0.0))
         lines.append(f"{g['function']:<50} {g['entries']:>8} {_human_size(g['bytes']):>11}  "
-                     f"{_human_age(now - g['newest'])}")
+                     f"{_human_age(now - g['newest']):<12}  {g['uses']:>6}  {used}")
     if not rows:
         lines = ["(no entries)"]
     _emit(args, rows, "\n".join(lines))
     return 0
 
 
+# ``ls --sort``: the order of the rows (ties by function name). ``used``: most recently used first,
+# functions without usage records last.
+_LS_ORDER: dict[str, Any] = {
+    "size": lambda g: -g["bytes"],
+    "age": lambda g: -g["newest"],
+    "count": lambda g: -g["entries"],
+    "used": lambda g: -(g["used"] if g["used"] is not None else -1.0),
+}
+
+
 def cmd_clear(args: argparse.Namespace) -> int:
     _check_can_confirm(args)
     store = _store_from(args)
-    filtered = args.function or args.older_than is not None or args.larger_than is not None
+    filtered = args.function or args.older_than is not None or args.larger_than is not None \
+        or args.unused_for is not None
     targets = _select(store, args)
     if args.dry_run:
         return _dry_run(args, store, targets)
@@ -298,9 +317,12 @@ def cmd_clear(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     from fncache._prune import plan_prune
 
+    if args.max_size is None and args.older_than is None:
+        raise _Usage("prune: give --max-size, --older-than or both")
     _check_can_confirm(args)
     store = _store_from(args)
-    targets = plan_prune(store, args.max_size)
+    targets = plan_prune(store, args.max_size, older_than=args.older_than,
+                         entries=_progress(store.listing(), "scanning"))
     if args.dry_run:
         return _dry_run(args, store, targets)
     what = f"{_entries_word(len(targets))} ({_human_size(_size_of(targets))}) from {store.url}"
@@ -408,7 +430,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     s = command("ls", cmd_ls, "entries grouped by function")
     s.add_argument("--function", metavar="NAME",
                    help="only this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or QUALNAME")
-    s.add_argument("--sort", choices=("size", "age", "count"), default="size")
+    s.add_argument("--sort", choices=tuple(_LS_ORDER), default="size",
+                   help="size, age (newest first), count, used (most recently used first)")
 
     s = command("clear", cmd_clear, "remove entries",
                 "Remove entries: all of them, or those matching every filter given. Asks first on a "
@@ -420,16 +443,20 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="only entries created longer ago than AGE (45s, 30m, 12h, 7d, 2w)")
     s.add_argument("--larger-than", type=_size, metavar="SIZE",
                    help=f"only entries larger than SIZE, {_SIZES}")
+    s.add_argument("--unused-for", type=_duration, metavar="AGE",
+                   help="only entries neither used nor created within AGE (usage records)")
     s.add_argument("--dry-run", action="store_true",
                    help="list the functions, entries and bytes that would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     s = command("prune", cmd_prune,
-                "remove least recently used entries until the store fits a size",
-                "Remove least recently used entries until the store fits a size. Asks first on a "
-                "terminal; elsewhere needs --yes.")
-    s.add_argument("--max-size", type=_size, metavar="SIZE", required=True,
+                "remove idle entries, then least recently used ones until the store fits a size",
+                "Remove entries idle longer than --older-than, then least recently used ones until "
+                "the store fits --max-size. Asks first on a terminal; elsewhere needs --yes.")
+    s.add_argument("--max-size", type=_size, metavar="SIZE",
                    help=f"keep at most SIZE of entries, {_SIZES}")
+    s.add_argument("--older-than", type=_duration, metavar="AGE",
+                   help="remove entries neither created nor used within AGE (45s, 30m, 12h, 7d)")
     s.add_argument("--dry-run", action="store_true",
                    help="list the functions, entries and bytes that would be removed; remove nothing")
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")

@@ -481,7 +481,7 @@ class Memory:
             if max_age < 0:
                 raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
         _revive(store)
-        entries = sorted(store.entries(), key=lambda e: e.accessed or e.created, reverse=True)
+        entries = sorted(store.listing(), key=lambda e: e.accessed or e.created, reverse=True)
         now, kept, size, full = time.time(), 0, 0, False
         removed = 0
         for e in entries:

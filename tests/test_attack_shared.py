@@ -115,8 +115,11 @@ class S3Shared(Shared):
     def path(self, place: str, key: str) -> str:
         if place == "lease":
             return f"{self.base}/locks/{key}"
-        value = f"{self.base}/v1/{key[:2]}/{key}"
-        return value + ".json" if place == "meta" else value
+        if place == "meta":
+            # Under its function's group: the one listed for the key, else small_value's.
+            found = [p for p in self.fs.find(f"{self.base}/f") if p.rsplit("/", 1)[1][:32] == key]
+            return found[0] if found else f"{self.base}/f/tests.helpers%3Asmall_value/{key}"
+        return f"{self.base}/v2/{key[:2]}/{key}"
 
     def put(self, place: str, key: str, data: bytes) -> None:
         self.fs.pipe_file(self.path(place, key), data)
@@ -158,18 +161,21 @@ def _frame(value: Any, key: str, secret: bytes | None = None) -> bytes:
 
 @pytest.mark.parametrize("secret", SECRETS)
 def test_planted_metadata_is_never_loaded_and_listings_survive(shared, tmp_path, secret):
-    """A pickle planted as an entry's metadata is never loaded; the call hits, `ls`/`info` list the
-    entry as damaged, and `clear` removes it."""
+    """A pickle planted as an entry's metadata is never loaded; the call hits, `ls`/`info` (which
+    list from the index, never reading metadata) still list the entry under its function, the full
+    `entries()` (what `explain` reads) marks it damaged, and `f.clear()` and `clear` remove it."""
     marker = tmp_path / "PWNED"
     f = shared.memoize(secret=secret)
     assert f(3) == small_value(3)
     shared.put("meta", f.key(3), pickle.dumps(Plant(marker), protocol=5))
     assert f(3) == small_value(3) and f.cache_info().hits == 1
     info = cli_json("info", *shared.cli())
-    assert info["entries"] == 1 and info["damaged"] == 1
+    assert info["entries"] == 1 and info["damaged"] == 0
     rows = cli_json("ls", *shared.cli())
-    assert [r["function"] for r in rows] == ["(damaged)"]
-    f.clear()  # the damaged record is not this function's as far as anyone can tell; no crash
+    assert [r["function"] for r in rows] == [f.function_id]
+    assert [e.damaged for e in f.store.entries()] == [True]
+    assert f.clear() == 1
+    f(3)
     proc = fncache_cmd("clear", "--yes", *shared.cli())
     assert proc.returncode == 0, proc.stderr
     assert cli_json("info", *shared.cli())["entries"] == 0
@@ -262,27 +268,83 @@ def test_redis_oversized_manifest_is_damage_not_memory(redis_shared, caplog):
 POISON = {"size": "big", "created": [1], "function": 5, "expires": "soon", "duration": {}}
 
 
-@pytest.mark.parametrize("meta", [json.dumps(POISON).encode(), DEEP, b"\xff\xfe not json"],
-                         ids=["wrong-types", "deeply-nested", "garbage"])
+POISONS = [json.dumps(POISON).encode(), DEEP, b"\xff\xfe not json"]
+POISON_IDS = ["wrong-types", "deeply-nested", "garbage"]
+
+
+@pytest.mark.parametrize("meta", POISONS, ids=POISON_IDS)
 def test_poisoned_metadata_never_crashes_admin_commands(shared, meta):
     """Metadata of the wrong JSON types, nested 100 000 deep, or garbage: `info`, `ls`,
-    `clear --older-than`, `prune` and `f.clear()` all work, and the entry shows as damaged."""
+    `clear --older-than`, `prune` and `f.clear()` all work (listings never read metadata), and the
+    full `entries()` lists that one entry as damaged."""
     f = shared.memoize()
     g = shared.memoize(lambda x: x + 1)
     assert f(1) == small_value(1) and f(2) == small_value(2) and g(1) == 2
     shared.put("meta", f.key(1), meta)
     info = cli_json("info", *shared.cli())
-    assert info["entries"] == 3 and info["damaged"] == 1
-    rows = {r["function"]: r["entries"] for r in cli_json("ls", *shared.cli())}
-    assert rows["(damaged)"] == 1 and rows[f.function_id] == 1
+    assert info["entries"] == 3 and info["damaged"] == 0
+    rows = {r["function"]: r["entries"] for r in cli_json("ls", "--sort", "used", *shared.cli())}
+    assert rows[f.function_id] == 2
+    assert sorted(e.damaged for e in f.store.entries()) == [False, False, True]
     assert f(1) == small_value(1) and f.cache_info().hits == 1  # the value itself is fine
-    assert f.clear() == 1  # the undamaged entry of f
     dry = cli_json("clear", "--older-than", "1h", "--dry-run", *shared.cli())
-    assert dry["would_remove"] == 1  # the damaged entry's creation time is unknown: oldest
+    assert dry["would_remove"] == 0
     plan = cli_json("prune", "--max-size", "1B", "--dry-run", *shared.cli())
-    assert plan["would_remove"] == 2
-    assert fncache_cmd("clear", "--older-than", "1h", "--yes", *shared.cli()).returncode == 0
-    assert cli_json("info", *shared.cli())["entries"] == 1
+    assert plan["would_remove"] == 3
+    assert f.clear() == 2
+    assert fncache_cmd("clear", "--older-than", "0s", "--yes", *shared.cli()).returncode == 0
+    assert cli_json("info", *shared.cli())["entries"] == 0
+
+
+def _plant_usage(shared: Shared, f: Any, key: str, data: bytes) -> None:
+    """Write ``data`` where the usage records of ``f``'s entry ``key`` are kept."""
+    if isinstance(shared, S3Shared):
+        group = f.function_id.replace(":", "%3A")
+        shared.fs.pipe_file(f"{shared.base}/u/{group}", data)
+    else:
+        index = f"{shared.prefix}f:{f.function_id}"
+        shared.client.hset(index, mapping={f"{key}:u": data, f"{key}:n": data})
+
+
+@pytest.mark.parametrize("poison", POISONS, ids=POISON_IDS)
+def test_poisoned_usage_records_only_change_ranking(shared, poison):
+    """Usage records of the wrong types, nested 100 000 deep, or garbage are ignored: the admin
+    commands work, the calls return the right values, and no entry counts as used."""
+    f = shared.memoize()
+    assert f(1) == small_value(1) and f(2) == small_value(2)
+    _plant_usage(shared, f, f.key(1), poison)
+    info = cli_json("info", *shared.cli())
+    assert info["entries"] == 2 and info["damaged"] == 0
+    rows = cli_json("ls", "--sort", "used", *shared.cli())
+    assert [(r["function"], r["used"]) for r in rows] == [(f.function_id, None)]
+    assert cli_json("clear", "--unused-for", "1h", "--dry-run", *shared.cli())["would_remove"] == 0
+    assert cli_json("prune", "--max-size", "1B", "--dry-run", *shared.cli())["would_remove"] == 2
+    assert f(1) == small_value(1) and f(2) == small_value(2) and f.cache_info().hits == 2
+
+
+def test_bogus_usage_record_ranks_but_never_serves(shared):
+    """A well-formed usage record claiming a use in the year 3000 is not believed; one claiming a
+    recent use keeps its entry longest under `prune`, and the entry still holds its own value."""
+    f = shared.memoize()
+    for x in (1, 2, 3):
+        assert f(x) == small_value(x)
+    far, recent = f.key(1), f.key(3)
+    if isinstance(shared, S3Shared):
+        records = {far: [32503680000.0, 5], recent: [time.time(), 7]}
+        _plant_usage(shared, f, far, json.dumps(records).encode())
+    else:
+        index = f"{shared.prefix}f:{f.function_id}"
+        shared.client.hset(index, mapping={f"{far}:u": "32503680000.0", f"{far}:n": "5",
+                                           f"{recent}:u": repr(time.time()), f"{recent}:n": "7"})
+    used = {e.key: (e.accessed, e.uses) for e in f.store.listing()}
+    assert used[far] == (None, None) and used[recent][1] == 7
+    plan = cli_json("prune", "--max-size", "1B", "--dry-run", *shared.cli())
+    assert plan["would_remove"] == 3
+    keep_two = f.store.volume() - 1
+    kept = cli_json("prune", "--max-size", f"{keep_two}B", "--yes", *shared.cli())
+    assert kept["removed"] == 1
+    assert {e.key for e in f.store.listing()} >= {recent}
+    assert f(3) == small_value(3) and f.cache_info().hits >= 1
 
 
 def test_redis_deeply_nested_manifest_is_a_logged_miss(redis_shared, caplog):
@@ -356,26 +418,34 @@ def test_redis_keys_of_another_type_are_damage(redis_shared):
     shared.client.hset(f"fncache:m:{other}", "a", "b")
     planted = uuid.uuid4().hex
     shared.client.hset(f"fncache:v:{planted}", "a", "b")
+    shared.client.set(f"fncache:f:{f.function_id}.evil", b"not a hash")
     info = cli_json("info", *shared.cli())
-    assert info["entries"] == 4 and info["damaged"] == 2, info
+    # The metadata hash is not read by listings; it is damage to `entries()` (what explain reads).
+    assert info["entries"] == 4 and info["damaged"] == 1, info
+    assert sum(e.damaged for e in f.store.entries()) == 2
     assert {r["function"] for r in cli_json("ls", *shared.cli())} == {f.function_id, "(damaged)"}
     proc = fncache_cmd("clear", "--older-than", "1h", "--yes", *shared.cli())
     assert proc.returncode == 0, proc.stderr
     after = cli_json("info", *shared.cli())
-    assert (after["entries"], after["damaged"], after["functions"]) == (2, 0, 1)
+    assert (after["entries"], after["damaged"], after["functions"]) == (3, 0, 1)
 
 
 def test_s3_clear_function_deletes_exactly_what_it_listed(s3_shared):
-    """An object planted outside fncache's layout (under another fan-out directory) but named with
-    a real entry's key and claiming another function is not listed, so `clear --function` of that
-    function never deletes the real entry."""
+    """Objects planted outside fncache's layout (another fan-out directory, the earlier layout, a
+    group name fncache never writes) or filing a real entry's key under another function as well
+    make `clear --function` of that function delete nothing real: an entry listed under two
+    functions is damaged and matches neither."""
     shared = s3_shared
     f = shared.memoize()
     assert f(1) == small_value(1)
     victim = f.key(1)
-    planted = f"{shared.base}/v1/zz/{victim}"
-    shared.fs.pipe_file(planted, b"x")
-    shared.fs.pipe_file(planted + ".json", json.dumps({"function": "evil:f"}).encode())
+    for planted in (f"{shared.base}/v2/zz/{victim}", f"{shared.base}/v1/{victim[:2]}/{victim}"):
+        shared.fs.pipe_file(planted, b"x")
+        shared.fs.pipe_file(planted + ".json", json.dumps({"function": "evil:f"}).encode())
+    shared.fs.pipe_file(f"{shared.base}/f/evil%3Af/{victim}", json.dumps({"function": "evil:f"}))
+    shared.fs.pipe_file(f"{shared.base}/f/evil%3af/{victim}", b"{}")  # not canonical: ignored
+    rows = cli_json("ls", *shared.cli())
+    assert [(r["function"], r["entries"]) for r in rows] == [("(damaged)", 1)]
     proc = fncache_cmd("clear", "--function", "evil:f", "--yes", *shared.cli())
     assert proc.returncode == 0, proc.stderr
     assert shared.get("value", victim) is not None

@@ -150,6 +150,21 @@ class StoreContract:
         assert [e.key for e in store.entries()] == [other]
         assert store.clear_function(META["function"]) == 0
 
+    def test_delete_many_removes_exactly_those_entries(self, store: Store) -> None:
+        """``delete_many`` removes the entries at the keys given (many: stores batch them) and no
+        others, and counts only the entries that were there."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        keys = [new_key() for _ in range(130)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda k: store.add(k, b"d", META), keys))
+        doomed = keys[:110]
+        assert store.delete_many([*doomed, new_key()]) == 110
+        assert {e.key for e in store.listing()} == set(keys[110:])
+        assert all(store.get(k) is None for k in doomed[:5])
+        assert store.add(doomed[0], b"again", META), "a deleted key can be added again"
+        assert store.delete_many(doomed[:3]) == 1
+
     def test_refresh_keeps_the_store_usable(self, store: Store) -> None:
         """``refresh`` (look for a backend replaced underneath) leaves entries readable."""
         key = new_key()
@@ -175,6 +190,35 @@ class StoreContract:
             assert info.accessed is None or before - 2 <= info.accessed <= time.time() + 2
             assert info.function == META["function"]
             assert {k: info.meta[k] for k in META} == META
+
+    def test_listing_names_each_entry_size_and_function(self, store: Store) -> None:
+        """``listing()`` lists what ``entries()`` lists (keys, sizes, functions), without needing
+        the full metadata."""
+        keys = {new_key(): b"b" * n for n in (2, 20, 2000)}
+        for key, value in keys.items():
+            store.add(key, value, META)
+        store.add(other := new_key(), b"o", dict(META, function="tests.test_stores:g"))
+        listed = {e.key: (e.size, e.function) for e in store.listing()}
+        assert listed == {**{k: (len(v), META["function"]) for k, v in keys.items()},
+                          other: (1, "tests.test_stores:g")}
+
+    def test_record_use_sets_last_use_and_count(self, store: Store) -> None:
+        """Recorded uses show in ``listing()`` as the last use (the latest recorded) and the number
+        of uses (the sum); an entry without uses has none; uses of a gone key are dropped."""
+        from fncache.stores._base import Use
+
+        if type(store).record_use is Store.record_use:
+            pytest.skip(f"{type(store).__name__} keeps no usage records (the protocol's default)")
+        used, idle, gone = new_key(), new_key(), new_key()
+        for key in (used, idle):
+            store.add(key, b"x", META)
+        t = time.time()
+        store.record_use([Use(used, META["function"], t + 5, 3), Use(gone, META["function"], t, 1)])
+        store.record_use([Use(used, META["function"], t + 1, 2)])
+        listed = {e.key: e for e in store.listing()}
+        assert set(listed) == {used, idle}
+        assert listed[used].uses == 5 and abs((listed[used].accessed or 0) - (t + 5)) < 0.01
+        assert listed[idle].uses is None
 
     def test_len_and_volume_count_entries_and_bytes(self, store: Store) -> None:
         """``len`` counts entries and ``volume`` adds their sizes (at least; some add overhead)."""

@@ -7,6 +7,7 @@ interpreters that receive the store pickled, as memoized functions shipped to wo
 from __future__ import annotations
 
 import faulthandler
+import json
 import multiprocessing
 import os
 import pickle
@@ -402,14 +403,17 @@ def test_s3_multipart_value_is_create_only(s3_env):
 
 @pytest.mark.s3
 def test_s3_layout_fans_out_by_key_prefix(s3_env):
-    """Values live at ``prefix/v1/<first two hex digits>/<key>`` with JSON metadata beside them."""
+    """Values live at ``prefix/v2/<first two hex digits>/<key>``, their JSON metadata under the
+    function's group ``prefix/f/<function, percent-encoded>/<key>``."""
     store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
     key = "ab" + new_key()[2:]
     store.add(key, b"v", META)
     fs = s3_env.filesystem()
     base = store.url[len("s3://") :]
-    assert sorted(fs.find(base)) == [f"{base}/v1/ab/{key}", f"{base}/v1/ab/{key}.json"]
+    group = META["function"].replace(":", "%3A")
+    assert sorted(fs.find(base)) == [f"{base}/f/{group}/{key}", f"{base}/v2/ab/{key}"]
     store.clear()
+    assert [p for p in fs.find(base) if p != base] == []  # SeaweedFS may keep the folder itself
 
 
 @pytest.mark.s3
@@ -494,3 +498,40 @@ def test_s3_exists_is_recognised_by_status_not_class():
     except OSError as e:
         assert _http_status(e) == 412
     assert _http_status(ValueError("no response")) is None
+
+
+@pytest.mark.s3
+def test_s3_long_function_names_list_under_a_checked_hashed_group(s3_env):
+    """A function id too long to spell in an object name lists under a hashed group whose name is
+    read from a metadata record and believed only if it hashes to that group."""
+    from fncache.stores._s3_layout import group_of
+
+    store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
+    long = "tests.test_stores_shared:" + "nested.<locals>." * 40 + "f"
+    keys = [new_key(), new_key()]
+    for key in keys:
+        store.add(key, b"v", {"function": long})
+    group = group_of(long)
+    assert group.startswith("~") and len(group) == 33
+    assert {(e.key, e.function, e.damaged) for e in store.listing()} == {
+        (k, long, False) for k in keys}
+    fs = s3_env.filesystem()
+    base = store.url[len("s3://") :]
+    fs.pipe_file(f"{base}/f/{group}/{keys[0]}", json.dumps({"function": "evil:f"}).encode())
+    fs.pipe_file(f"{base}/f/{group}/{keys[1]}", json.dumps({"function": "evil:f"}).encode())
+    assert {e.damaged for e in store.listing()} == {True}  # a name that does not hash there
+    assert store.clear_function(long) == 2
+    assert list(store.listing()) == []
+
+
+def test_s3_groups_round_trip_and_never_name_a_directory_step():
+    """Function ids encode to groups that decode back exactly; `.`, `..` and names that are not
+    in canonical form are no group."""
+    from fncache.stores._s3_layout import GROUP, function_of, group_of
+
+    for name in ["m:f", ".hidden:x", "mod:<lambda>", "é:ü", "a b/c:d%e", "m:f\udcff"]:
+        group = group_of(name)
+        assert GROUP.fullmatch(group) and "/" not in group and function_of(group) == name
+    for bad in [".", "..", "a/b", "%2e", "m%3af", "m%3A%66"]:
+        assert function_of(bad) is None
+    assert group_of("..") == "%2E." and function_of("%2E.") == ".."

@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Seconds that data no entry references is left alone before it counts as orphaned: a writer
 #: writes its data before it publishes the entry, and may be doing so right now.
@@ -35,12 +35,14 @@ __all__ = [
     "ORPHAN_GRACE",
     "EntryInfo",
     "Store",
+    "Use",
     "decode_meta",
     "encode_meta",
     "entry_info",
     "join_parts",
     "load_json",
     "parse_meta",
+    "parse_use",
     "store_error",
     "value_size",
 ]
@@ -89,8 +91,9 @@ def value_size(value: Any) -> int:
 class EntryInfo:
     """What a store knows about one entry without reading its value.
 
-    ``created`` and ``accessed`` are POSIX timestamps; ``accessed`` is ``None`` where the store does not
-    track reads. ``size`` is the size of the stored value in bytes. ``meta`` is the dict given to
+    ``created`` and ``accessed`` are POSIX timestamps; ``accessed`` is the last use (from the usage
+    records, see :meth:`Store.record_use`, or the backend's own read tracking), ``None`` where the
+    store knows of none. ``size`` is the size of the stored value in bytes. ``meta`` is the dict given to
     :meth:`Store.add` (``{}`` if it was lost, e.g. after a crash between the two writes of a store that
     keeps them apart).
     """
@@ -102,6 +105,8 @@ class EntryInfo:
     meta: dict[str, Any]
     #: the metadata was unreadable or of the wrong types (planted, corrupted): listed, never trusted
     damaged: bool = False
+    #: how many uses (hits) the store's usage records count, ``None`` where it has none for the entry
+    uses: int | None = None
 
     @property
     def function(self) -> str:
@@ -123,7 +128,7 @@ def _finite(value: Any) -> float | None:
 
 def entry_info(
     key: str, size: int, meta: Any, *, created: float | None = None,
-    accessed: float | None = None, damaged: bool = False,
+    accessed: float | None = None, damaged: bool = False, uses: int | None = None,
 ) -> EntryInfo:
     """An :class:`EntryInfo` built from untrusted metadata.
 
@@ -152,7 +157,33 @@ def entry_info(
         accessed=_finite(accessed),
         meta=meta,
         damaged=damaged,
+        uses=uses if type(uses) is int and 0 <= uses < 2**53 else None,
     )
+
+
+class Use(NamedTuple):
+    """Uses of one entry recorded in this process: the last time (POSIX) and how many."""
+
+    key: str
+    function: str
+    last: float
+    times: int
+
+
+#: Usage records claiming a last use further ahead of the clock than this are not believed.
+MAX_CLOCK_SKEW = 86400.0
+
+
+def parse_use(last: Any, count: Any, t: float) -> tuple[float, int] | None:
+    """A usage record read from a store, checked: it is untrusted (anyone who can write the store
+    can write it). ``(last, count)`` with a finite time not far in the future and a count that is a
+    non-negative int, else ``None``. A record only ever ranks an entry; it never touches a value."""
+    when = _finite(last)
+    if when is None or when > t + MAX_CLOCK_SKEW:
+        return None
+    if type(count) is not int or not 0 <= count < 2**53:
+        return None
+    return when, count
 
 
 def load_json(raw: bytes | bytearray | str | None, max_bytes: int = MAX_JSON_BYTES) -> Any:
@@ -281,12 +312,22 @@ class Store:
         """
         raise NotImplementedError
 
+    def listing(self) -> Iterator[EntryInfo]:
+        """Every entry as the store can list it cheaply: key, size, creation time, last use, function.
+
+        For the admin commands (``fncache ls``, ``info``, ``clear``, ``prune``): a store whose
+        :meth:`entries` reads one record per entry (Redis, S3) lists from an index here and fills
+        ``meta`` with ``{"function": ...}`` only. Default: :meth:`entries`. Same concurrency as
+        :meth:`entries`.
+        """
+        return self.entries()
+
     def volume(self) -> int:
         """Total bytes of stored values (an estimate where the backend only knows approximately)."""
-        return sum(e.size for e in self.entries())
+        return sum(e.size for e in self.listing())
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.entries())
+        return sum(1 for _ in self.listing())
 
     # -- writing ---------------------------------------------------------------------------------
     def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
@@ -309,23 +350,38 @@ class Store:
         """Remove the entry at ``key``; ``True`` if there was one. Idempotent."""
         raise NotImplementedError
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove the entries at ``keys`` (those of a listing, for ``clear`` and ``prune``); the
+        number there were. Idempotent; not atomic as a whole. Default: :meth:`delete` each; stores
+        whose backend deletes in batches override it."""
+        return sum(bool(self.delete(key)) for key in keys)
+
     def clear(self) -> int:
         """Remove every entry of this store; returns how many were removed (an estimate for some)."""
         n = 0
-        for info in list(self.entries()):
+        for info in list(self.listing()):
             n += self.delete(info.key)
         return n
 
     def clear_function(self, function: str) -> int:
         """Remove every entry whose metadata names ``function`` (``module:qualname``); the count.
 
-        Default: one pass over :meth:`entries`; entries added meanwhile may or may not be removed.
+        Default: one pass over :meth:`listing`; entries added meanwhile may or may not be removed.
         """
         n = 0
-        for info in list(self.entries()):
+        for info in list(self.listing()):
             if info.function == function:
                 n += self.delete(info.key)
         return n
+
+    def record_use(self, uses: list[Use]) -> None:
+        """Add the uses of entries (hits, batched in-process by :mod:`fncache._usage`) to the
+        store's usage records: each entry's last use becomes the later of the two, its count grows.
+
+        Bookkeeping only: records of entries that are gone are dropped, concurrent writers may lose
+        one another's counts (never a value), and failures raise :class:`fncache.StoreError` for
+        the caller to log. Default: nothing is recorded.
+        """
 
     def refresh(self) -> None:
         """Notice that the backend was removed or replaced under this process (a deleted cache

@@ -53,7 +53,7 @@ _UPDATE_ROW = (
     f" size = ?, mode = ?, filename = ?, value = ?, {_COLUMN} = ? WHERE rowid = ?"
 )
 _SELECT_ENTRIES = (
-    f"SELECT rowid, key, size, value, store_time, access_time, {_COLUMN} FROM Cache"
+    f"SELECT rowid, key, size, value, store_time, access_time, access_count, {_COLUMN} FROM Cache"
     f" WHERE rowid > ? AND {_COLUMN} IS NOT NULL AND (expire_time IS NULL OR expire_time > ?)"
     " ORDER BY rowid LIMIT ?"
 )
@@ -74,8 +74,13 @@ def _number(x: object) -> float | None:
 def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
     is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
-    a listing, or the command that would clean it up)."""
-    _, key, size, value, store_time, access_time, raw = row
+    a listing, or the command that would clean it up).
+
+    The last use is ``access_time`` once a use was recorded (``access_count > 0``, see
+    :meth:`_Diskcache.record_uses`) or where diskcache's LRU policy records every read."""
+    _, key, size, value, store_time, access_time, access_count, raw = row
+    count = access_count if type(access_count) is int and access_count > 0 else None
+    tracks_reads = tracks_reads or count is not None
     meta, problem = _parse_meta(raw, store_time)
     if not isinstance(key, str):
         key, problem = "", problem or "key is not text"
@@ -85,10 +90,11 @@ def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     accessed = _number(access_time) if tracks_reads else None
     if problem is not None:
         return EntryInfo(key=key, size=int(stored or 0), created=_number(store_time) or 0.0,
-                         accessed=accessed or None, meta={"damaged": problem}, damaged=True)
+                         accessed=accessed or None, meta={"damaged": problem}, damaged=True,
+                         uses=count)
     return EntryInfo(key=key, size=int(meta.get("size") or stored or 0),
                      created=_number(meta.get("created")) or _number(store_time) or 0.0,
-                     accessed=accessed or None, meta=meta)
+                     accessed=accessed or None, meta=meta, uses=count)
 
 
 def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
@@ -199,6 +205,23 @@ class _Diskcache:
                 self.cache._sql(f"UPDATE Cache SET {update} WHERE rowid = ?", (rowid,))
         except sqlite3.OperationalError as e:
             log.debug("read of row %s not recorded: %s", rowid, e)
+
+    def record_uses(self, uses: list[tuple[str, float, int]]) -> None:
+        """Add ``(key, last use, count)`` records to the rows in one transaction: ``access_time``
+        becomes the later time, ``access_count`` grows (the columns diskcache's LRU and LFU
+        policies use, so eviction ranks by the same uses); rows that are gone are skipped. Where
+        the eviction policy already records every read in a column, that column is left to it."""
+        sets = []
+        if "access_time" not in (self._on_read or ""):
+            sets.append("access_time = MAX(access_time, :last)")
+        if "access_count" not in (self._on_read or ""):
+            sets.append("access_count = access_count + :count")
+        if not sets:
+            return
+        statement = f"UPDATE Cache SET {', '.join(sets)} WHERE key = :key AND raw = 1"
+        with self.transact() as (sql, _):
+            for key, last, count in uses:
+                sql(statement, {"key": key, "last": last, "count": count})
 
     def lease_add(self, name: str, token: str, ttl: float) -> bool:
         """Take the lease row ``name`` for ``token`` unless a live, well-formed lease holds it."""

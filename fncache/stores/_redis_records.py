@@ -9,12 +9,12 @@ is then damage. Listings count stored lengths, never the size the metadata claim
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from fncache.stores._base import MAX_JSON_BYTES, EntryInfo, entry_info, load_json, parse_meta
+from fncache.stores._base import load_json, parse_use
 
-__all__ = ["is_error", "listed", "parse_manifest"]
+__all__ = ["is_error", "parse_index", "parse_manifest", "stored_size"]
 
 _INLINE = b"\x00"
 _CHUNKED = b"\x01"
@@ -57,26 +57,52 @@ def parse_manifest(raw: bytes | None) -> tuple[str, int, int] | None:
     return token, n, size
 
 
-def listed(key: str, row: list[Any], raw_meta: Any, manifest: Any, chunks: list[str],
-            lengths: Iterator[int], t: float) -> EntryInfo:
-    """One listed entry from what the round trips read (see RedisStore._describe)."""
-    strlen, head, metalen, idle = row
-    damaged = metalen > MAX_JSON_BYTES
-    meta = parse_meta(raw_meta) if not damaged else None
-    size = int(strlen) - 1
-    if head == _CHUNKED:
-        if manifest is None:
-            damaged = True
-        else:
-            size = sum(next(lengths) for _ in chunks)
-            damaged = damaged or size != manifest[2]
-    elif head != _INLINE:
-        damaged = True
-    damaged = damaged or not _KEY.fullmatch(key)  # a name fncache never writes
-    return entry_info(
-        key, size, meta, damaged=damaged or meta is None,
-        accessed=t - float(idle) if isinstance(idle, int) else None,
-    )
+def stored_size(strlen: int, head: bytes, manifest: tuple[str, int, int] | None,
+                lengths: list[int]) -> tuple[int, bool]:
+    """``(size, damaged)`` of one listed value from its stored length and first byte, and for a
+    chunked one its manifest and its chunks' stored lengths: always what is stored, never a
+    size a manifest or metadata claims."""
+    if head == _INLINE:
+        return int(strlen) - 1, False
+    if head == _CHUNKED and manifest is not None:
+        size = sum(lengths)
+        return size, size != manifest[2]
+    return int(strlen), True
+
+
+#: Index fields: ``KEY`` (creation time), ``KEY:u`` (last use), ``KEY:n`` (number of uses).
+_FIELD = re.compile(r"([0-9a-f]{32})(:[un])?")
+
+
+def _number(raw: Any) -> float | int | None:
+    """A number field of an index as fncache writes it (short ASCII digits), else ``None``."""
+    if not isinstance(raw, str) or not 0 < len(raw) <= 32 or not raw.isascii():
+        return None
+    try:
+        return int(raw) if raw.isdigit() else float(raw)
+    except ValueError:
+        return None
+
+
+def parse_index(fields: Iterable[tuple[str, str]], t: float) -> dict[str, list[Any]]:
+    """One function's index hash, read back: ``{KEY: [created, last_use, uses]}`` for each key
+    with a valid ``KEY`` field (``None`` where a part is missing or invalid). Field names and
+    values are untrusted: anything but short ASCII numbers in the layout's field names is dropped,
+    and usage records go through :func:`~fncache.stores._base.parse_use`."""
+    created: dict[str, Any] = {}
+    last: dict[str, Any] = {}
+    count: dict[str, Any] = {}
+    parts = {None: created, ":u": last, ":n": count}
+    for name, value in fields:
+        found = _FIELD.fullmatch(name) if isinstance(name, str) else None
+        if found is not None:
+            parts[found[2]][found[1]] = _number(value)
+    out = {}
+    for key, when in created.items():
+        use = parse_use(last.get(key), count.get(key), t) if key in last else None
+        born = parse_use(when, 0, t)
+        out[key] = [None if born is None else born[0], *(use or (None, None))]
+    return out
 
 
 def is_error(reply: Any) -> bool:

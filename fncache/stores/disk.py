@@ -43,6 +43,7 @@ from fncache.stores._base import (
     ORPHAN_GRACE,
     EntryInfo,
     Store,
+    Use,
     encode_meta,
     join_parts,
     now,
@@ -386,6 +387,12 @@ class DiskStore(Store):
 
     def volume(self) -> int:
         return int(self._guard("stat", lambda: self.db.cache.volume()))
+
+    def record_use(self, uses: list[Use]) -> None:
+        """Uses go to the rows' ``access_time``/``access_count`` in one transaction (see
+        :meth:`_Diskcache.record_uses`)."""
+        records = [(u.key, u.last, u.times) for u in uses]
+        self._guard("usage", self.db.record_uses, records)
 
     def __len__(self) -> int:
         rows = self._guard("stat", lambda: self.db.rows(

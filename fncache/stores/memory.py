@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from fncache.stores._base import EntryInfo, Store, join_parts, now
+from fncache.stores._base import EntryInfo, Store, Use, join_parts, now
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["MemoryStore"]
@@ -28,6 +28,8 @@ class MemoryStore(Store):
         # key -> (value, meta, created, expires_at or None)
         self._data: dict[str, tuple[bytes, dict[str, Any], float, float | None]] = {}
         self._leases: dict[str, tuple[str, float]] = {}
+        # key -> (last use, number of uses), from record_use
+        self._uses: dict[str, tuple[float, int]] = {}
 
     def _live(self, key: str) -> tuple[bytes, dict[str, Any], float, float | None] | None:
         item = self._data.get(key)
@@ -69,20 +71,31 @@ class MemoryStore(Store):
 
     def delete(self, key: str) -> bool:
         with self._lock:
+            self._uses.pop(key, None)
             return self._data.pop(key, None) is not None
+
+    def record_use(self, uses: list[Use]) -> None:
+        with self._lock:
+            for use in uses:
+                if use.key in self._data:
+                    last, count = self._uses.get(use.key, (0.0, 0))
+                    self._uses[use.key] = (max(last, use.last), count + use.times)
 
     def entries(self) -> Iterator[EntryInfo]:
         with self._lock:
-            items = [(k, self._live(k)) for k in list(self._data)]
-        for key, item in items:
+            items = [(k, self._live(k), self._uses.get(k)) for k in list(self._data)]
+        for key, item, use in items:
             if item is not None:
                 value, meta, created, _ = item
-                yield EntryInfo(key, len(value), float(meta.get("created", created)), None, meta)
+                yield EntryInfo(key, len(value), float(meta.get("created", created)),
+                                None if use is None else use[0], meta,
+                                uses=None if use is None else use[1])
 
     def clear(self) -> int:
         with self._lock:
             n = len(self._data)
             self._data.clear()
+            self._uses.clear()
             return n
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:

@@ -1,13 +1,20 @@
 """A store in an S3 bucket (AWS S3 or a compatible server: MinIO, SeaweedFS, Ceph, R2), via s3fs.
 
-Layout under ``s3://bucket/prefix``:
+Layout under ``s3://bucket/prefix`` (names checked by :mod:`fncache.stores._s3_layout`):
 
-================================  ==================================================================
-``prefix/v1/ab/abcdef...``        the value of key ``abcdef...``, one immutable object; the first
-                                  two hex digits fan the keys out over 256 "directories"
-``prefix/v1/ab/abcdef....json``   its metadata (small JSON), written after the value
-``prefix/locks/abcdef...``        a lock lease (JSON: token, created, expires)
-================================  ==================================================================
+===================================  ===============================================================
+``prefix/v2/ab/KEY``                 the value of key ``KEY``, one immutable object; the first two
+                                     hex digits fan the keys out. Its user metadata names the
+                                     function's group (and the expiry, if any)
+``prefix/f/GROUP/KEY[~EXPIRES]``     its metadata (small JSON), written after the value, under the
+                                     *group* of its function (the function id, percent-encoded):
+                                     one function's entries are one prefix listing
+``prefix/u/GROUP``                   usage records of the group's entries: ``{KEY: [last, uses]}``
+``prefix/locks/KEY``                 a lock lease (JSON: token, created, expires)
+===================================  ===============================================================
+
+(The earlier layout, ``prefix/v1/ab/KEY`` with ``KEY.json`` beside it, is not read: such entries
+are misses and are recomputed; ``clear`` removes them.)
 
 Guarantees and failure modes:
 
@@ -22,8 +29,11 @@ Guarantees and failure modes:
 * ``expire`` is kept in the object's user metadata (``x-amz-meta-fncache-expires``) and checked on
   read, since S3 has no per-object expiry (lifecycle rules count whole days): an expired entry
   reads as missing, and is deleted when read or when an ``add`` finds it in its way.
-* ``entries()`` is one paginated listing plus one small concurrent GET per entry (its metadata);
-  ``accessed`` is ``None`` (S3 does not track reads). ``clear()`` deletes in batches of 1000.
+* ``listing()`` (``fncache ls``, ``info``, ``clear``, ``prune``) is three paginated listings (values,
+  metadata names, usage objects; 1000 objects per request) plus one GET per function with usage
+  records, never a request per entry. ``entries()`` adds one small concurrent GET per entry (its
+  metadata). ``accessed`` is the last use from the usage records (S3 does not track reads).
+  ``clear()`` and ``clear_function()`` delete in batches of 1000.
 * ``lock()`` is best effort: a lease object created with ``If-None-Match: *``, taken over by
   deleting it once its ``expires`` time has passed. S3 has no atomic expiry, so two waiters that
   see the same expired lease can both take it, and the expiry is judged by the waiters' clocks.
@@ -35,11 +45,15 @@ Guarantees and failure modes:
   otherwise multiply the time-outs) is cancelled after ``timeout`` seconds (default
   ``connect_timeout + read_timeout``), plus 1 s per MiB of value transferred, and raises
   :class:`fncache.StoreError`. Listings get that deadline per page of 1000 objects.
-* What the bucket returns is untrusted. Only objects at ``v1/ab/KEY`` (``KEY`` 32 hex digits,
-  starting ``ab``) are entries, so a deletion by key removes exactly the object that was listed;
-  metadata over 1 MiB is not fetched; lease records are read up to 1 KiB; JSON nested over 16
-  levels or of the wrong types is damage (a damaged lease is taken over, damaged metadata is
-  listed as damaged).
+* What the bucket returns is untrusted. Only objects at ``v2/ab/KEY`` (``KEY`` 32 hex digits,
+  starting ``ab``) are entries and only names of the layout above are used, each checked before
+  use (groups against the encoding fncache writes, never ``.`` or ``..``; keys against 32 hex
+  digits), so a deletion by key removes exactly the objects that were listed for it. Sizes are the
+  listed sizes of the values, never a size a record claims; metadata over 1 MiB is not fetched;
+  usage objects are read up to 8 MiB; lease records up to 1 KiB; JSON nested over 16 levels or of
+  the wrong types is damage (a damaged lease is taken over, damaged metadata or an entry listed
+  under two functions is listed as damaged, a damaged usage record is ignored). A usage record
+  only ranks entries for ``ls --sort used`` and cleanup; it never touches a value.
 
 Credentials and secrets: the endpoint and credentials come from the options ``endpoint_url=``,
 ``key=``, ``secret=``, ``token=`` (and ``client_kwargs=``) or, when not given, from the usual AWS
@@ -58,8 +72,8 @@ other keyword of :class:`s3fs.S3FileSystem` goes to it. Unknown options raise
 from __future__ import annotations
 
 import logging
+import math
 import os
-import re
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -70,6 +84,7 @@ from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
     Store,
+    Use,
     encode_meta,
     entry_info,
     join_parts,
@@ -79,12 +94,26 @@ from fncache.stores._base import (
 )
 from fncache.stores._lock import LeaseLock
 from fncache.stores._s3_config import check_options, check_s3, take_secrets
+from fncache.stores._s3_layout import (
+    GROUP,
+    KEY,
+    MAX_USAGE_BYTES,
+    encode_usage,
+    function_of,
+    group_of,
+    meta_name,
+    parse_meta_name,
+    parse_usage,
+    value_name,
+)
 
 __all__ = ["S3Store"]
 
 log = logging.getLogger("fncache")
 
 _EXPIRES = "fncache-expires"
+# The value's group (see _s3_layout): delete and expiry find the metadata object by it.
+_GROUP_META = "fncache-function"
 _LIST_BATCH = 1000
 # 412: the object exists (If-None-Match). 409: AWS's answer when another conditional write to the
 # same key is in flight; for a content-addressed key that other writer stores the same value.
@@ -93,7 +122,48 @@ _EXISTS = (412, 409)
 _MAX_LEASE = 1024
 # Value transfers get this much time per byte on top of the operation deadline (1 s per MiB).
 _SECONDS_PER_BYTE = 1 / 2**20
-_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+def _expires_at(metadata: dict[str, str] | None) -> float | None:
+    """The expiry time in a value's user metadata (``None``: none, or not a finite number)."""
+    raw = (metadata or {}).get(_EXPIRES)
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _timestamp(modified: Any) -> float | None:
+    """A listed LastModified as a POSIX time (``None`` if the server sent something else)."""
+    try:
+        return float(modified.timestamp()) if modified is not None else None
+    except (AttributeError, ValueError, OverflowError, TypeError):
+        return None
+
+
+def _function(meta: dict[str, Any]) -> str:
+    function = meta.get("function")
+    return function if isinstance(function, str) else ""
+
+
+class _Row:
+    """One listed entry while a listing is put together."""
+
+    __slots__ = ("key", "size", "created", "function", "damaged", "meta_path", "meta_size", "use")
+
+    def __init__(self, key: str, size: int, created: float | None) -> None:
+        self.key, self.size, self.created = key, size, created
+        self.function, self.damaged = "", False
+        self.meta_path: str | None = None
+        self.meta_size = 0
+        self.use: tuple[float, int] | None = None
+
+    def info(self, meta: Any) -> EntryInfo:
+        use = self.use
+        return entry_info(self.key, self.size, meta, created=self.created, damaged=self.damaged,
+                          accessed=None if use is None else use[0],
+                          uses=None if use is None else use[1])
 
 
 def _http_status(exc: BaseException) -> int | None:
@@ -181,6 +251,91 @@ async def _get_object(
     return resp.get("Metadata") or {}, data
 
 
+async def _cat_many(fs: Any, paths: list[str], limit: int, deadline: float) -> list[bytes]:
+    """The bodies of small objects, 64 requests at a time: one ranged GET each (s3fs's
+    ``_cat_file`` sends a HEAD first). Missing, empty or over ``limit`` bytes gives ``b""``."""
+    import asyncio
+
+    gate = asyncio.Semaphore(64)
+
+    async def one(path: str) -> bytes:
+        bucket, _, key = path.partition("/")
+        async with gate:
+            try:
+                return (await _get_small(fs, bucket, key, limit, deadline))[1] or b""
+            except FileNotFoundError:
+                return b""
+
+    return list(await asyncio.gather(*(one(p) for p in paths)))
+
+
+async def _get_small(
+    fs: Any, bucket: str, key: str, limit: int, deadline: float
+) -> tuple[str | None, bytes | None]:
+    """The ETag and the whole body of a small object, or ``(etag, None)`` if it is empty or
+    larger than ``limit`` bytes (only the first ``limit + 1`` are ever transferred)."""
+    import asyncio
+
+    try:
+        resp = await asyncio.wait_for(
+            fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes=0-{limit}"), deadline)
+    except OSError as e:
+        if _http_status(e) != 416:  # an empty object: no range of it exists
+            raise
+        head = await asyncio.wait_for(fs._call_s3("head_object", Bucket=bucket, Key=key), deadline)
+        return head.get("ETag"), None
+    body = resp["Body"]
+    try:
+        data = await asyncio.wait_for(body.read(), deadline + limit * _SECONDS_PER_BYTE)
+    finally:
+        body.close()
+    return resp.get("ETag"), data if 0 < len(data) <= limit else None
+
+
+async def _merge_all(fs: Any, paths: dict[tuple[str, str], dict[str, tuple[float, int]]],
+                     t: float, deadline: float) -> int:
+    """Merge records into each usage object ``(bucket, key)``, 16 at a time; how many gave up."""
+    import asyncio
+
+    gate = asyncio.Semaphore(16)
+
+    async def one(where: tuple[str, str], records: dict[str, tuple[float, int]]) -> bool:
+        async with gate:
+            return await _merge_usage(fs, *where, records, t, deadline)
+
+    done = await asyncio.gather(*(one(where, r) for where, r in paths.items()))
+    return sum(not ok for ok in done)
+
+
+async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[float, int]],
+                       t: float, deadline: float) -> bool:
+    """Read, merge and conditionally write one usage object; False if other writers kept winning
+    (three tries). The stored records are untrusted (:func:`parse_usage`)."""
+    import asyncio
+
+    for _ in range(3):
+        match: dict[str, Any] = {"IfNoneMatch": "*"}
+        stored: dict[str, tuple[float, int]] = {}
+        try:
+            etag, raw = await _get_small(fs, bucket, key, MAX_USAGE_BYTES, deadline)
+            match = {"IfMatch": etag} if isinstance(etag, str) else {}
+            if raw is not None:  # else too large or empty: damage, rewritten from this batch
+                stored = parse_usage(raw, t)
+        except FileNotFoundError:
+            pass
+        for k, (last, count) in records.items():
+            old_last, old_count = stored.get(k, (0.0, 0))
+            stored[k] = (max(old_last, last), old_count + count)
+        try:
+            await asyncio.wait_for(fs._call_s3("put_object", Bucket=bucket, Key=key,
+                                               Body=encode_usage(stored), **match), deadline)
+            return True
+        except Exception as e:
+            if _http_status(e) not in (*_EXISTS, 404):
+                raise
+    return False
+
+
 class S3Store(Store):
     """A store under ``s3://bucket/prefix``; see the module documentation."""
 
@@ -214,7 +369,10 @@ class S3Store(Store):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         base = f"{bucket}/{self.prefix}" if self.prefix else bucket
-        self._values = f"{base}/v1"
+        self._base = base
+        self._values = f"{base}/v2"
+        self._metas = f"{base}/f"
+        self._usage = f"{base}/u"
         self._locks = f"{base}/locks"
         self._secrets = secrets
         self._secret_client_kwargs = secret_client
@@ -294,7 +452,18 @@ class S3Store(Store):
 
     # -- paths -----------------------------------------------------------------------------------
     def _value_path(self, key: str) -> str:
-        return f"{self._values}/{key[:2]}/{key}"
+        return f"{self._values}/{value_name(key)}"
+
+    def _meta_path(self, key: str, group: str, expires: float | None) -> str:
+        return f"{self._metas}/{meta_name(key, group, expires)}"
+
+    def _meta_path_of(self, key: str, metadata: dict[str, str] | None) -> str | None:
+        """The metadata object of the value at ``key``, from the value's user metadata (``None``
+        if that names no valid group: a value fncache did not write)."""
+        group = (metadata or {}).get(_GROUP_META)
+        if not isinstance(group, str) or not GROUP.fullmatch(group):
+            return None
+        return self._meta_path(key, group, _expires_at(metadata))
 
     def _split(self, path: str) -> tuple[str, str]:
         bucket, _, key = path.partition("/")
@@ -323,13 +492,14 @@ class S3Store(Store):
                 return None
             raise
 
-    def _list(self) -> Iterator[tuple[str, int, Any]]:
-        """``(path, size, last_modified)`` of every object under ``prefix/v1``, page by page.
+    def _list(self, under: str) -> Iterator[tuple[str, int, Any]]:
+        """``(name, size, last_modified)`` of every object under the path ``under`` (``name``
+        relative to it), page by page.
 
         Each page is one request under the store's deadline, so a large bucket lists as long as
         it needs while a frozen server fails the listing within the deadline.
         """
-        prefix = self._split(self._values)[1] + "/"
+        prefix = self._split(under)[1] + "/"
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
@@ -343,19 +513,30 @@ class S3Store(Store):
                 raise
             for item in page.get("Contents") or ():
                 name, size = item.get("Key"), item.get("Size")
-                if isinstance(name, str) and isinstance(size, int):
-                    yield f"{self.bucket}/{name}", size, item.get("LastModified")
+                if isinstance(name, str) and name.startswith(prefix) and isinstance(size, int) \
+                        and size >= 0:
+                    yield name[len(prefix):], size, item.get("LastModified")
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return
 
     @staticmethod
     def _expired(metadata: dict[str, str] | None) -> bool:
-        raw = (metadata or {}).get(_EXPIRES)
-        try:
-            return raw is not None and float(raw) <= now()
-        except ValueError:
-            return False
+        expires = _expires_at(metadata)
+        return expires is not None and expires <= now()
+
+    def _cat(self, paths: list[str]) -> dict[str, bytes]:
+        """The bodies of small objects, fetched concurrently (one GET each, no HEAD first as
+        s3fs's ``cat`` of a list does); objects that are gone read as ``b""``."""
+        if not paths:
+            return {}
+        from fsspec.asyn import sync
+
+        fs = self.fs
+        limit = max(MAX_JSON_BYTES, MAX_USAGE_BYTES)
+        deadline = self.timeout + len(paths) * limit * _SECONDS_PER_BYTE / 64
+        found = sync(fs.loop, _cat_many, fs, paths, limit, self.timeout, timeout=deadline)
+        return dict(zip(paths, found, strict=True))
 
     def _remove(self, paths: list[str]) -> None:
         """Delete objects in batches of 1000 (S3's limit); missing ones are no error."""
@@ -382,7 +563,7 @@ class S3Store(Store):
                     return None
                 raise
             if self._expired(metadata):
-                self._remove([path, path + ".json"])
+                self._remove([path, *filter(None, [self._meta_path_of(key, metadata)])])
                 return None
             return bytes(data)
 
@@ -392,91 +573,198 @@ class S3Store(Store):
         return head is not None and not self._expired(head.get("Metadata"))
 
     def get_meta(self, key: str) -> dict[str, Any]:
-        """The entry's metadata object: one ranged GET, so nothing over 1 MiB is fetched."""
-        path = self._value_path(key) + ".json"
+        """The entry's metadata object, found through the group its value names (one HEAD), then
+        one ranged GET: nothing over 1 MiB is fetched. Metadata naming another function than the
+        group it is filed under is damage (``{}``), as in :meth:`entries`."""
         with self._guard("lookup"):
+            head = self._head(self._value_path(key))
+            metadata = None if head is None else head.get("Metadata")
+            path = None if head is None or self._expired(metadata) \
+                else self._meta_path_of(key, metadata)
+            if path is None:
+                return {}
             try:
                 raw = self._call("cat_file", path, start=0, end=MAX_JSON_BYTES + 1)
             except FileNotFoundError as e:
                 if _is_missing_key(e):
                     return {}
                 raise
-        return (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
+        meta = (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
+        if meta and group_of(_function(meta)) != (metadata or {}).get(_GROUP_META):
+            return {}
+        return meta
+
+    def listing(self) -> Iterator[EntryInfo]:
+        """Every live entry from three paginated listings (values, metadata names, usage objects)
+        and one GET per function that has usage records: never a request per entry.
+
+        Sizes and creation times are the listed values' sizes and modification times, the function
+        is the group its metadata object is listed under, expiry is in that object's name, the
+        last use and count come from the group's usage object. ``meta`` is ``{"function": ...}``.
+        """
+        for row in self._scan():
+            yield row.info({"function": row.function} if row.function else {})
 
     def entries(self) -> Iterator[EntryInfo]:
-        """Every live entry: a paginated listing, then the metadata objects in concurrent GETs.
+        """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
+        concurrent GETs (1000 at a time).
 
-        The listing is untrusted. Only objects at the place fncache writes them (``v1/ab/KEY`` for a
-        32-hex-digit ``KEY`` starting ``ab``) are entries, so deleting an entry by its key deletes
-        exactly the object listed; anything else under the prefix is ignored here (and removed by
-        :meth:`clear`). Sizes are the listed object sizes; metadata larger than 1 MiB is not
-        fetched, and metadata of the wrong types marks the entry damaged.
+        The bucket is untrusted. Only objects at the places fncache writes them (see
+        :mod:`fncache.stores._s3_layout`) count, so deleting an entry by its key deletes exactly
+        the objects listed for it; anything else under the prefix is ignored here (and removed by
+        :meth:`clear`). Metadata over 1 MiB is not fetched; metadata of the wrong types, or naming
+        another function than the group it is listed under, marks the entry damaged; an entry
+        listed under two groups is damaged.
         """
-        with self._guard("list"):
-            listing = {path: (size, modified) for path, size, modified in self._list()}
-        values = {
-            p: v for p, v in listing.items()
-            if _KEY.fullmatch(p.rsplit("/", 1)[1]) and p == self._value_path(p.rsplit("/", 1)[1])
-        }
-        names = list(values)
-        t = now()
-        for i in range(0, len(names), _LIST_BATCH):
-            batch = names[i : i + _LIST_BATCH]
-            wanted = [p + ".json" for p in batch
-                      if 0 < listing.get(p + ".json", (0, None))[0] <= MAX_JSON_BYTES]
+        rows = list(self._scan())
+        for i in range(0, len(rows), _LIST_BATCH):
+            batch = rows[i : i + _LIST_BATCH]
+            wanted = [r.meta_path for r in batch if r.meta_path and 0 < r.meta_size <= MAX_JSON_BYTES]
             with self._guard("list"):
-                metas = self._call("cat", wanted, on_error="omit") if wanted else {}
-            for path in batch:
-                size, modified = values[path]
-                meta_size = listing.get(path + ".json", (0, None))[0]
-                meta = parse_meta(metas.get(path + ".json")) if meta_size <= MAX_JSON_BYTES else None
-                expires = (meta or {}).get("expires")
-                if isinstance(expires, (int, float)) and not isinstance(expires, bool) \
-                        and expires <= t:
-                    continue
-                try:
-                    fallback = modified.timestamp() if modified is not None else None
-                except (AttributeError, ValueError, OverflowError):
-                    fallback = None
-                yield entry_info(path.rsplit("/", 1)[1], size, meta, created=fallback,
-                                 damaged=meta is None)
+                metas = self._cat(wanted)
+            for row in batch:
+                meta = parse_meta(metas.get(row.meta_path)) if row.meta_path else {}
+                if meta is None or (row.meta_path and meta.get("function", "") != row.function):
+                    meta, row.damaged = None, True
+                yield row.info(meta)
+
+    def _scan(self) -> Iterator[_Row]:
+        """The rows of :meth:`listing` (see there), checked against the layout."""
+        t = now()
+        with self._guard("list"):
+            values = {}
+            for name, size, modified in self._list(self._values):
+                key = name.rpartition("/")[2]
+                if KEY.fullmatch(key) and name == value_name(key):
+                    values[key] = (size, _timestamp(modified))
+            refs: dict[str, list[tuple[str, int | None, str, int]]] = {}
+            for name, size, _ in self._list(self._metas):
+                parsed = parse_meta_name(name)
+                if parsed is not None and parsed[1] in values:
+                    group, key, expires = parsed
+                    refs.setdefault(key, []).append((group, expires, name, size))
+            usage_sizes = {name: size for name, size, _ in self._list(self._usage)
+                           if GROUP.fullmatch(name) and 0 < size <= MAX_USAGE_BYTES}
+        groups = {ref[0] for found in refs.values() for ref in found}
+        names = self._group_names(groups, refs)
+        wanted = [f"{self._usage}/{g}" for g in groups if g in usage_sizes]
+        with self._guard("list"):
+            raw_usage = self._cat(wanted)
+        usage = {path.rpartition("/")[2]: parse_usage(raw, t) for path, raw in raw_usage.items()
+                 if isinstance(raw, bytes)}
+        for key, (size, created) in values.items():
+            found = refs.get(key, [])
+            row = _Row(key, size, created)
+            if len({ref[0] for ref in found}) > 1:
+                row.damaged = True  # listed under two functions: believe neither
+            elif found:
+                group = found[0][0]
+                ends = [ref[1] for ref in found]
+                if None not in ends and max(e for e in ends if e is not None) <= t:
+                    continue  # expired: reads as missing
+                function = names.get(group)
+                row.function, row.damaged = function or "", function is None
+                if len(found) == 1:
+                    row.meta_path, row.meta_size = f"{self._metas}/{found[0][2]}", found[0][3]
+                row.use = usage.get(group, {}).get(key)
+            yield row
+
+    def _group_names(self, groups: set[str], refs: dict[str, list[Any]]) -> dict[str, str | None]:
+        """The function each group names; a hashed group's from one of its metadata records,
+        believed only if that function hashes to the group."""
+        names = {g: function_of(g) for g in groups}
+        hashed = {g for g, name in names.items() if name is None and len(g) == 33}
+        if not hashed:
+            return names
+        sample: dict[str, str] = {}
+        for found in refs.values():
+            for group, _, name, size in found:
+                if group in hashed and group not in sample and 0 < size <= MAX_JSON_BYTES:
+                    sample[group] = f"{self._metas}/{name}"
+        with self._guard("list"):
+            metas = self._cat(list(sample.values()))
+        for group, path in sample.items():
+            function = (parse_meta(metas.get(path)) or {}).get("function")
+            if isinstance(function, str) and group_of(function) == group:
+                names[group] = function
+        return names
+
+    # -- usage records ---------------------------------------------------------------------------
+    def record_use(self, uses: list[Use]) -> None:
+        """Merge uses into each function's usage object ``u/GROUP``: one ranged GET and one
+        conditional PUT per function (``If-Match`` its ETag, or ``If-None-Match: *`` when new),
+        the functions concurrently (16 at a time), each retried twice when another writer got in
+        between; where a server ignores the condition the last writer wins and some counts are
+        lost (never a value)."""
+        from fsspec.asyn import sync
+
+        t = now()
+        by_group: dict[str, dict[str, tuple[float, int]]] = {}
+        for use in uses:
+            if KEY.fullmatch(use.key):
+                records = by_group.setdefault(group_of(use.function), {})
+                last, count = records.get(use.key, (0.0, 0))
+                records[use.key] = (max(last, use.last), count + use.times)
+        if not by_group:
+            return
+        paths = {self._split(f"{self._usage}/{g}"): r for g, r in by_group.items()}
+        with self._guard("usage"):
+            fs = self.fs
+            lost = sync(fs.loop, _merge_all, fs, paths, t, self.timeout,
+                        timeout=self.timeout * 3 + len(paths) * MAX_USAGE_BYTES * _SECONDS_PER_BYTE)
+        if lost:
+            log.debug("s3 store %s: usage records of %d functions lost to concurrent writers",
+                      self.url, lost)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
     ) -> bool:
-        """Store ``value`` unless ``key`` exists; a create-only PUT (``If-None-Match: *``).
+        """Store ``value`` unless ``key`` exists; a create-only PUT (``If-None-Match: *``), then
+        the metadata object.
 
         Exactly one concurrent add wins on servers that enforce the condition (see the module
         documentation for those that do not). An expired entry in the way is deleted first.
         """
         path = self._value_path(key)
         value = join_parts(value)  # type: ignore[assignment]
+        group = group_of(_function(meta))
         with self._guard("write"):
             for _ in range(2):
-                if self._put(path, value, expire, create_only=True):
-                    self._put_meta(path, value, meta, expire)
+                expires = None if expire is None else now() + expire
+                if self._put(path, value, group, expires, create_only=True):
+                    self._put_meta(key, group, value, meta, expires)
                     return True
                 head = self._head(path)
                 if head is None or not self._expired(head.get("Metadata")):
                     return False
                 # Someone's expired entry: remove it and try once more.
-                self._remove([path, path + ".json"])
+                self._remove([path, *filter(None, [self._meta_path_of(key, head.get("Metadata"))])])
         return False
 
     def set(
         self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None
     ) -> None:
-        """Store ``value`` at ``key``, replacing any entry; one PUT, so readers see old or new."""
+        """Store ``value`` at ``key``, replacing any entry; one PUT, so readers see old or new.
+        The old entry's metadata object goes after the new one is written, if its name differs."""
         path = self._value_path(key)
         value = join_parts(value)  # type: ignore[assignment]
+        group = group_of(_function(meta))
+        expires = None if expire is None else now() + expire
         with self._guard("write"):
-            self._put(path, value, expire, create_only=False)
-            self._put_meta(path, value, meta, expire)
+            head = self._head(path)
+            old = None if head is None else self._meta_path_of(key, head.get("Metadata"))
+            self._put(path, value, group, expires, create_only=False)
+            new = self._put_meta(key, group, value, meta, expires)
+            if old is not None and old != new:
+                self._remove([old])
 
-    def _put(self, path: str, value: bytes, expire: float | None, create_only: bool) -> bool:
+    def _put(self, path: str, value: bytes, group: str, expires: float | None,
+             create_only: bool) -> bool:
         """PUT ``value`` (multipart when large); ``False`` if create-only and the object exists."""
-        metadata = {} if expire is None else {_EXPIRES: repr(now() + expire)}
+        metadata = {_GROUP_META: group}
+        if expires is not None:
+            metadata[_EXPIRES] = repr(expires)
         try:
             self._call(
                 "pipe_file",
@@ -493,31 +781,74 @@ class S3Store(Store):
             raise
         return True
 
-    def _put_meta(
-        self, path: str, value: bytes, meta: dict[str, Any], expire: float | None
-    ) -> None:
+    def _put_meta(self, key: str, group: str, value: bytes, meta: dict[str, Any],
+                  expires: float | None) -> str:
         meta = dict(meta, size=len(value), created=meta.get("created") or now())
-        if expire is not None:
-            meta["expires"] = now() + expire
-        self._call("pipe_file", path + ".json", encode_meta(meta))
+        if expires is not None:
+            meta["expires"] = expires
+        path = self._meta_path(key, group, expires)
+        self._call("pipe_file", path, encode_meta(meta))
+        return path
 
     def delete(self, key: str) -> bool:
-        """Remove the entry; ``True`` if there was one. Idempotent."""
+        """Remove the entry (its value, and the metadata object its value names); ``True`` if
+        there was one. Idempotent."""
         path = self._value_path(key)
         with self._guard("delete"):
-            found = self._head(path) is not None
-            self._remove([path, path + ".json"])
-        return found
+            head = self._head(path)
+            meta = None if head is None else self._meta_path_of(key, head.get("Metadata"))
+            self._remove([path, *filter(None, [meta])])
+        return head is not None
 
-    def clear(self) -> int:
-        """Delete every object under ``prefix/v1`` (not the locks); returns the number of entries.
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove many entries in batches: below 100 keys one :meth:`delete` each, else two
+        listings (values, metadata names) and ``DeleteObjects`` of 1000 objects a request, never a
+        request per entry. Returns how many of ``keys`` had a value."""
+        if len(keys) < 100:
+            return super().delete_many(keys)
+        wanted = {k for k in keys if KEY.fullmatch(k)}
+        with self._guard("delete"):
+            found = {key for key in (name.rpartition("/")[2] for name, _, _ in
+                                     self._list(self._values) if name == value_name(name[3:]))
+                     if key in wanted}
+            paths = [self._value_path(k) for k in found]
+            for name, _, _ in self._list(self._metas):
+                parsed = parse_meta_name(name)
+                if parsed is not None and parsed[1] in wanted:
+                    paths.append(f"{self._metas}/{name}")
+            self._remove(paths)
+        return len(found)
+
+    def clear_function(self, function: str) -> int:
+        """Remove the entries of ``function``: one prefix listing of its group, deletes in
+        batches of 1000, and its usage object. Returns the number of entries listed.
 
         Not atomic: entries added during the listing may survive.
         """
+        group = group_of(function)
         with self._guard("clear"):
-            paths = [path for path, _, _ in self._list()]
-            self._remove(paths)
-        return sum(1 for p in paths if not p.endswith(".json"))
+            paths, keys = [], set()
+            for name, _, _ in self._list(f"{self._metas}/{group}"):
+                parsed = parse_meta_name(f"{group}/{name}")
+                if parsed is not None:
+                    keys.add(parsed[1])
+                    paths += [self._value_path(parsed[1]), f"{self._metas}/{group}/{name}"]
+            self._remove(paths + [f"{self._usage}/{group}"])
+        return len(keys)
+
+    def clear(self) -> int:
+        """Delete every object under ``prefix/v2``, ``f``, ``u`` (and the earlier layout's
+        ``v1``), not the locks; returns the number of values.
+
+        Not atomic: entries added during the listing may survive.
+        """
+        n = 0
+        with self._guard("clear"):
+            for under in (self._values, self._metas, self._usage, f"{self._base}/v1"):
+                paths = [f"{under}/{name}" for name, _, _ in self._list(under)]
+                n += len(paths) if under == self._values else 0
+                self._remove(paths)
+        return n
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
         """A best-effort lease object; see the module documentation for its limits."""

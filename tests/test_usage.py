@@ -1,0 +1,339 @@
+"""Usage records and listings for the command line, against real servers and real subprocesses.
+
+Listings (``fncache ls``, ``info``, ``clear``, ``prune``) must read no entry on Redis and S3 (counted
+in the command's own process for S3, by the server's command statistics for Redis); hits are
+recorded in batches, at most one store write per flush however many hits; ``prune``, ``clear
+--unused-for`` and ``ls --sort used`` rank by the recorded uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fncache
+from fncache import _usage
+from fncache.stores import Store, open_store
+
+from .helpers import run_py, write
+
+# The command line in a subprocess whose S3 requests are counted by operation (written as JSON to
+# $COUNT_FILE at exit): s3fs's one entry point for requests is wrapped before the command runs.
+COUNTING_CLI = """
+import atexit, collections, json, os, sys
+import s3fs
+
+calls = collections.Counter()
+call_s3 = s3fs.S3FileSystem._call_s3
+
+async def counted(self, method, *args, **kwargs):
+    calls[method] += 1
+    return await call_s3(self, method, *args, **kwargs)
+
+s3fs.S3FileSystem._call_s3 = counted
+
+def dump():
+    with open(os.environ["COUNT_FILE"], "w") as f:
+        json.dump(calls, f)
+
+atexit.register(dump)
+from fncache.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+# Memoized functions in a script; ``python script.py STORE fill N`` computes f(0..N-1) and g(0..1),
+# ``python script.py STORE hit NAME X...`` calls NAME on each X (hits, recorded at exit).
+FUNCS = """
+import sys
+import fncache
+
+store = sys.argv[1]
+
+@fncache.memoize(store=store)
+def f(x):
+    return bytes(1000) + bytes([x % 256])
+
+@fncache.memoize(store=store)
+def g(x):
+    return x
+
+@fncache.memoize(store=store)
+def h(x):
+    return -x
+
+if sys.argv[2] == "fill":
+    for x in range(int(sys.argv[3])):
+        f(x)
+    g(0), g(1), h(0)
+else:
+    fn = globals()[sys.argv[3]]
+    before = fn.cache_info().hits
+    for x in sys.argv[4:]:
+        fn(int(x))
+    assert fn.cache_info().hits == before + len(sys.argv[4:]), fn.cache_info()
+"""
+
+META = {"function": "tests.test_usage:many"}
+
+
+class Target:
+    """A store under test, for the command line (``cli``) and in this process (``store``)."""
+
+    def __init__(self, url: str, env: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.env = env or {}
+        self.store: Store = open_store(url)
+
+    def cli(self, *args: str, counted: Path | None = None) -> Any:
+        """``fncache ARGS --store URL --json`` in a subprocess; its JSON output."""
+        cmd = [sys.executable, "-m", "fncache"]
+        env = dict(os.environ, **self.env)
+        if counted is not None:
+            script = write(counted.parent / "counting_cli.py", COUNTING_CLI)
+            cmd = [sys.executable, str(script)]
+            env["COUNT_FILE"] = str(counted)
+        proc = subprocess.run([*cmd, *args, "--store", self.url, "--json"], capture_output=True,
+                              text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture(params=["disk", "redis", "s3"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """Each persistent store in turn (the memory store lives in one process only)."""
+    if request.param == "disk":
+        return Target(str(tmp_path / "cache"))
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_factory")()
+        return Target(server.url)
+    s3 = request.getfixturevalue("s3_env")
+    return Target(s3.url(), s3.env)
+
+
+def _fill(store: Store, n: int, functions: int = 3) -> list[str]:
+    """``n`` entries of 100 bytes over ``functions`` functions, added concurrently; their keys."""
+    keys = [os.urandom(16).hex() for _ in range(n)]
+
+    def add(i: int) -> None:
+        store.add(keys[i], bytes(100), {"function": f"tests.test_usage:f{i % functions}"})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(add, range(n)))
+    return keys
+
+
+def _run(target: Target, tmp_path: Path, *args: str) -> None:
+    run_py(write(tmp_path / "funcs.py", FUNCS), target.url, *args, env=target.env)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["redis", "s3"])
+def test_listing_commands_read_no_entry(kind, request, tmp_path):
+    """`info`, `ls`, `clear --older-than --dry-run` and `prune --max-size --dry-run` over 600
+    entries of three functions list them right, and read none of them: no GET of any entry on
+    S3 (only listings, and one GET per function with usage records), no GET on Redis."""
+    if kind == "redis":
+        server = request.getfixturevalue("redis_factory")()
+        target = Target(server.url)
+    else:
+        s3 = request.getfixturevalue("s3_env")
+        target = Target(s3.url(), s3.env)
+    _fill(target.store, 600)
+    from fncache.stores._base import Use
+
+    one = [e for e in target.store.listing() if e.function.endswith(":f0")][:5]
+    target.store.record_use([Use(e.key, e.function, time.time(), 1) for e in one])
+    client = server.client() if kind == "redis" else None
+    commands = [("info",), ("ls",), ("clear", "--older-than", "1h", "--dry-run"),
+                ("prune", "--max-size", "30000B", "--dry-run")]
+    outputs = []
+    for i, command in enumerate(commands):
+        counts = tmp_path / f"counts-{i}.json"
+        if client is not None:
+            client.config_resetstat()
+        outputs.append(target.cli(*command, counted=counts if kind == "s3" else None))
+        if client is not None:
+            stats = client.info("commandstats")
+            assert "cmdstat_get" not in stats and "cmdstat_mget" not in stats, stats
+            per_entry = sum(v["calls"] for k, v in stats.items()
+                            if k in ("cmdstat_strlen", "cmdstat_getrange"))
+            assert per_entry <= 2 * 600, stats  # a length and one byte: no value, no record
+        else:
+            calls = json.loads(counts.read_text())
+            assert calls.get("get_object", 0) <= 1, calls  # the one function with usage records
+            assert calls.get("head_object", 0) == 0, calls
+            assert calls.get("list_objects_v2", 0) <= 6, calls
+    info, rows, dry, plan = outputs
+    assert (info["entries"], info["functions"], info["bytes"]) == (600, 3, 60_000)
+    assert sorted(r["entries"] for r in rows) == [200, 200, 200]
+    assert dry["would_remove"] == 0
+    assert plan["would_remove"] == 300
+
+
+@pytest.mark.slow
+def test_prune_max_size_keeps_recently_used_entries(target, tmp_path):
+    """`prune --max-size` removes the least recently used entries first: entries hit in a later
+    process survive, however old they are, and entries never used go."""
+    _run(target, tmp_path, "fill", "8")
+    time.sleep(1.1)
+    _run(target, tmp_path, "hit", "f", "2", "5")
+    f_size = {e.key: e.size for e in target.store.listing()}
+    keep = sorted(f_size.values())[-1] * 2  # room for two f entries
+    out = target.cli("prune", "--max-size", f"{keep}B", "--yes")
+    assert out["removed"] == len(f_size) - 2
+    left = list(target.store.listing())
+    assert len(left) == 2 and all(e.function.endswith(":f") and e.uses == 1 for e in left)
+    _run(target, tmp_path, "hit", "f", "2", "5")  # both still hit
+
+
+@pytest.mark.slow
+def test_clear_unused_for_removes_only_idle_entries(target, tmp_path):
+    """`clear --unused-for 6s` removes entries neither created nor used in the last 6 seconds and
+    keeps those used since."""
+    _run(target, tmp_path, "fill", "3")
+    time.sleep(8)
+    _run(target, tmp_path, "hit", "f", "1")
+    _run(target, tmp_path, "hit", "g", "0")
+    dry = target.cli("clear", "--unused-for", "6s", "--dry-run")
+    assert dry["would_remove"] == 4
+    assert target.cli("clear", "--unused-for", "6s", "--yes")["removed"] == 4
+    left = sorted(e.function.rpartition(":")[2] for e in target.store.listing())
+    assert left == ["f", "g"]
+
+
+@pytest.mark.slow
+def test_ls_sort_used_orders_functions_by_last_use(target, tmp_path):
+    """`ls --sort used` lists the most recently used function first and functions never used
+    last, with the number of uses recorded."""
+    _run(target, tmp_path, "fill", "2")
+    _run(target, tmp_path, "hit", "f", "0", "1", "1")
+    time.sleep(1.1)
+    _run(target, tmp_path, "hit", "g", "0")
+    rows = target.cli("ls", "--sort", "used")
+    names = [r["function"].rpartition(":")[2] for r in rows]
+    assert names == ["g", "f", "h"]
+    assert [r["uses"] for r in rows] == [1, 3, 0]
+    assert rows[0]["used"] > rows[1]["used"] and rows[2]["used"] is None
+
+
+def _count_calls(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Wrap ``store.record_use`` (on the instance) to count its calls; the list of batch sizes."""
+    calls: list[int] = []
+    real: Callable[..., Any] = store.record_use
+
+    def counted(uses: Any) -> None:
+        calls.append(sum(u.times for u in uses))
+        real(uses)
+
+    monkeypatch.setattr(store, "record_use", counted)
+    return calls
+
+
+@pytest.mark.parametrize("kind", ["memory", "disk", "redis", "s3"])
+def test_hits_are_recorded_in_one_batched_write(kind, request, tmp_path, monkeypatch):
+    """100 quick hits of one entry write nothing while the interval runs, then one usage write
+    (counting 100 uses) at the flush, on every store; the entry then lists 100 uses."""
+    if kind == "memory":
+        url = f"memory://{os.urandom(8).hex()}"
+    elif kind == "disk":
+        url = str(tmp_path / "cache")
+    elif kind == "redis":
+        url = request.getfixturevalue("redis_factory")().url
+    else:
+        url = request.getfixturevalue("s3_env").url()
+
+    def square(x: int) -> int:
+        return x * x
+
+    f = fncache.memoize(store=url)(square)
+    calls = _count_calls(f.store, monkeypatch)
+    assert f(3) == 9
+    for _ in range(100):
+        assert f(3) == 9
+    assert f.cache_info().hits == 100 and calls == []
+    _usage.flush_all()
+    assert calls == [100]
+    (entry,) = list(f.store.listing())
+    assert entry.uses == 100 and entry.accessed is not None
+    assert abs(entry.accessed - time.time()) < 60
+
+
+def test_flush_waits_for_the_interval(monkeypatch, tmp_path):
+    """Hits within the interval are not written; the first hit after it writes the batch once."""
+    monkeypatch.setattr(_usage, "INTERVAL", 0.5)
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x + 1)
+    calls = _count_calls(f.store, monkeypatch)
+    f(1)
+    _usage.log_for(f.store).flush()  # start a fresh interval now
+    calls.clear()
+    for _ in range(50):
+        f(1)
+    assert calls == []
+    time.sleep(0.6)
+    f(1)
+    assert calls == [51]
+    f(1)
+    assert calls == [51]
+
+
+def test_a_failed_usage_write_never_fails_a_call(monkeypatch, tmp_path, caplog):
+    """A store that fails to write usage records (unreachable, full) costs the records only: the
+    hit that triggers the flush returns its value, and the failure is logged at debug level."""
+    import logging
+
+    monkeypatch.setattr(_usage, "INTERVAL", 0.0)
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x * 2)
+
+    def broken(uses: Any) -> None:
+        raise fncache.StoreError("disk usage failed: no space left")
+
+    monkeypatch.setattr(f.store, "record_use", broken)
+    assert f(4) == 8
+    with caplog.at_level(logging.DEBUG, logger="fncache"):
+        assert f(4) == 8 and f(4) == 8
+    assert f.cache_info().hits == 2 and f.cache_info().errors == 0
+    assert any("usage records" in r.getMessage() for r in caplog.records)
+
+
+def test_prune_needs_a_size_or_an_age(tmp_path):
+    """`prune` without `--max-size` or `--older-than` is bad usage (exit 2) and removes nothing."""
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x)
+    f(1)
+    proc = subprocess.run([sys.executable, "-m", "fncache", "prune", "--dir", str(tmp_path / "cache"),
+                           "--yes"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--max-size" in proc.stderr
+    assert len(f.store) == 1
+
+
+def _flush_in_child() -> None:
+    _usage.flush_all()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_writes_its_parents_uses(tmp_path):
+    """Uses noted before a fork are written once, by the parent: a child that flushes (or exits)
+    has none of them."""
+    import multiprocessing
+
+    f = fncache.memoize(store=str(tmp_path / "cache"))(lambda x: x - 1)
+    f(1)
+    for _ in range(5):
+        f(1)
+    child = multiprocessing.get_context("fork").Process(target=_flush_in_child)
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    (entry,) = list(f.store.listing())
+    assert entry.uses is None
+    _usage.flush_all()
+    (entry,) = list(f.store.listing())
+    assert entry.uses == 5
