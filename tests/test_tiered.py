@@ -373,3 +373,25 @@ def test_a_cache_directory_with_a_comma_is_one_store(tmp_path, monkeypatch):
         proc = cli(*args)
         assert proc.returncode == 0, proc.stderr
         assert [r["entries"] for r in json.loads(proc.stdout)] == [1]
+
+
+def test_tiered_listing_and_usage_reach_every_tier(tmp_path):
+    """Local hits through tiers are recorded in the far tier too (so pruning the team's store
+    keeps what any machine reads); the tiered listing lists each entry once, with its use."""
+    from fncache import _usage
+
+    far = f"memory://{tmp_path.name}-far"
+    near = str(tmp_path / "near")
+    f = fncache.memoize(store=[near, far])(small_value)
+    for x in (1, 2):
+        f(x)
+    for _ in range(5):
+        f(1)  # local hits
+    _usage.flush_all()
+    far_uses = {e.key: e.uses for e in open_store(far).listing()}
+    assert far_uses[f.key(1)] == 5 and not far_uses.get(f.key(2))
+    listed = list(f.store.listing())
+    assert sorted(e.key for e in listed) == sorted([f.key(1), f.key(2)])
+    assert {e.key: e.uses for e in listed}[f.key(1)] == 5
+    assert f.store.delete_many([f.key(2)]) == 1
+    assert open_store(far).get(f.key(2)) is None and open_store(near).get(f.key(2)) is None

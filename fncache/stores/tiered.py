@@ -33,6 +33,7 @@ tier, is checked by the codec before it is used.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -309,6 +310,34 @@ class TieredStore(Store):
                 if info.key not in seen:
                     seen.add(info.key)
                     yield info
+
+    def listing(self) -> Iterator[EntryInfo]:
+        """:meth:`entries` from each tier's cheap listing (no entry read where the tier has one);
+        a key listed by several tiers comes from the nearest, with the latest use any tier knows."""
+        found: dict[str, EntryInfo] = {}
+        for i, tier in enumerate(self.tiers):
+            listed = self._on(i, "list", lambda t=tier: list(t.listing()))
+            for info in () if listed is _SKIPPED else listed:
+                first = found.get(info.key)
+                if first is None:
+                    found[info.key] = info
+                elif info.accessed is not None and (first.accessed is None
+                                                    or info.accessed > first.accessed):
+                    found[info.key] = dataclasses.replace(first, accessed=info.accessed,
+                                                          uses=info.uses)
+        yield from found.values()
+
+    def record_use(self, uses: list[Any]) -> None:
+        """Uses reach every tier that answers: a local hit counts for the team's store too, so
+        pruning it keeps what any machine still reads."""
+        for i, tier in enumerate(self.tiers):
+            self._on(i, "write", tier.record_use, uses)
+
+    def delete_many(self, keys: list[str]) -> int:
+        """Delete from every tier that answers, in each tier's batches; the count is the largest
+        tier's (near tiers hold copies)."""
+        counts = [self._on(i, "delete", tier.delete_many, keys) for i, tier in enumerate(self.tiers)]
+        return max([c for c in counts if isinstance(c, int)] or [0])
 
     # -- writing ---------------------------------------------------------------------------------
     def add(self, key: str, value: Any, meta: dict[str, Any], expire: float | None = None) -> bool:
