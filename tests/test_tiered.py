@@ -321,7 +321,7 @@ def test_damaged_s3_entry_is_rejected_and_not_copied(tmp_path, s3_env, caplog):
     f_far(9)
     key = f_far.key(9)
     fs = s3_env.filesystem()
-    path = f"{far[len('s3://'):]}/v1/{key[:2]}/{key}"
+    path = open_store(far, **options)._value_path(key)  # where the S3 store keeps the value
     frame = bytearray(fs.cat(path))
     frame[len(frame) // 2] ^= 0xFF
     fs.pipe(path, bytes(frame))
