@@ -150,6 +150,7 @@ def scan(store: RedisStore, with_meta: bool) -> Iterator[tuple[EntryInfo, dict[s
                 yield info, (None if damaged or meta is None else meta)
         drop_stale(store, stale)
 
+
 def read_index(store: RedisStore, name: str, t: float) -> dict[str, list[Any]]:
     """One function's index (``HSCAN``), checked; a key of another type is no index."""
     import redis
@@ -161,8 +162,9 @@ def read_index(store: RedisStore, name: str, t: float) -> dict[str, list[Any]]:
             raise
         return {}
 
+
 def index_fields(store: RedisStore, name: str) -> Iterator[tuple[str, str]]:
-    """``(field, value)`` pairs of an index, a page at a time (see ``_INDEX_PAGE``); a page
+    """``(field, value)`` pairs of an index, a page at a time (see ``INDEX_PAGE``); a page
     that is not valid JSON (planted bytes that are not UTF-8) is read again as plain
     ``HSCAN`` replies."""
     cursor = "0"
@@ -180,6 +182,7 @@ def index_fields(store: RedisStore, name: str) -> Iterator[tuple[str, str]]:
         yield from pairs
         if cursor == "0":
             return
+
 
 def list_names(store: RedisStore) -> tuple[dict[str, None], list[tuple[str, str]]]:
     """Value keys (an ordered set) and ``(function, name)`` of each index, by ``SCAN``. Names
@@ -202,8 +205,9 @@ def list_names(store: RedisStore) -> tuple[dict[str, None], list[tuple[str, str]
                 indexes.append((name[len(start):], name))
     return values, indexes
 
+
 def describe(store: RedisStore, keys: list[str], with_meta: bool
-              ) -> Iterator[tuple[str, int, bool, dict[str, Any] | None]]:
+             ) -> Iterator[tuple[str, int, bool, dict[str, Any] | None]]:
     """``(key, size, damaged, metadata)`` for a batch of value keys; a key removed since the
     scan is left out.
 
@@ -267,6 +271,7 @@ def describe(store: RedisStore, keys: list[str], with_meta: bool
             damaged = damaged or meta is None
         yield key, size, damaged, meta
 
+
 def drop_stale(store: RedisStore, stale: dict[str, list[str]]) -> None:
     """Remove index fields of entries that are gone (expired, deleted by hand), each only if
     its value is still missing (one script per index: a concurrent add keeps its field)."""
@@ -296,12 +301,13 @@ def record_use(store: RedisStore, uses: list[Use]) -> None:
 
 
 def delete_many(store: RedisStore, keys: list[str]) -> int:
-    """:meth:`delete` for many keys, 1000 at a time in three pipelined round trips per batch;
+    """:meth:`RedisStore.delete` for many keys, 1000 at a time in three pipelined round trips per batch;
     the number of entries there were."""
     n = 0
     for i in range(0, len(keys), _LIST_BATCH):
         n += delete_batch(store, keys[i : i + _LIST_BATCH])
     return n
+
 
 def delete_batch(store: RedisStore, keys: list[str]) -> int:
     names = [(store._value_key(k), store._meta_key(k)) for k in keys]
@@ -332,6 +338,7 @@ def delete_batch(store: RedisStore, keys: list[str]) -> int:
                 pipe.hdel(store._index_key(function), key, f"{key}:u", f"{key}:n")
         pipe.execute(raise_on_error=False)
     return n
+
 
 def clear_function(store: RedisStore, function: str) -> int:
     """Remove the entries in ``function``'s index (``HSCAN``), their chunks and the index;

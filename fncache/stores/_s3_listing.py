@@ -160,13 +160,13 @@ async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[
 
 
 def entries(store: S3Store) -> Iterator[EntryInfo]:
-    """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
+    """Every live entry with its metadata: :meth:`S3Store.listing`, then the metadata objects in
     concurrent GETs (1000 at a time).
 
     The bucket is untrusted. Only objects at the places fncache writes them (see
     :mod:`fncache.stores._s3_layout`) count, so deleting an entry by its key deletes exactly
     the objects listed for it; anything else under the prefix is ignored here (and removed by
-    :meth:`clear`). Metadata over 1 MiB is not fetched; metadata of the wrong types, or naming
+    :meth:`S3Store.clear`). Metadata over 1 MiB is not fetched; metadata of the wrong types, or naming
     another function than the group it is listed under, marks the entry damaged; an entry
     listed under two groups is damaged.
     """
@@ -184,7 +184,7 @@ def entries(store: S3Store) -> Iterator[EntryInfo]:
 
 
 def scan(store: S3Store) -> Iterator[_Row]:
-    """The rows of :meth:`listing` (see there), checked against the layout."""
+    """The rows of :meth:`S3Store.listing` (see there), checked against the layout."""
     t = now()
     with store._guard("list"):
         values = {}
