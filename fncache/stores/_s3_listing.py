@@ -7,8 +7,8 @@ paginated listings of values, metadata names and usage objects put together into
 (``record_use``), and deletes found by listing rather than by one request per entry
 (``delete_many``, ``clear_function``), with the concurrent asyncio GETs and PUTs they run on s3fs's
 event loop. Each function takes the :class:`~fncache.stores.s3.S3Store` it works for and goes
-through its ``_guard``, ``_call``, ``_list`` and ``_remove``, so errors, deadlines and the layout
-stay the store's.
+through its ``_guard``, ``_list``, ``_remove``, paths and client (``fs``), so errors, deadlines
+and the layout stay the store's.
 
 The bucket is untrusted: only names of the layout count (checked by
 :mod:`fncache.stores._s3_layout`), sizes are listed sizes, metadata over 1 MiB and usage objects
