@@ -20,7 +20,7 @@ import pytest
 
 from fncache._errors import StoreError
 from fncache.stores import open_store
-from fncache.stores.s3 import _http_status
+from fncache.stores._s3_errors import http_status as _http_status
 
 META = {"function": "tests.test_stores_shared:f"}
 RACERS = 16

@@ -1,4 +1,5 @@
-"""S3 store configuration: the URL, the numeric options, and credentials kept out of ``options``.
+"""S3 store configuration: the URL, the numeric options, the deadline per byte transferred, and
+credentials kept out of ``options``.
 
 Credentials (``key``, ``secret``, ``token``... and the ``aws_*`` client keyword arguments) are used to
 connect but never kept in the options a store pickles and shows: a store unpickled in another process
@@ -12,7 +13,10 @@ from typing import Any
 
 from fncache._errors import ConfigError
 
-__all__ = ["check_options", "check_s3", "take_secrets"]
+__all__ = ["SECONDS_PER_BYTE", "check_options", "check_s3", "take_secrets"]
+
+# Value transfers get this much time per byte on top of the operation deadline (1 s per MiB).
+SECONDS_PER_BYTE = 1 / 2**20
 
 _SECRET_OPTIONS = ("key", "secret", "token", "username", "password")
 _SECRET_CLIENT_KWARGS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")

@@ -16,6 +16,13 @@ Layout under ``s3://bucket/prefix`` (names checked by :mod:`fncache.stores._s3_l
 (The earlier layout, ``prefix/v1/ab/KEY`` with ``KEY.json`` beside it, is not read: such entries
 are misses and are recomputed; ``clear`` removes them.)
 
+This module owns the client, the deadline, the object paths and the reads and writes of single
+entries; the operations over many entries (listings, usage records, batch deletes) are in
+:mod:`fncache.stores._s3_listing`, the names and records of the layout in
+:mod:`fncache.stores._s3_layout`, the checks of the URL and options in
+:mod:`fncache.stores._s3_config`, and what an s3fs or botocore error means in
+:mod:`fncache.stores._s3_errors`.
+
 Guarantees and failure modes:
 
 * ``add`` writes with ``If-None-Match: *``. Where the server enforces it (AWS S3 since 2024, MinIO,
@@ -80,32 +87,22 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import ConfigError, StoreError
+from fncache.stores import _s3_listing
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
     Store,
     Use,
     encode_meta,
-    entry_info,
     join_parts,
     now,
     parse_meta,
     store_error,
 )
 from fncache.stores._lock import LeaseLock
-from fncache.stores._s3_config import check_options, check_s3, take_secrets
-from fncache.stores._s3_layout import (
-    GROUP,
-    KEY,
-    MAX_USAGE_BYTES,
-    encode_usage,
-    function_of,
-    group_of,
-    meta_name,
-    parse_meta_name,
-    parse_usage,
-    value_name,
-)
+from fncache.stores._s3_config import SECONDS_PER_BYTE, check_options, check_s3, take_secrets
+from fncache.stores._s3_errors import EXISTS, http_status, is_missing_key
+from fncache.stores._s3_layout import GROUP, group_of, meta_name, value_name
 
 __all__ = ["S3Store"]
 
@@ -114,14 +111,8 @@ log = logging.getLogger("fncache")
 _EXPIRES = "fncache-expires"
 # The value's group (see _s3_layout): delete and expiry find the metadata object by it.
 _GROUP_META = "fncache-function"
-_LIST_BATCH = 1000
-# 412: the object exists (If-None-Match). 409: AWS's answer when another conditional write to the
-# same key is in flight; for a content-addressed key that other writer stores the same value.
-_EXISTS = (412, 409)
 # A lease record is about 100 bytes: only its first KiB is ever read.
 _MAX_LEASE = 1024
-# Value transfers get this much time per byte on top of the operation deadline (1 s per MiB).
-_SECONDS_PER_BYTE = 1 / 2**20
 
 
 def _expires_at(metadata: dict[str, str] | None) -> float | None:
@@ -134,79 +125,10 @@ def _expires_at(metadata: dict[str, str] | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _timestamp(modified: Any) -> float | None:
-    """A listed LastModified as a POSIX time (``None`` if the server sent something else)."""
-    try:
-        return float(modified.timestamp()) if modified is not None else None
-    except (AttributeError, ValueError, OverflowError, TypeError):
-        return None
-
-
 def _function(meta: dict[str, Any]) -> str:
     function = meta.get("function")
     return function if isinstance(function, str) else ""
 
-
-class _Row:
-    """One listed entry while a listing is put together."""
-
-    __slots__ = ("key", "size", "created", "function", "damaged", "meta_path", "meta_size", "use")
-
-    def __init__(self, key: str, size: int, created: float | None) -> None:
-        self.key, self.size, self.created = key, size, created
-        self.function, self.damaged = "", False
-        self.meta_path: str | None = None
-        self.meta_size = 0
-        self.use: tuple[float, int] | None = None
-
-    def info(self, meta: Any) -> EntryInfo:
-        use = self.use
-        return entry_info(self.key, self.size, meta, created=self.created, damaged=self.damaged,
-                          accessed=None if use is None else use[0],
-                          uses=None if use is None else use[1])
-
-
-def _http_status(exc: BaseException) -> int | None:
-    """The HTTP status behind an s3fs/botocore error, following ``__cause__`` and ``__context__``.
-
-    s3fs translates a 412 into a plain ``OSError(EINVAL)`` unless the server names the failed
-    condition, so the class of the exception says nothing reliable; the status does.
-    """
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status is None:
-                code = response.get("Error", {}).get("Code")
-                status = int(code) if isinstance(code, str) and code.isdigit() else None
-            if status is not None:
-                return int(status)
-        todo += [e.__cause__, e.__context__]
-    return None
-
-
-def _error_code(exc: BaseException) -> str | None:
-    """The S3 error code (``NoSuchKey``, ``NoSuchBucket``...) behind an s3fs/botocore error."""
-    e: BaseException | None = exc
-    for _ in range(5):
-        if e is None:
-            break
-        response = getattr(e, "response", None)
-        if isinstance(response, dict) and response.get("Error", {}).get("Code"):
-            return str(response["Error"]["Code"])
-        e = e.__cause__ or e.__context__
-    return None
-
-
-def _is_missing_key(exc: FileNotFoundError) -> bool:
-    """A 404 for the object, not for the bucket: only the former is a cache miss."""
-    return _error_code(exc) != "NoSuchBucket"
 
 
 # Clients inherited over fork: never used or closed in this process, only kept from collection.
@@ -244,96 +166,13 @@ async def _get_object(
     body = resp["Body"]
     try:
         length = resp.get("ContentLength")
-        extra = length * _SECONDS_PER_BYTE if isinstance(length, int) and length > 0 else 0.0
+        extra = length * SECONDS_PER_BYTE if isinstance(length, int) and length > 0 else 0.0
         data = await asyncio.wait_for(body.read(), deadline + extra)
     finally:
         body.close()
     return resp.get("Metadata") or {}, data
 
 
-async def _cat_many(fs: Any, paths: list[str], limit: int, deadline: float) -> list[bytes]:
-    """The bodies of small objects, 64 requests at a time: one ranged GET each (s3fs's
-    ``_cat_file`` sends a HEAD first). Missing, empty or over ``limit`` bytes gives ``b""``."""
-    import asyncio
-
-    gate = asyncio.Semaphore(64)
-
-    async def one(path: str) -> bytes:
-        bucket, _, key = path.partition("/")
-        async with gate:
-            try:
-                return (await _get_small(fs, bucket, key, limit, deadline))[1] or b""
-            except FileNotFoundError:
-                return b""
-
-    return list(await asyncio.gather(*(one(p) for p in paths)))
-
-
-async def _get_small(
-    fs: Any, bucket: str, key: str, limit: int, deadline: float
-) -> tuple[str | None, bytes | None]:
-    """The ETag and the whole body of a small object, or ``(etag, None)`` if it is empty or
-    larger than ``limit`` bytes (only the first ``limit + 1`` are ever transferred)."""
-    import asyncio
-
-    try:
-        resp = await asyncio.wait_for(
-            fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes=0-{limit}"), deadline)
-    except OSError as e:
-        if _http_status(e) != 416:  # an empty object: no range of it exists
-            raise
-        head = await asyncio.wait_for(fs._call_s3("head_object", Bucket=bucket, Key=key), deadline)
-        return head.get("ETag"), None
-    body = resp["Body"]
-    try:
-        data = await asyncio.wait_for(body.read(), deadline + limit * _SECONDS_PER_BYTE)
-    finally:
-        body.close()
-    return resp.get("ETag"), data if 0 < len(data) <= limit else None
-
-
-async def _merge_all(fs: Any, paths: dict[tuple[str, str], dict[str, tuple[float, int]]],
-                     t: float, deadline: float) -> int:
-    """Merge records into each usage object ``(bucket, key)``, 16 at a time; how many gave up."""
-    import asyncio
-
-    gate = asyncio.Semaphore(16)
-
-    async def one(where: tuple[str, str], records: dict[str, tuple[float, int]]) -> bool:
-        async with gate:
-            return await _merge_usage(fs, *where, records, t, deadline)
-
-    done = await asyncio.gather(*(one(where, r) for where, r in paths.items()))
-    return sum(not ok for ok in done)
-
-
-async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[float, int]],
-                       t: float, deadline: float) -> bool:
-    """Read, merge and conditionally write one usage object; False if other writers kept winning
-    (three tries). The stored records are untrusted (:func:`parse_usage`)."""
-    import asyncio
-
-    for _ in range(3):
-        match: dict[str, Any] = {"IfNoneMatch": "*"}
-        stored: dict[str, tuple[float, int]] = {}
-        try:
-            etag, raw = await _get_small(fs, bucket, key, MAX_USAGE_BYTES, deadline)
-            match = {"IfMatch": etag} if isinstance(etag, str) else {}
-            if raw is not None:  # else too large or empty: damage, rewritten from this batch
-                stored = parse_usage(raw, t)
-        except FileNotFoundError:
-            pass
-        for k, (last, count) in records.items():
-            old_last, old_count = stored.get(k, (0.0, 0))
-            stored[k] = (max(old_last, last), old_count + count)
-        try:
-            await asyncio.wait_for(fs._call_s3("put_object", Bucket=bucket, Key=key,
-                                               Body=encode_usage(stored), **match), deadline)
-            return True
-        except Exception as e:
-            if _http_status(e) not in (*_EXISTS, 404):
-                raise
-    return False
 
 
 class S3Store(Store):
@@ -434,7 +273,7 @@ class S3Store(Store):
         except (ConfigError, StoreError):
             raise
         except Exception as e:
-            status = _http_status(e)
+            status = http_status(e)
             raise store_error(self, what, e, f" (HTTP {status})" if status else "") from e
 
     def close(self) -> None:
@@ -479,7 +318,7 @@ class S3Store(Store):
         from fsspec.asyn import sync
 
         fs = self.fs
-        deadline = self.timeout + transfer * _SECONDS_PER_BYTE
+        deadline = self.timeout + transfer * SECONDS_PER_BYTE
         return sync(fs.loop, getattr(fs, "_" + method), *args, timeout=deadline, **kwargs)
 
     def _head(self, path: str) -> dict[str, Any] | None:
@@ -488,7 +327,7 @@ class S3Store(Store):
         try:
             return dict(self._call("call_s3", "head_object", Bucket=bucket, Key=key))
         except FileNotFoundError as e:
-            if _is_missing_key(e):
+            if is_missing_key(e):
                 return None
             raise
 
@@ -508,7 +347,7 @@ class S3Store(Store):
             try:
                 page = self._call("call_s3", "list_objects_v2", **kwargs)
             except FileNotFoundError as e:
-                if _is_missing_key(e):
+                if is_missing_key(e):
                     return
                 raise
             for item in page.get("Contents") or ():
@@ -524,19 +363,6 @@ class S3Store(Store):
     def _expired(metadata: dict[str, str] | None) -> bool:
         expires = _expires_at(metadata)
         return expires is not None and expires <= now()
-
-    def _cat(self, paths: list[str]) -> dict[str, bytes]:
-        """The bodies of small objects, fetched concurrently (one GET each, no HEAD first as
-        s3fs's ``cat`` of a list does); objects that are gone read as ``b""``."""
-        if not paths:
-            return {}
-        from fsspec.asyn import sync
-
-        fs = self.fs
-        limit = max(MAX_JSON_BYTES, MAX_USAGE_BYTES)
-        deadline = self.timeout + len(paths) * limit * _SECONDS_PER_BYTE / 64
-        found = sync(fs.loop, _cat_many, fs, paths, limit, self.timeout, timeout=deadline)
-        return dict(zip(paths, found, strict=True))
 
     def _remove(self, paths: list[str]) -> None:
         """Delete objects in batches of 1000 (S3's limit); missing ones are no error."""
@@ -559,7 +385,7 @@ class S3Store(Store):
                 # The deadline is applied inside, to the request and then to the body by its length.
                 metadata, data = sync(fs.loop, _get_object, fs, *self._split(path), self.timeout)
             except FileNotFoundError as e:
-                if _is_missing_key(e):
+                if is_missing_key(e):
                     return None
                 raise
             if self._expired(metadata):
@@ -586,7 +412,7 @@ class S3Store(Store):
             try:
                 raw = self._call("cat_file", path, start=0, end=MAX_JSON_BYTES + 1)
             except FileNotFoundError as e:
-                if _is_missing_key(e):
+                if is_missing_key(e):
                     return {}
                 raise
         meta = (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
@@ -602,7 +428,7 @@ class S3Store(Store):
         is the group its metadata object is listed under, expiry is in that object's name, the
         last use and count come from the group's usage object. ``meta`` is ``{"function": ...}``.
         """
-        for row in self._scan():
+        for row in _s3_listing.scan(self):
             yield row.info({"function": row.function} if row.function else {})
 
     def entries(self) -> Iterator[EntryInfo]:
@@ -616,78 +442,7 @@ class S3Store(Store):
         another function than the group it is listed under, marks the entry damaged; an entry
         listed under two groups is damaged.
         """
-        rows = list(self._scan())
-        for i in range(0, len(rows), _LIST_BATCH):
-            batch = rows[i : i + _LIST_BATCH]
-            wanted = [r.meta_path for r in batch if r.meta_path and 0 < r.meta_size <= MAX_JSON_BYTES]
-            with self._guard("list"):
-                metas = self._cat(wanted)
-            for row in batch:
-                meta = parse_meta(metas.get(row.meta_path)) if row.meta_path else {}
-                if meta is None or (row.meta_path and meta.get("function", "") != row.function):
-                    meta, row.damaged = None, True
-                yield row.info(meta)
-
-    def _scan(self) -> Iterator[_Row]:
-        """The rows of :meth:`listing` (see there), checked against the layout."""
-        t = now()
-        with self._guard("list"):
-            values = {}
-            for name, size, modified in self._list(self._values):
-                key = name.rpartition("/")[2]
-                if KEY.fullmatch(key) and name == value_name(key):
-                    values[key] = (size, _timestamp(modified))
-            refs: dict[str, list[tuple[str, int | None, str, int]]] = {}
-            for name, size, _ in self._list(self._metas):
-                parsed = parse_meta_name(name)
-                if parsed is not None and parsed[1] in values:
-                    group, key, expires = parsed
-                    refs.setdefault(key, []).append((group, expires, name, size))
-            usage_sizes = {name: size for name, size, _ in self._list(self._usage)
-                           if GROUP.fullmatch(name) and 0 < size <= MAX_USAGE_BYTES}
-        groups = {ref[0] for found in refs.values() for ref in found}
-        names = self._group_names(groups, refs)
-        wanted = [f"{self._usage}/{g}" for g in groups if g in usage_sizes]
-        with self._guard("list"):
-            raw_usage = self._cat(wanted)
-        usage = {path.rpartition("/")[2]: parse_usage(raw, t) for path, raw in raw_usage.items()
-                 if isinstance(raw, bytes)}
-        for key, (size, created) in values.items():
-            found = refs.get(key, [])
-            row = _Row(key, size, created)
-            if len({ref[0] for ref in found}) > 1:
-                row.damaged = True  # listed under two functions: believe neither
-            elif found:
-                group = found[0][0]
-                ends = [ref[1] for ref in found]
-                if None not in ends and max(e for e in ends if e is not None) <= t:
-                    continue  # expired: reads as missing
-                function = names.get(group)
-                row.function, row.damaged = function or "", function is None
-                if len(found) == 1:
-                    row.meta_path, row.meta_size = f"{self._metas}/{found[0][2]}", found[0][3]
-                row.use = usage.get(group, {}).get(key)
-            yield row
-
-    def _group_names(self, groups: set[str], refs: dict[str, list[Any]]) -> dict[str, str | None]:
-        """The function each group names; a hashed group's from one of its metadata records,
-        believed only if that function hashes to the group."""
-        names = {g: function_of(g) for g in groups}
-        hashed = {g for g, name in names.items() if name is None and len(g) == 33}
-        if not hashed:
-            return names
-        sample: dict[str, str] = {}
-        for found in refs.values():
-            for group, _, name, size in found:
-                if group in hashed and group not in sample and 0 < size <= MAX_JSON_BYTES:
-                    sample[group] = f"{self._metas}/{name}"
-        with self._guard("list"):
-            metas = self._cat(list(sample.values()))
-        for group, path in sample.items():
-            function = (parse_meta(metas.get(path)) or {}).get("function")
-            if isinstance(function, str) and group_of(function) == group:
-                names[group] = function
-        return names
+        return _s3_listing.entries(self)
 
     # -- usage records ---------------------------------------------------------------------------
     def record_use(self, uses: list[Use]) -> None:
@@ -696,25 +451,7 @@ class S3Store(Store):
         the functions concurrently (16 at a time), each retried twice when another writer got in
         between; where a server ignores the condition the last writer wins and some counts are
         lost (never a value)."""
-        from fsspec.asyn import sync
-
-        t = now()
-        by_group: dict[str, dict[str, tuple[float, int]]] = {}
-        for use in uses:
-            if KEY.fullmatch(use.key):
-                records = by_group.setdefault(group_of(use.function), {})
-                last, count = records.get(use.key, (0.0, 0))
-                records[use.key] = (max(last, use.last), count + use.times)
-        if not by_group:
-            return
-        paths = {self._split(f"{self._usage}/{g}"): r for g, r in by_group.items()}
-        with self._guard("usage"):
-            fs = self.fs
-            lost = sync(fs.loop, _merge_all, fs, paths, t, self.timeout,
-                        timeout=self.timeout * 3 + len(paths) * MAX_USAGE_BYTES * _SECONDS_PER_BYTE)
-        if lost:
-            log.debug("s3 store %s: usage records of %d functions lost to concurrent writers",
-                      self.url, lost)
+        _s3_listing.record_use(self, uses)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -776,7 +513,7 @@ class S3Store(Store):
                 Metadata=metadata,
             )
         except Exception as e:  # s3fs raises OSError subclasses or botocore errors; re-raised
-            if create_only and _http_status(e) in _EXISTS:
+            if create_only and http_status(e) in EXISTS:
                 return False
             raise
         return True
@@ -806,18 +543,7 @@ class S3Store(Store):
         request per entry. Returns how many of ``keys`` had a value."""
         if len(keys) < 100:
             return super().delete_many(keys)
-        wanted = {k for k in keys if KEY.fullmatch(k)}
-        with self._guard("delete"):
-            found = {key for key in (name.rpartition("/")[2] for name, _, _ in
-                                     self._list(self._values) if name == value_name(name[3:]))
-                     if key in wanted}
-            paths = [self._value_path(k) for k in found]
-            for name, _, _ in self._list(self._metas):
-                parsed = parse_meta_name(name)
-                if parsed is not None and parsed[1] in wanted:
-                    paths.append(f"{self._metas}/{name}")
-            self._remove(paths)
-        return len(found)
+        return _s3_listing.delete_many(self, keys)
 
     def clear_function(self, function: str) -> int:
         """Remove the entries of ``function``: one prefix listing of its group, deletes in
@@ -825,16 +551,7 @@ class S3Store(Store):
 
         Not atomic: entries added during the listing may survive.
         """
-        group = group_of(function)
-        with self._guard("clear"):
-            paths, keys = [], set()
-            for name, _, _ in self._list(f"{self._metas}/{group}"):
-                parsed = parse_meta_name(f"{group}/{name}")
-                if parsed is not None:
-                    keys.add(parsed[1])
-                    paths += [self._value_path(parsed[1]), f"{self._metas}/{group}/{name}"]
-            self._remove(paths + [f"{self._usage}/{group}"])
-        return len(keys)
+        return _s3_listing.clear_function(self, function)
 
     def clear(self) -> int:
         """Delete every object under ``prefix/v2``, ``f``, ``u`` (and the earlier layout's
@@ -872,7 +589,7 @@ class S3Store(Store):
                         self._call("pipe_file", path, lease, mode="create")
                         return True
                     except Exception as e:
-                        if _http_status(e) not in _EXISTS:
+                        if http_status(e) not in EXISTS:
                             raise
                     held = read_lease()
                     expires = (held or {}).get("expires")

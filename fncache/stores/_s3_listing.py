@@ -1,0 +1,323 @@
+"""The S3 store's operations over many entries: listings, usage records and batch deletes.
+
+They live apart from :mod:`fncache.stores.s3` (which owns the client, the deadline, the object
+paths and the reads and writes of single entries) because they are a subsystem of their own:
+paginated listings of values, metadata names and usage objects put together into entries
+(``listing``, ``entries``), the usage objects ``u/GROUP`` merged with conditional PUTs
+(``record_use``), and deletes found by listing rather than by one request per entry
+(``delete_many``, ``clear_function``), with the concurrent asyncio GETs and PUTs they run on s3fs's
+event loop. Each function takes the :class:`~fncache.stores.s3.S3Store` it works for and goes
+through its ``_guard``, ``_list``, ``_remove``, paths and client (``fs``), so errors, deadlines
+and the layout stay the store's.
+
+The bucket is untrusted: only names of the layout count (checked by
+:mod:`fncache.stores._s3_layout`), sizes are listed sizes, metadata over 1 MiB and usage objects
+over 8 MiB are never fetched, and a usage record only ranks entries; it never touches a value.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from fncache.stores._base import MAX_JSON_BYTES, EntryInfo, Use, entry_info, now, parse_meta
+from fncache.stores._s3_config import SECONDS_PER_BYTE
+from fncache.stores._s3_errors import EXISTS, http_status
+from fncache.stores._s3_layout import (
+    GROUP,
+    KEY,
+    MAX_USAGE_BYTES,
+    encode_usage,
+    function_of,
+    group_of,
+    parse_meta_name,
+    parse_usage,
+    value_name,
+)
+
+if TYPE_CHECKING:
+    from fncache.stores.s3 import S3Store
+
+__all__ = ["clear_function", "delete_many", "entries", "record_use", "scan"]
+
+log = logging.getLogger("fncache")
+
+_LIST_BATCH = 1000
+
+
+def _timestamp(modified: Any) -> float | None:
+    """A listed LastModified as a POSIX time (``None`` if the server sent something else)."""
+    try:
+        return float(modified.timestamp()) if modified is not None else None
+    except (AttributeError, ValueError, OverflowError, TypeError):
+        return None
+
+
+
+class _Row:
+    """One listed entry while a listing is put together."""
+
+    __slots__ = ("key", "size", "created", "function", "damaged", "meta_path", "meta_size", "use")
+
+    def __init__(self, key: str, size: int, created: float | None) -> None:
+        self.key, self.size, self.created = key, size, created
+        self.function, self.damaged = "", False
+        self.meta_path: str | None = None
+        self.meta_size = 0
+        self.use: tuple[float, int] | None = None
+
+    def info(self, meta: Any) -> EntryInfo:
+        use = self.use
+        return entry_info(self.key, self.size, meta, created=self.created, damaged=self.damaged,
+                          accessed=None if use is None else use[0],
+                          uses=None if use is None else use[1])
+
+
+async def _cat_many(fs: Any, paths: list[str], limit: int, deadline: float) -> list[bytes]:
+    """The bodies of small objects, 64 requests at a time: one ranged GET each (s3fs's
+    ``_cat_file`` sends a HEAD first). Missing, empty or over ``limit`` bytes gives ``b""``."""
+    import asyncio
+
+    gate = asyncio.Semaphore(64)
+
+    async def one(path: str) -> bytes:
+        bucket, _, key = path.partition("/")
+        async with gate:
+            try:
+                return (await _get_small(fs, bucket, key, limit, deadline))[1] or b""
+            except FileNotFoundError:
+                return b""
+
+    return list(await asyncio.gather(*(one(p) for p in paths)))
+
+
+async def _get_small(
+    fs: Any, bucket: str, key: str, limit: int, deadline: float
+) -> tuple[str | None, bytes | None]:
+    """The ETag and the whole body of a small object, or ``(etag, None)`` if it is empty or
+    larger than ``limit`` bytes (only the first ``limit + 1`` are ever transferred)."""
+    import asyncio
+
+    try:
+        resp = await asyncio.wait_for(
+            fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes=0-{limit}"), deadline)
+    except OSError as e:
+        if http_status(e) != 416:  # an empty object: no range of it exists
+            raise
+        head = await asyncio.wait_for(fs._call_s3("head_object", Bucket=bucket, Key=key), deadline)
+        return head.get("ETag"), None
+    body = resp["Body"]
+    try:
+        data = await asyncio.wait_for(body.read(), deadline + limit * SECONDS_PER_BYTE)
+    finally:
+        body.close()
+    return resp.get("ETag"), data if 0 < len(data) <= limit else None
+
+
+async def _merge_all(fs: Any, paths: dict[tuple[str, str], dict[str, tuple[float, int]]],
+                     t: float, deadline: float) -> int:
+    """Merge records into each usage object ``(bucket, key)``, 16 at a time; how many gave up."""
+    import asyncio
+
+    gate = asyncio.Semaphore(16)
+
+    async def one(where: tuple[str, str], records: dict[str, tuple[float, int]]) -> bool:
+        async with gate:
+            return await _merge_usage(fs, *where, records, t, deadline)
+
+    done = await asyncio.gather(*(one(where, r) for where, r in paths.items()))
+    return sum(not ok for ok in done)
+
+
+async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[float, int]],
+                       t: float, deadline: float) -> bool:
+    """Read, merge and conditionally write one usage object; False if other writers kept winning
+    (three tries). The stored records are untrusted (:func:`parse_usage`)."""
+    import asyncio
+
+    for _ in range(3):
+        match: dict[str, Any] = {"IfNoneMatch": "*"}
+        stored: dict[str, tuple[float, int]] = {}
+        try:
+            etag, raw = await _get_small(fs, bucket, key, MAX_USAGE_BYTES, deadline)
+            match = {"IfMatch": etag} if isinstance(etag, str) else {}
+            if raw is not None:  # else too large or empty: damage, rewritten from this batch
+                stored = parse_usage(raw, t)
+        except FileNotFoundError:
+            pass
+        for k, (last, count) in records.items():
+            old_last, old_count = stored.get(k, (0.0, 0))
+            stored[k] = (max(old_last, last), old_count + count)
+        try:
+            await asyncio.wait_for(fs._call_s3("put_object", Bucket=bucket, Key=key,
+                                               Body=encode_usage(stored), **match), deadline)
+            return True
+        except Exception as e:
+            if http_status(e) not in (*EXISTS, 404):
+                raise
+    return False
+
+
+def entries(store: S3Store) -> Iterator[EntryInfo]:
+    """Every live entry with its metadata: :meth:`S3Store.listing`, then the metadata objects in
+    concurrent GETs (1000 at a time).
+
+    The bucket is untrusted. Only objects at the places fncache writes them (see
+    :mod:`fncache.stores._s3_layout`) count, so deleting an entry by its key deletes exactly
+    the objects listed for it; anything else under the prefix is ignored here (and removed by
+    :meth:`S3Store.clear`). Metadata over 1 MiB is not fetched; metadata of the wrong types, or naming
+    another function than the group it is listed under, marks the entry damaged; an entry
+    listed under two groups is damaged.
+    """
+    rows = list(scan(store))
+    for i in range(0, len(rows), _LIST_BATCH):
+        batch = rows[i : i + _LIST_BATCH]
+        wanted = [r.meta_path for r in batch if r.meta_path and 0 < r.meta_size <= MAX_JSON_BYTES]
+        with store._guard("list"):
+            metas = cat(store, wanted)
+        for row in batch:
+            meta = parse_meta(metas.get(row.meta_path)) if row.meta_path else {}
+            if meta is None or (row.meta_path and meta.get("function", "") != row.function):
+                meta, row.damaged = None, True
+            yield row.info(meta)
+
+
+def scan(store: S3Store) -> Iterator[_Row]:
+    """The rows of :meth:`S3Store.listing` (see there), checked against the layout."""
+    t = now()
+    with store._guard("list"):
+        values = {}
+        for name, size, modified in store._list(store._values):
+            key = name.rpartition("/")[2]
+            if KEY.fullmatch(key) and name == value_name(key):
+                values[key] = (size, _timestamp(modified))
+        refs: dict[str, list[tuple[str, int | None, str, int]]] = {}
+        for name, size, _ in store._list(store._metas):
+            parsed = parse_meta_name(name)
+            if parsed is not None and parsed[1] in values:
+                group, key, expires = parsed
+                refs.setdefault(key, []).append((group, expires, name, size))
+        usage_sizes = {name: size for name, size, _ in store._list(store._usage)
+                       if GROUP.fullmatch(name) and 0 < size <= MAX_USAGE_BYTES}
+    groups = {ref[0] for found in refs.values() for ref in found}
+    names = group_names(store, groups, refs)
+    wanted = [f"{store._usage}/{g}" for g in groups if g in usage_sizes]
+    with store._guard("list"):
+        raw_usage = cat(store, wanted)
+    usage = {path.rpartition("/")[2]: parse_usage(raw, t) for path, raw in raw_usage.items()
+             if isinstance(raw, bytes)}
+    for key, (size, created) in values.items():
+        found = refs.get(key, [])
+        row = _Row(key, size, created)
+        if len({ref[0] for ref in found}) > 1:
+            row.damaged = True  # listed under two functions: believe neither
+        elif found:
+            group = found[0][0]
+            ends = [ref[1] for ref in found]
+            if None not in ends and max(e for e in ends if e is not None) <= t:
+                continue  # expired: reads as missing
+            function = names.get(group)
+            row.function, row.damaged = function or "", function is None
+            if len(found) == 1:
+                row.meta_path, row.meta_size = f"{store._metas}/{found[0][2]}", found[0][3]
+            row.use = usage.get(group, {}).get(key)
+        yield row
+
+
+def group_names(store: S3Store, groups: set[str], refs: dict[str, list[Any]]) -> dict[str, str | None]:
+    """The function each group names; a hashed group's from one of its metadata records,
+    believed only if that function hashes to the group."""
+    names = {g: function_of(g) for g in groups}
+    hashed = {g for g, name in names.items() if name is None and len(g) == 33}
+    if not hashed:
+        return names
+    sample: dict[str, str] = {}
+    for found in refs.values():
+        for group, _, name, size in found:
+            if group in hashed and group not in sample and 0 < size <= MAX_JSON_BYTES:
+                sample[group] = f"{store._metas}/{name}"
+    with store._guard("list"):
+        metas = cat(store, list(sample.values()))
+    for group, path in sample.items():
+        function = (parse_meta(metas.get(path)) or {}).get("function")
+        if isinstance(function, str) and group_of(function) == group:
+            names[group] = function
+    return names
+
+
+def record_use(store: S3Store, uses: list[Use]) -> None:
+    """Merge uses into each function's usage object ``u/GROUP``: one ranged GET and one
+    conditional PUT per function (``If-Match`` its ETag, or ``If-None-Match: *`` when new),
+    the functions concurrently (16 at a time), each retried twice when another writer got in
+    between; where a server ignores the condition the last writer wins and some counts are
+    lost (never a value)."""
+    from fsspec.asyn import sync
+
+    t = now()
+    by_group: dict[str, dict[str, tuple[float, int]]] = {}
+    for use in uses:
+        if KEY.fullmatch(use.key):
+            records = by_group.setdefault(group_of(use.function), {})
+            last, count = records.get(use.key, (0.0, 0))
+            records[use.key] = (max(last, use.last), count + use.times)
+    if not by_group:
+        return
+    paths = {store._split(f"{store._usage}/{g}"): r for g, r in by_group.items()}
+    with store._guard("usage"):
+        fs = store.fs
+        lost = sync(fs.loop, _merge_all, fs, paths, t, store.timeout,
+                    timeout=store.timeout * 3 + len(paths) * MAX_USAGE_BYTES * SECONDS_PER_BYTE)
+    if lost:
+        log.debug("s3 store %s: usage records of %d functions lost to concurrent writers",
+                  store.url, lost)
+
+
+def delete_many(store: S3Store, keys: list[str]) -> int:
+    """Remove many entries with two listings (values, metadata names) and ``DeleteObjects`` of
+    1000 objects a request, never a request per entry. Returns how many of ``keys`` had a value."""
+    wanted = {k for k in keys if KEY.fullmatch(k)}
+    with store._guard("delete"):
+        found = {key for key in (name.rpartition("/")[2] for name, _, _ in
+                                 store._list(store._values) if name == value_name(name[3:]))
+                 if key in wanted}
+        paths = [store._value_path(k) for k in found]
+        for name, _, _ in store._list(store._metas):
+            parsed = parse_meta_name(name)
+            if parsed is not None and parsed[1] in wanted:
+                paths.append(f"{store._metas}/{name}")
+        store._remove(paths)
+    return len(found)
+
+
+def clear_function(store: S3Store, function: str) -> int:
+    """Remove the entries of ``function``: one prefix listing of its group, deletes in
+    batches of 1000, and its usage object. Returns the number of entries listed.
+
+    Not atomic: entries added during the listing may survive.
+    """
+    group = group_of(function)
+    with store._guard("clear"):
+        paths, keys = [], set()
+        for name, _, _ in store._list(f"{store._metas}/{group}"):
+            parsed = parse_meta_name(f"{group}/{name}")
+            if parsed is not None:
+                keys.add(parsed[1])
+                paths += [store._value_path(parsed[1]), f"{store._metas}/{group}/{name}"]
+        store._remove(paths + [f"{store._usage}/{group}"])
+    return len(keys)
+
+
+def cat(store: S3Store, paths: list[str]) -> dict[str, bytes]:
+    """The bodies of small objects, fetched concurrently (one GET each, no HEAD first as
+    s3fs's ``cat`` of a list does); objects that are gone read as ``b""``."""
+    if not paths:
+        return {}
+    from fsspec.asyn import sync
+
+    fs = store.fs
+    limit = max(MAX_JSON_BYTES, MAX_USAGE_BYTES)
+    deadline = store.timeout + len(paths) * limit * SECONDS_PER_BYTE / 64
+    found = sync(fs.loop, _cat_many, fs, paths, limit, store.timeout, timeout=deadline)
+    return dict(zip(paths, found, strict=True))
+
