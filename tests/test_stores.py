@@ -241,10 +241,11 @@ class StoreContract:
     def test_expired_entry_reads_as_missing(self, store: Store) -> None:
         """An entry added with ``expire=`` reads as missing once that many seconds passed."""
         key, keep = new_key(), new_key()
-        assert store.add(key, b"short-lived", META, expire=0.5)
+        # 2 s: long enough that a loaded machine still reads the entry back before it expires.
+        assert store.add(key, b"short-lived", META, expire=2.0)
         store.add(keep, b"kept", META)
         assert bytes(store.get(key)) == b"short-lived"
-        time.sleep(1.1)
+        time.sleep(2.2)
         assert store.get(key) is None
         assert not store.contains(key)
         assert [e.key for e in store.entries()] == [keep]
