@@ -101,6 +101,9 @@ class MissReasons:
         from fncache._explain import _Side
 
         store = self._store()
+        tiers = getattr(store, "tiers", None)
+        if tiers:  # a tiered store: its nearest tier holds copies of what this machine used
+            store = tiers[0]
         scheme = store.url.partition("://")[0] if "://" in store.url else ""
         found: list[tuple[float, str, Any]] = []
         if scheme in _SCANNED_SCHEMES:

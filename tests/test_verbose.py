@@ -88,6 +88,20 @@ def test_verbose_reason_reads_a_bounded_part_of_the_store(tmp_path: Path,
     assert _lines(capsys.readouterr().err)[0].endswith("(argument x changed)")
 
 
+def test_verbose_reason_on_a_tiered_store_reads_the_near_tier(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """With tiers, the reason for a miss is found among the entries of the nearest tier."""
+    tiers = [str(tmp_path / "near"), f"memory://{tmp_path.name}-far"]
+
+    def f(x: int) -> int:
+        return x
+
+    fncache.memoize(store=tiers)(f)(1)  # stored by another "process": only the store knows it
+    g = fncache.memoize(store=tiers, verbose=True)(f)
+    g(2)
+    assert _lines(capsys.readouterr().err)[0].endswith("(argument x changed)")
+
+
 MEMORY = """
 import sys, time
 from fncache import Memory
