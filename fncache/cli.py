@@ -198,7 +198,17 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     else:
-        print(text)
+        print(_printable(text))
+
+
+# Control characters but newline: function names come from a store that others may write, and a
+# planted name must not move the cursor, retitle or clear the terminal of whoever lists the store.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c != 0x0A}
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (escape sequences among them) shown as ``\\xNN``."""
+    return text.translate(_CONTROL)
 
 
 def _database_bytes(store: Store) -> int:

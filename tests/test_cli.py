@@ -430,3 +430,15 @@ def test_info_counts_the_database_files(filled):
     assert data["database_bytes"] >= db > 0
     assert data["total_bytes"] == data["bytes"] + data["database_bytes"]
     assert f"({data['total_bytes']} bytes" in fncache_cmd("info", "--dir", cache).stdout
+
+
+def test_listing_escapes_control_characters_in_planted_names(tmp_path):
+    """A function name planted in a store with terminal escape sequences is printed escaped by
+    `ls`, so listing a shared store cannot clear or retitle the terminal."""
+    from fncache.stores import open_store
+
+    store = open_store(str(tmp_path / "s"))
+    store.add("0" * 32, b"not a frame", {"function": "evil\x1b]0;pwned\x07:\x1b[2Jf"})
+    out = fncache_cmd("ls", "--dir", str(tmp_path / "s")).stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b]0;pwned\\x07:\\x1b[2Jf" in out
