@@ -109,7 +109,10 @@ class KeyBuilder:
         # A memoized function of an installed library (a joblib.Memory drop-in caching a library's
         # own functions) is keyed by name: its distribution's version stands for its code, so an
         # upgrade gives new keys.
-        self.track_versions = options.track_versions or not is_user_code(self.code)
+        # (The same test as the fingerprint's library branch: a partial or callable object is
+        # walked by content, and keeps the option as given.)
+        library = isinstance(self.code, (types.FunctionType, type)) and not is_user_code(self.code)
+        self.track_versions = options.track_versions or library
         # Classes of the function's own module enter argument digests without the module name, as
         # they do in its fingerprint (a script run as __main__ and imported share keys).
         self.root = getattr(func, "__module__", None) or ""
