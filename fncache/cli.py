@@ -418,6 +418,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 
     reading = argparse.ArgumentParser(add_help=False)
     reading.add_argument("--json", action="store_true", help="machine-readable output")
+    # What the two commands that delete share: a preview, and the confirmation (see _check_can_confirm).
+    deleting = argparse.ArgumentParser(add_help=False)
+    deleting.add_argument("--dry-run", action="store_true",
+                          help="list the functions, entries and bytes that would be removed; "
+                               "remove nothing")
+    deleting.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     p = argparse.ArgumentParser(prog="fncache", description=_DESCRIPTION, epilog=_EPILOG)
     from fncache import __version__
@@ -427,8 +433,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     commands: dict[str, argparse.ArgumentParser] = {}
 
     def command(name: str, run: Any, help: str, description: str | None = None,
-                ) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, parents=[common, reading], help=help,
+                deletes: bool = False) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, parents=[common, reading, *([deleting] if deletes else [])],
+                           help=help,
                            description=description or help[:1].upper() + help[1:] + ".")
         s.set_defaults(run=run)
         commands[name] = s
@@ -445,7 +452,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 
     s = command("clear", cmd_clear, "remove entries",
                 "Remove entries: all of them, or those matching every filter given. Asks first on a "
-                "terminal; elsewhere needs --yes.")
+                "terminal; elsewhere needs --yes.", deletes=True)
     s.add_argument("--function", metavar="NAME",
                    help="only entries of this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or "
                         "QUALNAME")
@@ -455,21 +462,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help=f"only entries larger than SIZE, {_SIZES}")
     s.add_argument("--unused-for", type=_duration, metavar="AGE",
                    help="only entries neither used nor created within AGE (usage records)")
-    s.add_argument("--dry-run", action="store_true",
-                   help="list the functions, entries and bytes that would be removed; remove nothing")
-    s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     s = command("prune", cmd_prune,
                 "remove idle entries, then least recently used ones until the store fits a size",
                 "Remove entries idle longer than --older-than, then least recently used ones until "
-                "the store fits --max-size. Asks first on a terminal; elsewhere needs --yes.")
+                "the store fits --max-size. Asks first on a terminal; elsewhere needs --yes.",
+                deletes=True)
     s.add_argument("--max-size", type=_size, metavar="SIZE",
                    help=f"keep at most SIZE of entries, {_SIZES}")
     s.add_argument("--older-than", type=_duration, metavar="AGE",
                    help="remove entries neither created nor used within AGE (45s, 30m, 12h, 7d)")
-    s.add_argument("--dry-run", action="store_true",
-                   help="list the functions, entries and bytes that would be removed; remove nothing")
-    s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     s = command("explain", cmd_explain,
                 "what differs between a function's current code and its stored entries",
