@@ -48,12 +48,21 @@ from typing import Any
 
 import xxhash
 
+_speedups: Any
+try:
+    from fncache import _speedups
+except ImportError:  # not built (no compiler at install): the numpy twins give the same bytes
+    _speedups = None
+
 __all__ = ["array_token", "chunked_token", "record_batch_token", "schema_desc", "table_token",
            "type_desc"]
 
 # Rows per block when null slots are zeroed in a scratch copy or offsets are checked: few
 # enough to stay in cache, many enough that numpy's per-call cost does not show.
 _BLOCK = 1 << 17
+# Bytes per block when the native kernel zeroes null slots: the block is hashed while it is
+# still in the core's own cache (measured: 512 KiB, as good as 1 MiB, better than 64-256 KiB).
+_MASK_BYTES = 1 << 19
 
 
 def _np() -> Any:
@@ -301,8 +310,21 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid 
     if valid is None:
         s.update(name, memoryview(data)[off * width:(off + n) * width])
         return
-    # Null slots hold undefined bytes: hash a copy with them zeroed (the block times its
-    # validity), one block at a time: in cache, and with the validity unpacked per block only.
+    # Null slots hold undefined bytes: hash a copy with them zeroed, one block at a time (in
+    # cache).
+    if _speedups is not None:
+        raw = memoryview(data)[off * width:(off + n) * width]
+        rows = max(1, _MASK_BYTES // width)
+        scratch = bytearray(min(n, rows) * width)
+        for i in range(0, n, rows):
+            k = min(rows, n - i)
+            _speedups.mask_into(raw[i * width:(i + k) * width], valid.buf, valid.off + i, width,
+                                scratch)
+            s.update(name, memoryview(scratch)[:k * width])
+        return
+    # The numpy twin: the block times its validity, unpacked per block only. Nulls often come
+    # in runs: a block without any is hashed where it lies (a look at the bitmap costs less
+    # than the multiplication it saves).
     # The widest unsigned integer that divides the width holds the values.
     unit = next(u for u in (8, 4, 2, 1) if width % u == 0)
     uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[unit]
@@ -313,7 +335,7 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid 
     for i in range(0, n, _BLOCK):
         block = values[i:i + _BLOCK]
         k = len(block)
-        if valid.full(np, i, k):  # nulls often come in runs: most blocks may have none
+        if valid.full(np, i, k):
             s.update(name, block)
             continue
         keep = valid.block(np, i, k)

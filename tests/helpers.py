@@ -145,3 +145,18 @@ def fail_on_pickle_fallback(caplog):  # type: ignore[no-untyped-def]
     fallbacks = [r.getMessage() for r in caplog.get_records("call")
                  if "through its pickle" in r.getMessage()]
     assert not fallbacks
+
+
+def require_native() -> None:
+    """Skip a test of the native kernels when the package was built without them, unless
+    ``FNCACHE_REQUIRE_NATIVE=1`` (CI), where a missing build fails instead: a skipped kernel
+    test there would hide that CI tested only the numpy twins."""
+    import pytest
+
+    from fncache import _values_arrow
+
+    if _values_arrow._speedups is not None:
+        return
+    if os.environ.get("FNCACHE_REQUIRE_NATIVE") == "1":
+        pytest.fail("fncache._speedups was not built, and FNCACHE_REQUIRE_NATIVE=1")
+    pytest.skip("fncache._speedups was not built (no C compiler at install)")

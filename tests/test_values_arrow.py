@@ -5,6 +5,9 @@ The hasher reads columns a block of rows at a time. The blocks are made small he
 columns span several and a null (or a null slot with a range of its own) can sit in the first
 block, a middle one or the last, after clean blocks or before them, in slices at any bit offset
 and in chunks that do not begin at offset 0; and keys are checked not to depend on the block size.
+
+Every test runs twice: with the native kernel that zeroes null slots (``fncache._speedups``) and
+with its numpy twin, which a package installed without a C compiler uses.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from hypothesis import strategies as st
 import fncache
 from fncache import _values_arrow
 
-from .helpers import fail_on_pickle_fallback
+from .helpers import fail_on_pickle_fallback, require_native
 
 pa = pytest.importorskip("pyarrow")
 
@@ -28,9 +31,14 @@ N = 3 * BLOCK + 21  # three full blocks and a partial one
 canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
 
 
-@pytest.fixture(autouse=True)
-def small_blocks(monkeypatch):  # type: ignore[no-untyped-def]
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def small_blocks(request, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(_values_arrow, "_BLOCK", BLOCK)
+    monkeypatch.setattr(_values_arrow, "_MASK_BYTES", BLOCK * 4)  # 4 to 256 rows, by width
+    if request.param == "numpy":
+        monkeypatch.setattr(_values_arrow, "_speedups", None)
+    elif _values_arrow._speedups is None:
+        require_native()
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer:

@@ -1,0 +1,204 @@
+/* Optional native kernels for value keys (see fncache/_speedups.pyi and _values_arrow.py).
+ *
+ * Keying a nullable Arrow column means hashing its values with the bytes under null slots
+ * zeroed. In numpy that takes four passes over each block (unpack the bitmap, widen it,
+ * multiply, hash); here the masking is one pass that writes into a block the caller then hashes
+ * while it is still in cache. Every function has a numpy twin in _values_arrow.py that gives
+ * the same bytes: this module only makes them faster, and the package works without it.
+ *
+ * Inputs are buffers whose sizes are checked against each other before anything is read; no
+ * function keeps a pointer after it returns. The loops run without the GIL: the buffers are
+ * held for the whole call, so other threads may run but cannot free them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ROW_MASK[b][j]: all ones when bit j of bitmap byte b is set (slot j of the 8 is valid). */
+static uint64_t ROW_MASK[256][8];
+
+static void
+init_row_mask(void)
+{
+    for (int b = 0; b < 256; b++) {
+        for (int j = 0; j < 8; j++) {
+            ROW_MASK[b][j] = ((b >> j) & 1) ? ~(uint64_t)0 : 0;
+        }
+    }
+}
+
+/* The 8 validity bits of slots [bit, bit + 8) as one byte, bit 0 for the first slot. Reads
+ * only the bytes that hold those bits (the caller checked that they exist). */
+static inline uint8_t
+bits_at(const uint8_t *bitmap, Py_ssize_t bit)
+{
+    Py_ssize_t q = bit >> 3;
+    int s = (int)(bit & 7);
+    if (s == 0) {
+        return bitmap[q];
+    }
+    return (uint8_t)((bitmap[q] >> s) | (bitmap[q + 1] << (8 - s)));
+}
+
+static inline int
+bit_at(const uint8_t *bitmap, Py_ssize_t bit)
+{
+    return (bitmap[bit >> 3] >> (bit & 7)) & 1;
+}
+
+/* out = values with null slots zeroed, for rows of `units` elements of type T: one loop per
+ * unit type so that the compiler can keep a row's mask in a register (and vectorise the
+ * common case of one unit per row). */
+/* out = values with null slots zeroed, for rows of `units` elements of type T, the bitmap read
+ * from bit `bit`. One function per unit type; rows of one unit from a bitmap that starts on a
+ * byte boundary (the common case) have a loop of their own, which the compiler vectorises. */
+#define DEFINE_MASK(NAME, T)                                                                  \
+    static void NAME##_one(const T *restrict v, T *restrict out, Py_ssize_t n,                \
+                           const uint8_t *restrict bp)                                         \
+    {                                                                                          \
+        for (Py_ssize_t i = 0; i + 8 <= n; i += 8) {                                           \
+            const uint64_t *m = ROW_MASK[bp[i >> 3]];                                          \
+            for (int j = 0; j < 8; j++) {                                                      \
+                out[i + j] = v[i + j] & (T)m[j];                                               \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static void NAME(const T *restrict v, T *restrict out, Py_ssize_t n, Py_ssize_t units,    \
+                     const uint8_t *restrict bitmap, Py_ssize_t bit)                           \
+    {                                                                                          \
+        Py_ssize_t i = 0;                                                                      \
+        if (units == 1 && (bit & 7) == 0) {                                                    \
+            NAME##_one(v, out, n, bitmap + (bit >> 3));                                        \
+            i = n - n % 8;                                                                     \
+        }                                                                                      \
+        for (; i + 8 <= n; i += 8) {                                                           \
+            const uint64_t *m = ROW_MASK[bits_at(bitmap, bit + i)];                            \
+            for (int j = 0; j < 8; j++) {                                                      \
+                const T mj = (T)m[j];                                                          \
+                const Py_ssize_t at = (i + j) * units;                                         \
+                for (Py_ssize_t u = 0; u < units; u++) {                                       \
+                    out[at + u] = v[at + u] & mj;                                              \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        for (; i < n; i++) { /* the last n % 8 rows: their bitmap byte may be the last one */ \
+            const T mj = bit_at(bitmap, bit + i) ? (T)~(T)0 : (T)0;                            \
+            for (Py_ssize_t u = 0; u < units; u++) {                                           \
+                out[i * units + u] = v[i * units + u] & mj;                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+DEFINE_MASK(mask_u8, uint8_t)
+DEFINE_MASK(mask_u16, uint16_t)
+DEFINE_MASK(mask_u32, uint32_t)
+DEFINE_MASK(mask_u64, uint64_t)
+
+/* A bitmap must hold every bit that is read: bits [bit, bit + n). */
+static int
+check_bitmap(const Py_buffer *bitmap, Py_ssize_t bit, Py_ssize_t n, const char *fn)
+{
+    if (bit < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: bit_offset must be >= 0", fn);
+        return -1;
+    }
+    if (n > 0 && (bit + n + 7) / 8 > bitmap->len) {
+        PyErr_Format(PyExc_ValueError, "%s: bitmap of %zd bytes is too short for %zd slots "
+                     "from bit %zd", fn, bitmap->len, n, bit);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(mask_into_doc,
+"mask_into(values, bitmap, bit_offset, width, out)\n--\n\n"
+"Copy ``values`` (rows of ``width`` bytes) into ``out`` with the bytes of every row whose\n"
+"validity bit is 0 zeroed. Row i's bit is bit ``bit_offset + i`` of ``bitmap`` (least\n"
+"significant bit first, as in Arrow). ``out`` must hold at least ``len(values)`` bytes.");
+
+static PyObject *
+mask_into(PyObject *self, PyObject *args)
+{
+    Py_buffer values, bitmap, out;
+    Py_ssize_t bit, width;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "y*y*nnw*:mask_into", &values, &bitmap, &bit, &width, &out)) {
+        return NULL;
+    }
+    if (width <= 0 || values.len % width != 0) {
+        PyErr_Format(PyExc_ValueError, "mask_into: width %zd does not divide %zd bytes",
+                     width, values.len);
+        goto done;
+    }
+    if (out.len < values.len) {
+        PyErr_Format(PyExc_ValueError, "mask_into: out holds %zd bytes, %zd needed",
+                     out.len, values.len);
+        goto done;
+    }
+    Py_ssize_t n = values.len / width;
+    if (check_bitmap(&bitmap, bit, n, "mask_into") < 0) {
+        goto done;
+    }
+    /* The widest unit that divides the width and that both pointers are aligned to. */
+    uintptr_t both = (uintptr_t)values.buf | (uintptr_t)out.buf;
+    Py_ssize_t unit = 8;
+    while (unit > 1 && (width % unit != 0 || both % unit != 0)) {
+        unit >>= 1;
+    }
+    const uint8_t *bm = (const uint8_t *)bitmap.buf;
+    Py_BEGIN_ALLOW_THREADS
+    switch (unit) {
+    case 8:
+        mask_u64((const uint64_t *)values.buf, (uint64_t *)out.buf, n, width / 8, bm, bit);
+        break;
+    case 4:
+        mask_u32((const uint32_t *)values.buf, (uint32_t *)out.buf, n, width / 4, bm, bit);
+        break;
+    case 2:
+        mask_u16((const uint16_t *)values.buf, (uint16_t *)out.buf, n, width / 2, bm, bit);
+        break;
+    default:
+        mask_u8((const uint8_t *)values.buf, (uint8_t *)out.buf, n, width, bm, bit);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&bitmap);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"mask_into", mask_into, METH_VARARGS, mask_into_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+speedups_exec(PyObject *module)
+{
+    init_row_mask();
+    return 0;
+}
+
+static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, speedups_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "fncache._speedups",
+    .m_doc = "Optional native kernels for value keys; every function has a numpy twin.",
+    .m_size = 0,
+    .m_methods = speedups_methods,
+    .m_slots = speedups_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&speedups_module);
+}
