@@ -171,8 +171,155 @@ done:
     return result;
 }
 
+/* Arrow string and binary views: 16 bytes a slot, a little-endian int32 length first; up to 12
+ * bytes of value inline after it, or else a 4-byte prefix, the index of a data buffer and the
+ * offset of the value in it. */
+#define VIEW_SIZE 16
+#define VIEW_INLINE 12
+
+static int32_t
+view_field(const uint8_t *view, int at)
+{
+    int32_t x;
+    memcpy(&x, view + at, sizeof x);
+    return x;
+}
+
+PyDoc_STRVAR(views_into_doc,
+"views_into(views, buffers, bitmap, bit_offset, start, base, ends, data) -> (stop, size, base)\n"
+"--\n\n"
+"Read a string or binary view array as the plain array it stands for, from slot ``start``:\n"
+"append the bytes of each non-null value to ``data`` and write where each slot ends, counting\n"
+"from ``base`` (null slots are empty; uint64, modulo 2**64), to ``ends``. ``views`` holds the\n"
+"slots' views, ``buffers`` the array's data buffers, ``bitmap`` its validity (bit\n"
+"``bit_offset + i`` for slot i) or None. Stops when ``ends`` is full, at the end of the\n"
+"array, or before a value that ``data`` has no room for. Returns the slot it stopped at, the\n"
+"bytes written to ``data`` and the end of the last slot written; when it stopped at ``start``\n"
+"itself, ``size`` is the room that value needs. A view that points outside its buffers (or has a\n"
+"negative length) raises ValueError.");
+
+static PyObject *
+views_into(PyObject *self, PyObject *args)
+{
+    Py_buffer views, ends, data, bitmap = {0};
+    PyObject *buffers_obj, *bitmap_obj, *seq = NULL, *result = NULL;
+    Py_buffer *bufs = NULL;
+    Py_ssize_t bit, start, nbufs = 0, got = 0;
+    unsigned long long base;
+
+    if (!PyArg_ParseTuple(args, "y*OOnnKw*w*:views_into", &views, &buffers_obj, &bitmap_obj,
+                          &bit, &start, &base, &ends, &data)) {
+        return NULL;
+    }
+    const int has_bitmap = bitmap_obj != Py_None;
+    if (has_bitmap && PyObject_GetBuffer(bitmap_obj, &bitmap, PyBUF_SIMPLE) < 0) {
+        bitmap.obj = NULL;
+        goto done;
+    }
+    if (views.len % VIEW_SIZE != 0) {
+        PyErr_Format(PyExc_ValueError, "views_into: %zd bytes are not views of 16 bytes",
+                     views.len);
+        goto done;
+    }
+    const Py_ssize_t n = views.len / VIEW_SIZE;
+    if (start < 0 || start > n) {
+        PyErr_Format(PyExc_ValueError, "views_into: start %zd is outside 0..%zd", start, n);
+        goto done;
+    }
+    if (has_bitmap && check_bitmap(&bitmap, bit, n, "views_into") < 0) {
+        goto done;
+    }
+    seq = PySequence_Fast(buffers_obj, "views_into: buffers must be a sequence");
+    if (seq == NULL) {
+        goto done;
+    }
+    nbufs = PySequence_Fast_GET_SIZE(seq);
+    bufs = PyMem_Calloc(nbufs ? (size_t)nbufs : 1, sizeof(Py_buffer));
+    if (bufs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < nbufs; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &bufs[got], PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+    }
+
+    const uint8_t *vp = (const uint8_t *)views.buf;
+    const uint8_t *bm = has_bitmap ? (const uint8_t *)bitmap.buf : NULL;
+    uint8_t *dp = (uint8_t *)data.buf;
+    uint8_t *ep = (uint8_t *)ends.buf;
+    const Py_ssize_t room = data.len, slots = ends.len / (Py_ssize_t)sizeof(uint64_t);
+    Py_ssize_t i = start, size = 0, bad = -1;
+    uint64_t end = (uint64_t)base;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < n && i - start < slots; i++) {
+        const uint8_t *view = vp + i * VIEW_SIZE;
+        if (bm == NULL || bit_at(bm, bit + i)) {
+            const int32_t len = view_field(view, 0);
+            if (len < 0) {
+                bad = i;
+                break;
+            }
+            if (len <= VIEW_INLINE && size + VIEW_INLINE <= room) {
+                /* A fixed-size copy is one move; the bytes past the value are overwritten by
+                 * the next one or never read. */
+                memcpy(dp + size, view + 4, VIEW_INLINE);
+            }
+            else if (len <= VIEW_INLINE && size + len <= room) {
+                memcpy(dp + size, view + 4, (size_t)len);
+            }
+            else if (len > VIEW_INLINE) {
+                const int32_t index = view_field(view, 8), offset = view_field(view, 12);
+                if (index < 0 || index >= nbufs || offset < 0
+                        || (Py_ssize_t)offset + len > bufs[index].len) {
+                    bad = i;
+                    break;
+                }
+                if (size + len > room) {
+                    if (i == start) {
+                        size = len; /* the room it needs */
+                    }
+                    break;
+                }
+                memcpy(dp + size, (const uint8_t *)bufs[index].buf + offset, (size_t)len);
+            }
+            else {
+                if (i == start) {
+                    size = len; /* the room it needs */
+                }
+                break; /* an inline value, and no room left: the next call takes it */
+            }
+            size += len;
+            end += (uint64_t)len;
+        }
+        memcpy(ep + (i - start) * (Py_ssize_t)sizeof(uint64_t), &end, sizeof end);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "views_into: the view of slot %zd points outside its "
+                     "buffers", bad);
+        goto done;
+    }
+    result = Py_BuildValue("nnK", i, size, (unsigned long long)end);
+done:
+    for (Py_ssize_t k = 0; k < got; k++) {
+        PyBuffer_Release(&bufs[k]);
+    }
+    PyMem_Free(bufs);
+    Py_XDECREF(seq);
+    if (bitmap.obj != NULL) {
+        PyBuffer_Release(&bitmap);
+    }
+    PyBuffer_Release(&views);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"mask_into", mask_into, METH_VARARGS, mask_into_doc},
+    {"views_into", views_into, METH_VARARGS, views_into_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -44,6 +44,7 @@ metadata; pyarrow's own pickling of types goes through such strings).
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 import xxhash
@@ -63,6 +64,26 @@ _BLOCK = 1 << 17
 # Bytes per block when the native kernel zeroes null slots: the block is hashed while it is
 # still in the core's own cache (measured: 512 KiB, as good as 1 MiB, better than 64-256 KiB).
 _MASK_BYTES = 1 << 19
+
+# Per thread, the native kernels' blocks, by use: a fresh 512 KiB block per column costs more
+# than its work at this size (zero-filled, and its pages faulted in again on every call).
+_scratch_blocks = threading.local()
+
+
+def _take(use: str, nbytes: int) -> bytearray:
+    """A block of at least ``nbytes`` for ``use`` (what it holds is garbage), this thread's
+    own until :func:`_give_back`: a hash started meanwhile in this thread (from a finaliser,
+    say) gets another."""
+    blocks: dict[str, bytearray] | None = getattr(_scratch_blocks, "blocks", None)
+    if blocks is None:
+        blocks = _scratch_blocks.blocks = {}
+    block = blocks.pop(use, None)
+    return block if block is not None and len(block) >= nbytes else bytearray(nbytes)
+
+
+def _give_back(use: str, block: bytearray) -> None:
+    if len(block) <= 4 * _MASK_BYTES:  # (one huge value's block is not kept)
+        _scratch_blocks.blocks[use] = block
 
 
 def _np() -> Any:
@@ -252,9 +273,9 @@ def _normalise(pa: Any, arr: Any) -> Any:
             import pyarrow.compute as pc
 
             arr = pc.run_end_decode(arr)
-        elif t == pa.string_view():
+        elif t == pa.string_view() and _speedups is None:
             arr = arr.cast(pa.large_string())
-        elif t == pa.binary_view():
+        elif t == pa.binary_view() and _speedups is None:
             arr = arr.cast(pa.large_binary())
         elif isinstance(t, pa.LargeListViewType):
             arr = arr.cast(pa.large_list(t.value_field))
@@ -315,12 +336,13 @@ def _fixed(s: _Streams, name: str, np: Any, arr: Any, width: int, valid: _Valid 
     if _speedups is not None:
         raw = memoryview(data)[off * width:(off + n) * width]
         rows = max(1, _MASK_BYTES // width)
-        scratch = bytearray(min(n, rows) * width)
+        scratch = _take("mask", min(n, rows) * width)
         for i in range(0, n, rows):
             k = min(rows, n - i)
             _speedups.mask_into(raw[i * width:(i + k) * width], valid.buf, valid.off + i, width,
                                 scratch)
             s.update(name, memoryview(scratch)[:k * width])
+        _give_back("mask", scratch)
         return
     # The numpy twin: the block times its validity, unpacked per block only. Nulls often come
     # in runs: a block without any is hashed where it lies (a look at the bitmap costs less
@@ -420,6 +442,37 @@ def _binary(s: _Streams, path: str, pa: Any, np: Any, arr: Any, valid: _Valid | 
     s.update(path + "/d", memoryview(arr.buffers()[2] or b"")[first:last])
 
 
+def _views(s: _Streams, path: str, arr: Any, nulls: int) -> None:
+    """A string or binary view array, read by the native kernel as the large string or binary
+    array it stands for: the same streams as :func:`_binary` gives that array (which is how it
+    is keyed without the kernel, after a cast that copies every value), so keys do not depend on
+    which values are inline, which buffers hold the others, or the kernel."""
+    n, off = len(arr), arr.offset
+    buffers = arr.buffers()
+    views = memoryview(buffers[1])[off * 16:(off + n) * 16]
+    data_buffers = [b if b is not None else b"" for b in buffers[2:]]
+    bitmap = buffers[0] if nulls else None
+    ends_name, data_name = path + "/e", path + "/d"
+    end = s.ends.get(ends_name, 0)
+    ends = _take("ends", 8 * min(n, max(1, _MASK_BYTES // 16)))
+    data = _take("data", _MASK_BYTES)
+    i = 0
+    while i < n:
+        stop, size, end = _speedups.views_into(views, data_buffers, bitmap, off, i, end, ends,
+                                               data)
+        if stop == i:  # one value larger than the block: a block of its size
+            if size <= len(data):
+                raise AssertionError("views_into made no progress")  # (cannot happen)
+            data = bytearray(size)
+            continue
+        s.update(ends_name, memoryview(ends)[:8 * (stop - i)])
+        s.update(data_name, memoryview(data)[:size])
+        i = stop
+    s.ends[ends_name] = end
+    _give_back("ends", ends)
+    _give_back("data", data)
+
+
 def _bools(s: _Streams, path: str, np: Any, arr: Any, valid: _Valid | None) -> None:
     """A boolean array: its value bits, null slots read as 0."""
     n = len(arr)
@@ -485,6 +538,9 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
     if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
             or pa.types.is_large_binary(t):
         _binary(s, path, pa, np, arr, valid)
+        return
+    if t == pa.string_view() or t == pa.binary_view():  # (cast by _normalise without the kernel)
+        _views(s, path, arr, nulls)
         return
     if t == pa.bool_():
         _bools(s, path, np, arr, valid)

@@ -58,6 +58,19 @@ def _categorical(pl: Any, s: Any) -> Any:
     return pa.DictionaryArray.from_arrays(codes, pa.array(names, pa.large_string()))
 
 
+def _to_arrow(pl: Any, s: Any) -> Any:
+    """The Arrow form of a Series. polars keeps strings and binaries as views: exported as views
+    they are not copied, and the native kernel reads them as the plain arrays they stand for
+    (the same key); without it, polars' own conversion to plain arrays is the faster one."""
+    from fncache._values_arrow import _speedups
+
+    if _speedups is not None and s.dtype in (pl.String, pl.Binary):
+        level = getattr(pl, "CompatLevel", None)  # (polars >= 1.1)
+        if level is not None:
+            return s.to_arrow(compat_level=level.newest())
+    return s.to_arrow()
+
+
 def _series(pl: Any, s: Any) -> tuple[Any, ...]:
     head = (s.name, repr(s.dtype), len(s))
     if _has_object(pl, s.dtype):
@@ -65,7 +78,7 @@ def _series(pl: Any, s: Any) -> tuple[Any, ...]:
     arrow = _categorical(pl, s) if isinstance(s.dtype, (pl.Categorical, pl.Enum)) else None
     try:
         if arrow is None:
-            arrow = s.to_arrow()
+            arrow = _to_arrow(pl, s)
     except Exception:  # a dtype without an Arrow form (Int128, UInt128)
         return (*head, "values", s.to_list())
     from fncache._values_arrow import chunks_content

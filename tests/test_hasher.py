@@ -206,7 +206,18 @@ def _known_inputs():
         "arrow_strings_nullable": pa.array(["a", None, "ccc", ""]),
         "arrow_int64_nullable": pa.array([1, None, 3], type=pa.int64()),
         "arrow_dictionary": pa.array(["b", "a", None, "b"]).dictionary_encode(),
+        # Views (read in place by the native kernel, cast without it) and polars strings (views).
+        "arrow_string_view": pa.array(["a", None, "a string longer than twelve bytes", ""],
+                                      pa.string_view()),
+        "arrow_binary_view": pa.array([b"x", None, b"binary value past twelve bytes"],
+                                      pa.binary_view()),
     }
+    try:
+        import polars as pl
+    except ImportError:
+        pass
+    else:
+        values["polars_strings"] = pl.Series("s", ["a", None, "a string longer than twelve bytes", ""])
     keys = {
         "uses_helper(1)": fncache.key_for(dc.uses_helper, 1),
         "uses_helper(x='p', scale=1.5)": fncache.key_for(dc.uses_helper, x="p", scale=1.5),

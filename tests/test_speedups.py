@@ -89,3 +89,103 @@ def test_keys_are_the_same_with_the_kernel_and_without(native, monkeypatch, type
     with_kernel = [fncache.hash(v) for v in values]
     monkeypatch.setattr(_values_arrow, "_speedups", None)
     assert [fncache.hash(v) for v in values] == with_kernel
+
+
+def _views(*specs: tuple[int, bytes, int, int]) -> bytes:
+    """Views of (length, inline bytes or prefix, buffer index, offset)."""
+    out = b""
+    for length, head, index, offset in specs:
+        if length <= 12:
+            out += length.to_bytes(4, "little", signed=True) + head.ljust(12, b"\0")
+        else:
+            out += (length.to_bytes(4, "little", signed=True) + head[:4].ljust(4, b"\0")
+                    + index.to_bytes(4, "little", signed=True)
+                    + offset.to_bytes(4, "little", signed=True))
+    return out
+
+
+def test_views_into_reads_values_and_ends_in_blocks(native):  # type: ignore[no-untyped-def]
+    """Values inline and in buffers, a null slot (its view junk), blocks smaller than a value."""
+    buffer = b"..0123456789abcdefXYZ"
+    views = _views((3, b"abc", 0, 0), (16, b"0123", 0, 2), (7, b"\xff" * 12, 0, 0), (0, b"", 0, 0),
+                   (13, b"6789", 0, 8))
+    bitmap = bytes([0b11011])  # slot 2 is null
+    got, ends, end, i = b"", [], 5, 0
+    data, ends_out = bytearray(4), bytearray(16)
+    while i < 5:
+        stop, size, end = native.views_into(views, [buffer], bitmap, 0, i, end, ends_out, data)
+        if stop == i:
+            assert size > len(data)
+            data = bytearray(size)
+            continue
+        got += bytes(data[:size])
+        ends += np.frombuffer(bytes(ends_out[:8 * (stop - i)]), np.uint64).tolist()
+        i = stop
+    assert got == b"abc" + b"0123456789abcdef" + b"" + b"6789abcdefXYZ"
+    assert ends == [8, 24, 24, 24, 37] and end == 37
+
+
+@pytest.mark.parametrize("view", [(20, b"x", 0, 10), (20, b"x", 1, 0), (20, b"x", -1, 0),
+                                  (20, b"x", 0, -4), (-1, b"", 0, 0)],
+                         ids=["past the end", "no such buffer", "negative index",
+                              "negative offset", "negative length"])
+def test_a_view_outside_its_buffers_is_refused(native, view):  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="slot 1 points outside its buffers"):
+        native.views_into(_views((1, b"a", 0, 0), view), [b"y" * 25], None, 0, 0, 0,
+                          bytearray(16), bytearray(64))
+
+
+def test_a_malformed_view_array_is_keyed_without_reading_outside_it():
+    """Arrow does not check views it is handed: such an array is keyed through its pickle (its
+    buffers as they are), never by reading where a view points."""
+    good = pa.array(["x" * 20], pa.string_view())
+    views = bytearray(good.buffers()[1])
+    views[12:16] = (10**6).to_bytes(4, "little")
+    bad = pa.Array.from_buffers(pa.string_view(), 1, [None, pa.py_buffer(bytes(views)),
+                                                      *good.buffers()[2:]])
+    assert fncache.hash(bad) != fncache.hash(good)
+
+
+def test_polars_strings_key_the_same_with_the_kernel_and_without(monkeypatch):  # type: ignore[no-untyped-def]
+    """With the kernel, polars strings are exported as views and read in place; without it, as
+    plain strings: one key either way, also in a DataFrame with nulls and long values."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(5)
+    words = ["", "a", "twelve bytes", "thirteen byte", "x" * 100, None]
+    s = pl.Series("s", [words[i] for i in rng.integers(0, len(words), 5000)])
+    b = pl.Series("b", [None if w is None else w.encode() for w in s.to_list()], pl.Binary)
+    values = [s, b, pl.DataFrame([s, b]), s.slice(7, 3000)]
+    monkeypatch.setattr(_values_arrow, "_MASK_BYTES", 256)
+    with_kernel = [fncache.hash(v) for v in values]
+    monkeypatch.setattr(_values_arrow, "_speedups", None)
+    assert [fncache.hash(v) for v in values] == with_kernel
+
+
+def test_threads_hashing_at_once_get_the_keys_of_one_thread():
+    """The kernels run without the GIL and each thread has blocks of its own: threads hashing
+    different nullable columns and views at the same time get the keys a single thread gets."""
+    import threading
+
+    rng = np.random.default_rng(11)
+    n = 300_000
+    values = [pa.array(rng.integers(0, 9, n), mask=rng.random(n) < 0.3),
+              pa.array(rng.random(n), mask=rng.random(n) < 0.01),
+              pa.array(["v" * int(k) for k in rng.integers(0, 30, n)], pa.string_view()),
+              pa.array(rng.integers(0, 9, n).astype(np.int16), mask=rng.random(n) < 0.5)]
+    expected = [fncache.hash(v) for v in values]
+    got: list[list[str]] = [[] for _ in range(8)]
+    start = threading.Barrier(8)
+
+    def work(t: int) -> None:
+        start.wait()
+        for r in range(6):
+            v = (t + r) % len(values)
+            got[t].append((v, fncache.hash(values[v])))  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert all(len(g) == 6 for g in got)
+    assert all(key == expected[v] for g in got for v, key in g)  # type: ignore[misc]

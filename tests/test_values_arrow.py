@@ -383,3 +383,72 @@ def test_dictionary_form_follows_the_values_at_the_limit(monkeypatch):
             for null_entry in (False, True) for copies in (1, 3)}
     assert len(keys) == 1
     assert H(_encode(values[:-1] + ["e"], rng)) not in keys
+
+
+# String and binary views: keyed as the plain arrays they stand for, whatever their layout.
+
+VIEW_VALUES = st.lists(st.one_of(st.none(), st.text(max_size=14),
+                                 st.text(min_size=13, max_size=40),
+                                 st.binary(min_size=200, max_size=700).map(lambda b: b.hex()[:600])),
+                       max_size=40)
+
+
+def _view_layout(values: list, typ: pa.DataType, padding: bytes, split: int) -> pa.Array:
+    """``values`` as views built by hand: inline values padded with ``padding`` bytes (the
+    format says zeros, readers must not rely on it), other values in two data buffers (the
+    first ``split`` of them in the second, after junk), null slots' views full of junk."""
+    binary = pa.types.is_binary_view(typ)
+    raw = [None if v is None else (v.encode() if isinstance(v, str) else v) for v in values]
+    if binary:
+        raw = [None if v is None else v[::-1] for v in raw]  # other bytes than the strings'
+    buffers = [bytearray(b"head"), bytearray(b"junk-junk")]
+    views = bytearray()
+    k = 0
+    for v in raw:
+        if v is None:
+            views += bytes(range(16, 32))
+        elif len(v) <= 12:
+            views += len(v).to_bytes(4, "little") + v + (padding * 12)[:12 - len(v)]
+        else:
+            index = 1 if k < split else 0
+            k += 1
+            offset = len(buffers[index])
+            buffers[index] += v
+            views += (len(v).to_bytes(4, "little") + v[:4] + index.to_bytes(4, "little")
+                      + offset.to_bytes(4, "little"))
+    valid = np.array([v is not None for v in raw], dtype=bool)
+    return pa.Array.from_buffers(typ, len(raw), [_bitmap(valid), pa.py_buffer(bytes(views)),
+                                                 pa.py_buffer(bytes(buffers[0])),
+                                                 pa.py_buffer(bytes(buffers[1]))])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=VIEW_VALUES, split=st.integers(0, 5), start=st.integers(0, 9),
+       typ=st.sampled_from([pa.string_view(), pa.binary_view()]))
+def test_views_key_as_the_plain_arrays_they_stand_for(monkeypatch, values, split, start, typ):
+    """Inline or in either buffer, padded with zeros or junk, sliced at any offset, in chunks,
+    through Arrow's own builder: one key, and the content of the plain large array."""
+    plain_type = pa.large_binary() if pa.types.is_binary_view(typ) else pa.large_string()
+    built = _view_layout(values, typ, b"\0", split)
+    plain = pa.array(built.to_pylist(), plain_type)
+    for arr in (_view_layout(values, typ, b"\xa5", split),
+                _view_layout(values, typ, b"\0", 0),
+                pa.array(built.to_pylist(), typ)):
+        assert H(arr) == H(built)
+    assert _values_arrow.chunks_content([built]) == _values_arrow.chunks_content([plain])
+    cut = min(start, len(values))
+    assert H(pa.chunked_array([built.slice(0, cut), built.slice(cut)], typ)) \
+        == H(pa.chunked_array([pa.array(built.to_pylist(), typ)], typ))
+    assert H(built.slice(cut)) == H(pa.array(built.slice(cut).to_pylist(), typ))
+
+
+def test_views_every_value_counts():
+    """A changed byte, a value moved across the inline limit, or a null: a new key."""
+    values = ["a", "twelve bytes", "thirteen byte", None, "x" * 300, ""]
+    key = H(pa.array(values, pa.string_view()))
+    for changed in (["b", *values[1:]], ["a", "twelve bytez", *values[2:]],
+                    [*values[:2], "thirteen bytf", *values[3:]], [*values[:4], "x" * 299 + "y", ""],
+                    [*values[:5], None], [*values[:3], "", *values[4:]],
+                    ["a", "twelve byte", "sthirteen byte", *values[3:]]):
+        assert H(pa.array(changed, pa.string_view())) != key, changed
+
