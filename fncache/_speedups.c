@@ -1,10 +1,15 @@
 /* Optional native kernels for value keys (see fncache/_speedups.pyi and _values_arrow.py).
  *
- * Keying a nullable Arrow column means hashing its values with the bytes under null slots
- * zeroed. In numpy that takes four passes over each block (unpack the bitmap, widen it,
+ * mask_into: keying a nullable Arrow column means hashing its values with the bytes under null
+ * slots zeroed. In numpy that takes four passes over each block (unpack the bitmap, widen it,
  * multiply, hash); here the masking is one pass that writes into a block the caller then hashes
- * while it is still in cache. Every function has a numpy twin in _values_arrow.py that gives
- * the same bytes: this module only makes them faster, and the package works without it.
+ * while it is still in cache.
+ *
+ * views_into: string and binary views are keyed as the plain arrays they stand for. Without
+ * this kernel they are cast to plain arrays first, a copy of every value.
+ *
+ * Both give exactly the bytes the code without them gives: this module only makes keys
+ * faster, and the package works without it.
  *
  * Inputs are buffers whose sizes are checked against each other before anything is read; no
  * function keeps a pointer after it returns. The loops run without the GIL: the buffers are
@@ -47,9 +52,6 @@ bit_at(const uint8_t *bitmap, Py_ssize_t bit)
     return (bitmap[bit >> 3] >> (bit & 7)) & 1;
 }
 
-/* out = values with null slots zeroed, for rows of `units` elements of type T: one loop per
- * unit type so that the compiler can keep a row's mask in a register (and vectorise the
- * common case of one unit per row). */
 /* out = values with null slots zeroed, for rows of `units` elements of type T, the bitmap read
  * from bit `bit`. One function per unit type; rows of one unit from a bitmap that starts on a
  * byte boundary (the common case) have a loop of their own, which the compiler vectorises. */
@@ -103,7 +105,8 @@ check_bitmap(const Py_buffer *bitmap, Py_ssize_t bit, Py_ssize_t n, const char *
         PyErr_Format(PyExc_ValueError, "%s: bit_offset must be >= 0", fn);
         return -1;
     }
-    if (n > 0 && (bit + n + 7) / 8 > bitmap->len) {
+    /* (bit + n <= 8 * len, written so that no sum can overflow) */
+    if (n > 0 && (bit > 8 * bitmap->len || n > 8 * bitmap->len - bit)) {
         PyErr_Format(PyExc_ValueError, "%s: bitmap of %zd bytes is too short for %zd slots "
                      "from bit %zd", fn, bitmap->len, n, bit);
         return -1;

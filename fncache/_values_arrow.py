@@ -39,6 +39,10 @@ through their Python values.
 The type is described recursively with every parameter (``str(type)`` drops a map's
 ``keys_sorted`` flag in some versions, list item field names and nullability, and nested field
 metadata; pyarrow's own pickling of types goes through such strings).
+
+Two streams have native kernels in :mod:`fncache._speedups` when it was built: fixed-width values
+with null slots zeroed, and string and binary views read as the plain arrays they stand for. The
+code here gives the same bytes without them (the Arrow tests run both ways).
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ def test_mask_into_matches_its_definition(native, width, n, bit, shift, seed):  
     ((b"\x01" * 16, b"\xff" * 2, 0, 3), "width 3 does not divide 16"),
     ((b"\x01" * 16, b"\xff", 2, 1), "bitmap of 1 bytes is too short for 16 slots from bit 2"),
     ((b"\x01" * 16, b"\xff" * 2, -1, 1), "bit_offset must be >= 0"),
+    ((b"\x01" * 16, b"\xff" * 2, 2**63 - 9, 1), "too short"),  # bit + n would overflow
 ])
 def test_bad_arguments_are_refused_before_anything_is_written(native, args, message):  # type: ignore[no-untyped-def]
     out = bytearray(b"u" * 16)
