@@ -40,9 +40,10 @@ The type is described recursively with every parameter (``str(type)`` drops a ma
 ``keys_sorted`` flag in some versions, list item field names and nullability, and nested field
 metadata; pyarrow's own pickling of types goes through such strings).
 
-Two streams have native kernels in :mod:`fncache._speedups` when it was built: fixed-width values
-with null slots zeroed, and string and binary views read as the plain arrays they stand for. The
-code here gives the same bytes without them (the Arrow tests run both ways).
+Native kernels in :mod:`fncache._speedups`, when it was built, compute parts of this faster:
+fixed-width values with null slots zeroed, whether the null slots of offsets are empty, and
+string and binary views read as the plain arrays they stand for. The code here gives the same
+bytes without them (the Arrow tests run both ways).
 """
 
 from __future__ import annotations
@@ -387,6 +388,19 @@ def _nulls_empty(np: Any, lo: Any, hi: Any, valid_bits: Any, scratch: Any) -> bo
     return not np.bitwise_and(nonempty, np.invert(valid_bits), out=nonempty).any()
 
 
+def _block_nulls_empty(np: Any, offsets: Any, i: int, k: int, valid: _Valid,
+                       scratch: Any) -> bool:
+    """Whether every null slot from ``i`` to ``i + k`` is empty (``offsets``: the column's)."""
+    if _speedups is not None:
+        try:
+            return bool(_speedups.nulls_empty(offsets[i:i + k + 1], valid.buf, valid.off + i,
+                                              offsets.itemsize))
+        except ValueError:  # offsets not aligned (a buffer from outside Arrow): numpy reads them
+            pass
+    return valid.full(np, i, k) or _nulls_empty(np, offsets[i:i + k], offsets[i + 1:i + 1 + k],
+                                                valid.packed(np, i, k), scratch[:k])
+
+
 def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bool:
     """Feed where each slot of a string, binary or list array ends to ``name``: the offsets of
     the column as if its first slot began at 0 and its null slots were empty.
@@ -412,8 +426,7 @@ def _ends(s: _Streams, name: str, np: Any, arr: Any, valid: _Valid | None) -> bo
     for i in range(0, n, _BLOCK):
         k = min(_BLOCK, n - i)
         lo, hi, out = offsets[i:i + k], offsets[i + 1:i + 1 + k], scratch[:k]
-        if valid is not None and not valid.full(np, i, k) \
-                and not _nulls_empty(np, lo, hi, valid.packed(np, i, k), nonempty[:k]):
+        if valid is not None and not _block_nulls_empty(np, offsets, i, k, valid, nonempty):
             clean = False
             np.subtract(hi, lo, out=out)
             np.multiply(out, valid.block(np, i, k), out=out, casting="unsafe")

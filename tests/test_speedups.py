@@ -190,3 +190,43 @@ def test_threads_hashing_at_once_get_the_keys_of_one_thread():
         th.join()
     assert all(len(g) == 6 for g in got)
     assert all(key == expected[v] for g in got for v, key in g)  # type: ignore[misc]
+
+
+@settings(max_examples=300, deadline=None)
+@given(itemsize=st.sampled_from([4, 8]), n=st.integers(0, 70), bit=st.integers(0, 19),
+       seed=st.integers(0, 2**32 - 1), nonempty_null=st.booleans())
+def test_nulls_empty_matches_its_definition(native, itemsize, n, bit, seed, nonempty_null):  # type: ignore[no-untyped-def]
+    """True exactly when no null slot has a range of its own, wherever that slot is (among 8 or
+    in the tail), for 32- and 64-bit offsets read from any bit offset."""
+    rng = np.random.default_rng(seed)
+    valid = rng.random(n) < 0.7
+    lengths = rng.integers(0, 3, n) * valid  # null slots empty...
+    if nonempty_null and (~valid).any():
+        lengths[rng.choice(np.flatnonzero(~valid))] = rng.integers(1, 2**20)  # ...but one
+    offsets = np.concatenate([[rng.integers(0, 2**31)], lengths]).cumsum()
+    offsets = offsets.astype(np.uint32 if itemsize == 4 else np.uint64)
+    bits = np.concatenate([rng.random(bit) < 0.5, valid, rng.random(7) < 0.5])
+    bitmap = np.packbits(bits, bitorder="little").tobytes()
+    expected = not (lengths[~valid] != 0).any()
+    assert native.nulls_empty(offsets, bitmap, bit, itemsize) is expected
+
+
+def test_nulls_empty_refuses_what_it_cannot_read(native):  # type: ignore[no-untyped-def]
+    offsets = np.zeros(17, np.uint32)
+    with pytest.raises(ValueError, match="not aligned"):
+        native.nulls_empty(memoryview(offsets.view(np.uint8))[1:33], b"\0" * 2, 0, 4)
+    with pytest.raises(ValueError, match="too short for 16 slots"):
+        native.nulls_empty(offsets, b"\0", 0, 4)
+    with pytest.raises(ValueError, match="not offsets of 3 bytes"):
+        native.nulls_empty(offsets, b"\0" * 2, 0, 3)
+
+
+def test_offsets_from_outside_arrow_that_are_not_aligned_still_key(monkeypatch):  # type: ignore[no-untyped-def]
+    """A string array over an unaligned buffer is checked by the numpy code: the same key."""
+    values = ["a", None, "ccc", "", None, "dd"] * 40
+    plain = pa.array(values)
+    raw = bytearray(1) + bytes(plain.buffers()[1])
+    moved = pa.Array.from_buffers(pa.string(), len(values), [
+        plain.buffers()[0], pa.py_buffer(raw).slice(1), plain.buffers()[2]])
+    assert moved.to_pylist() == values
+    assert fncache.hash(moved) == fncache.hash(plain)
