@@ -4,6 +4,9 @@ before anything is written; and keys of nullable Arrow data are the same with it
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -230,3 +233,43 @@ def test_offsets_from_outside_arrow_that_are_not_aligned_still_key(monkeypatch):
         plain.buffers()[0], pa.py_buffer(raw).slice(1), plain.buffers()[2]])
     assert moved.to_pylist() == values
     assert fncache.hash(moved) == fncache.hash(plain)
+
+
+def test_the_portable_kernels_agree_with_the_built_ones(native, tmp_path):  # type: ignore[no-untyped-def]
+    """Where SSE2 is missing (ARM, say), ``nulls_empty`` is a portable loop: built here without
+    SSE2's macro, it agrees with the built kernels and the definition on random offsets."""
+    import glob
+    import importlib.util
+    import shutil
+    import subprocess
+    import sysconfig
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        if os.environ.get("FNCACHE_REQUIRE_NATIVE") == "1":
+            pytest.fail("no C compiler to build the portable kernels, and FNCACHE_REQUIRE_NATIVE=1")
+        pytest.skip("no C compiler to build the portable kernels")
+    source = Path(__file__).resolve().parent.parent / "fncache" / "_speedups.c"
+    target = tmp_path / ("_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run([cc, "-O2", "-fPIC", "-shared", "-U__SSE2__",
+                    "-I" + sysconfig.get_paths()["include"], str(source), "-o", str(target)],
+                   check=True)
+    spec = importlib.util.spec_from_file_location("fncache._speedups", glob.glob(str(target))[0])
+    assert spec is not None and spec.loader is not None
+    portable = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(portable)
+    assert portable is not native
+    for seed in range(2000):
+        rng = np.random.default_rng(seed)
+        n, bit, itemsize = int(rng.integers(0, 70)), int(rng.integers(0, 19)), (4, 8)[seed % 2]
+        valid = rng.random(n) < 0.7
+        lengths = rng.integers(0, 3, n) * valid
+        if seed % 3 == 0 and (~valid).any():
+            lengths[rng.choice(np.flatnonzero(~valid))] = 5
+        offsets = np.concatenate([[7], lengths]).cumsum()
+        offsets = offsets.astype(np.uint32 if itemsize == 4 else np.uint64)
+        bits = np.concatenate([rng.random(bit) < 0.5, valid, rng.random(7) < 0.5])
+        bitmap = np.packbits(bits, bitorder="little").tobytes()
+        expected = not (lengths[~valid] != 0).any()
+        assert portable.nulls_empty(offsets, bitmap, bit, itemsize) is expected, seed
+        assert native.nulls_empty(offsets, bitmap, bit, itemsize) is expected, seed
