@@ -1,5 +1,8 @@
 # Optional native kernels (fncache/_speedups.c); absent when the package was installed without a
-# C compiler. Every function has a numpy twin in fncache/_values_arrow.py.
+# C compiler. The numpy code in fncache/_values_arrow.py gives the same bytes without them.
 from typing import Any
 
 def mask_into(values: Any, bitmap: Any, bit_offset: int, width: int, out: Any, /) -> None: ...
+def nulls_empty(offsets: Any, bitmap: Any, bit_offset: int, itemsize: int, /) -> bool: ...
+def views_into(views: Any, buffers: Any, bitmap: Any, bit_offset: int, start: int, base: int,
+               ends: Any, data: Any, /) -> tuple[int, int, int]: ...

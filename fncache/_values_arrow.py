@@ -395,8 +395,8 @@ def _block_nulls_empty(np: Any, offsets: Any, i: int, k: int, valid: _Valid,
         try:
             return bool(_speedups.nulls_empty(offsets[i:i + k + 1], valid.buf, valid.off + i,
                                               offsets.itemsize))
-        except ValueError:  # offsets not aligned (a buffer from outside Arrow): numpy reads them
-            pass
+        except ValueError:  # not aligned (a buffer from outside Arrow), or not what it says:
+            pass            # numpy reads it, or raises as it would have without the kernel
     return valid.full(np, i, k) or _nulls_empty(np, offsets[i:i + k], offsets[i + 1:i + 1 + k],
                                                 valid.packed(np, i, k), scratch[:k])
 

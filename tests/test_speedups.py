@@ -139,15 +139,18 @@ def test_a_view_outside_its_buffers_is_refused(native, view):  # type: ignore[no
                           bytearray(16), bytearray(64))
 
 
-def test_a_malformed_view_array_is_keyed_without_reading_outside_it():
-    """Arrow does not check views it is handed: such an array is keyed through its pickle (its
-    buffers as they are), never by reading where a view points."""
+def test_a_malformed_view_array_is_keyed_without_reading_outside_it(caplog):  # type: ignore[no-untyped-def]
+    """Arrow does not check views it is handed: the kernel refuses to follow one that points
+    outside its buffers, and the array is keyed through its pickle (its buffers as they are)."""
     good = pa.array(["x" * 20], pa.string_view())
     views = bytearray(good.buffers()[1])
     views[12:16] = (10**6).to_bytes(4, "little")
     bad = pa.Array.from_buffers(pa.string_view(), 1, [None, pa.py_buffer(bytes(views)),
                                                       *good.buffers()[2:]])
-    assert fncache.hash(bad) != fncache.hash(good)
+    with caplog.at_level("DEBUG", logger="fncache"):
+        assert fncache.hash(bad) != fncache.hash(good)
+    fallbacks = [r.getMessage() for r in caplog.records if "through its pickle" in r.getMessage()]
+    assert len(fallbacks) == 1 and "slot 0 points outside its buffers" in fallbacks[0]
 
 
 def test_polars_strings_key_the_same_with_the_kernel_and_without(monkeypatch):  # type: ignore[no-untyped-def]
