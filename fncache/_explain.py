@@ -71,7 +71,10 @@ class Difference:
         if self.kind == "unrecorded":
             return self.name
         what = _DESCRIBE.get(self.kind, "{kind} `{name}`").format(kind=self.kind, **_split(self))
-        if self.kind in ("python", "version"):
+        if self.kind == "python":
+            return (f"written by Python {self.old!s} (this is Python {self.new!s}): keys include the "
+                    "interpreter's version, so a Python upgrade starts the cache afresh")
+        if self.kind == "version":
             return f"{what} changed ({self.old!s} -> {self.new!s})"
         if self.change == "added":
             return f"{what} is new (not in the stored entry)"
@@ -177,9 +180,11 @@ def _text_items(value: Any) -> dict[str, str] | None:
 
 
 def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]:
-    out: list[Difference] = []
     if entry.python and now.python and entry.python != now.python:
-        out.append(Difference("python", "python", entry.python, now.python))
+        # Bytecode and the pickles of library types differ between interpreters: every component
+        # would read as changed, and none of them is the reason (README "Python version").
+        return [Difference("python", "python", entry.python, now.python)]
+    out: list[Difference] = []
     if entry.version != now.version:
         out.append(Difference("version", "version", entry.version, now.version))
     if now.version is None and entry.version is None:
@@ -290,14 +295,17 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     if not entries:
         return Explanation(m.function_id, key, NEW, by_name=by_name)
     root = _root(m.function_id)
-    best: tuple[int, float, Any, list[Difference]] | None = None
+    best: tuple[bool, int, float, Any, list[Difference]] | None = None
     for e in entries:
         diffs = _differences(_Side.of_entry(e.meta), side, root)
-        score = (len(diffs), -float(e.created or 0))
-        if best is None or score < best[:2]:
-            best = (score[0], score[1], e, diffs)
+        # An entry of another Python differs in one reason only, which says nothing of the code: an
+        # entry of this interpreter is nearer whatever its differences.
+        other_python = bool(diffs) and diffs[0].kind == "python"
+        score = (other_python, len(diffs), -float(e.created or 0))
+        if best is None or score < best[:3]:
+            best = (*score, e, diffs)
     assert best is not None
-    _, _, nearest, diffs = best
+    nearest, diffs = best[3], best[4]
     if not diffs:
         diffs = [Difference(
             "unrecorded", "code, arguments and Python version all match the entry: what differs "

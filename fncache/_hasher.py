@@ -37,6 +37,7 @@ What this module is *not*: a serialiser. Nothing it writes is ever read back.
 from __future__ import annotations
 
 import io
+import pathlib
 import pickle
 import sys
 import threading
@@ -207,6 +208,14 @@ def _handle_stream(h: _Hasher, obj: Any) -> Any:
     return refuse_stream(obj)
 
 
+def _handle_path(h: _Hasher, obj: Any) -> Any:
+    # What 3.11's pathlib pickles, on every version: the class and the normalised parts. From 3.12 a
+    # path pickles the segments as they were spelled (``a//b``, ``("a", "b")``), so paths that are
+    # equal would get different keys. Only pathlib's own classes: a subclass may carry state of its
+    # own, which its pickle keeps (it takes the ordinary path).
+    return (type(obj), tuple(obj.parts))
+
+
 def _handle_ndarray(h: _Hasher, a: Any) -> Any:
     from fncache._buffers import ndarray_token
 
@@ -223,6 +232,8 @@ def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], A
     return handle
 
 
+_PATH_TYPES = frozenset({pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
+                         pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath})
 _VALUE_LIBRARIES = frozenset({"numpy", "torch", "polars", "pyarrow", "pandas"})
 
 
@@ -245,6 +256,8 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
         return _handle_weakref
     if callable(getattr(t, "__fncache_token__", None)):
         return _handle_token_method
+    if t in _PATH_TYPES:
+        return _handle_path
     if issubclass(t, io.IOBase) and not issubclass(t, (io.BytesIO, io.StringIO)):
         return _handle_stream  # an open file: refused, reading it would consume it (see _files)
     np = sys.modules.get("numpy")

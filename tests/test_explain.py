@@ -167,6 +167,32 @@ def test_library_version_change_is_named(store):
         "version of `numpy` changed"]
 
 
+def test_entry_of_another_python_is_named_as_such(store):
+    """An entry another interpreter wrote is explained by its Python version alone (its components
+    all differ, bytecode being per version), and an entry of this Python is preferred as nearest."""
+    def helper(x):
+        return x + 1
+
+    def f(x):
+        return helper(x)
+
+    m = fncache.memoize(store=store)(f)
+    m(1)
+    entry = next(iter(m.store.entries()))
+    meta = dict(entry.meta, python="3.10",
+                components={label: "0" * 32 for label in entry.meta["components"]})
+    m.store.delete(entry.key)
+    m.store.add("f" * 32, b"x", meta)
+    e = m.explain(1)
+    assert e.status == "miss"
+    assert [str(d) for d in e.differences] == [
+        f"written by Python 3.10 (this is Python {sys.version_info[0]}.{sys.version_info[1]}): keys "
+        "include the interpreter's version, so a Python upgrade starts the cache afresh"]
+    m(2)  # an entry of this interpreter, with another argument
+    e = m.explain(1)
+    assert [d.kind for d in e.differences] == ["argument"] and e.nearest == m.key(2)
+
+
 def test_explain_function_for_a_memoized_object(store):
     """Entries are grouped by code version: the current one is marked, others say what differs."""
     limit = [10]

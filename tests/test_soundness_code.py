@@ -56,6 +56,88 @@ if __name__ == "__main__":
 
 PROGRAMS: dict[str, dict[str, str]] = {}
 
+# -- 0. enums whose members are partials of a helper --------------------------------------------
+# 3.13 stopped making a bare functools.partial in an enum body a member (it is a plain attribute
+# there, a member on 3.11); enum.member() makes one on both. Each shape must follow the helper.
+PROGRAMS["enum_partials"] = {
+    "ops.py": """
+        import enum
+        import functools
+
+
+        def helper(x, k=1):
+            return x * k + 1  #@v1
+            return x * k + 2  #@v2
+
+
+        class Op(enum.Enum):
+            ONE = enum.member(functools.partial(helper))
+            TWO = enum.member(functools.partial(functools.partial(helper), k=2))
+
+            def __call__(self, x):
+                return self.value(x)
+
+
+        class Bare(enum.Enum):
+            ONE = functools.partial(helper)
+            TWO = 2
+
+
+        class Pair(enum.Enum):
+            ONE = (1, functools.partial(helper))
+
+            def run(self, x):
+                return self.value[1](x)
+    """,
+    "main.py": """
+        import fncache
+        from ops import Bare, Op, Pair
+
+        BY_NAME = {op.name: op for op in Op}
+
+
+        @fncache.memoize
+        def member_call(x):
+            return Op.ONE(x) + Op.TWO(x)
+
+
+        @fncache.memoize
+        def iterate(x):
+            return [op(x) for op in Op]
+
+
+        @fncache.memoize
+        def through_dict(x):
+            return BY_NAME["TWO"](x)
+
+
+        @fncache.memoize
+        def bare(x):
+            one = Bare.ONE
+            return one(x) if callable(one) else one.value(x)
+
+
+        @fncache.memoize
+        def tuple_member(x):
+            return Pair.ONE.run(x)
+
+
+        @fncache.memoize
+        def member_argument(op, x):
+            return op(x)
+
+
+        CALLS = {
+            "member_call": (member_call, (3,)),
+            "iterate": (iterate, (3,)),
+            "through_dict": (through_dict, (3,)),
+            "bare": (bare, (3,)),
+            "tuple_member": (tuple_member, (3,)),
+            "member_argument": (member_argument, (Op.TWO, 3)),
+        }
+    """,
+}
+
 # -- 1. imports inside the function body -------------------------------------------------------
 PROGRAMS["body_imports"] = {
     "mymod.py": """

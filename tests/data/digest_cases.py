@@ -9,6 +9,7 @@ import dataclasses
 import enum
 import functools
 import json
+import pathlib
 import sys
 
 import cloudpickle
@@ -105,6 +106,13 @@ def values():
         "instance_dataclass": Point(1.0, 2.0, ["t"]),
         "enum_member": Color.GREEN,
         "code": uses_helper.__code__,
+        # Equal paths spelled three ways (from 3.12 a path pickles its spelling) and two that differ.
+        "path_plain": pathlib.PurePosixPath("data/raw"),
+        "path_doubled": pathlib.PurePosixPath("data//raw/"),
+        "path_parts": pathlib.PurePosixPath("data", "raw"),
+        "path_other": pathlib.PurePosixPath("data/raw2"),
+        "path_absolute": pathlib.PurePosixPath("/data/raw"),
+        "path_concrete": pathlib.Path("data/./raw"),
     }
 
 
