@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dis
 import importlib.util
+import sys
 import types
 import weakref
 from dataclasses import dataclass
@@ -52,6 +53,53 @@ def _canonical_const(c: Any) -> Any:
     return c  # frozensets are canonicalised by the hasher; numbers and strings are themselves
 
 
+# From 3.12 the compiler makes bytecode depend on line layout in two ways: a ``NOP`` holds a line
+# that has no instruction of its own (``try:``, a line of a split expression), and 3.13 fuses two
+# local loads or stores into one superinstruction only when both are on one line
+# (``max(x, y)`` compiles to LOAD_FAST_LOAD_FAST, ``max(\n x,\n y)`` to two LOAD_FASTs). So
+# there the bytecode is keyed as a list of instructions with superinstructions split, NOPs left
+# out and jump targets (and the exception table's ranges) as indices into that list: reformatting
+# keeps the key, any change of what runs still changes it. 3.11 keeps ``co_code`` as it was keyed.
+_LINE_FREE_BYTECODE = sys.version_info >= (3, 12)
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_SPLIT = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+          "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+          "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
+
+
+def _instructions(code: types.CodeType) -> tuple[tuple[Any, ...], tuple[tuple[int, ...], ...]]:
+    """(instructions, exception table) of ``code`` in the line-free form described above."""
+    raw = [i for i in dis.get_instructions(code) if i.opname not in ("NOP", "EXTENDED_ARG", "CACHE")]
+    index: dict[int, int] = {}  # original offset -> position of its first canonical instruction
+    n = 0
+    for ins in raw:
+        index[ins.offset] = n
+        n += 2 if ins.opname in _SPLIT else 1
+    offsets = sorted(index)
+
+    def at(offset: int) -> int:
+        # The first kept instruction at or after ``offset`` (a jump to a NOP lands on what follows).
+        from bisect import bisect_left
+
+        i = bisect_left(offsets, offset)
+        return index[offsets[i]] if i < len(offsets) else n
+
+    out: list[Any] = []
+    for ins in raw:
+        split = _SPLIT.get(ins.opname)
+        if split is not None:
+            assert ins.arg is not None
+            out.append((split[0], ins.arg >> 4))
+            out.append((split[1], ins.arg & 15))
+        elif ins.opcode in _JUMPS:
+            out.append((ins.opname, "to", at(ins.argval)))
+        else:
+            out.append((ins.opname, ins.arg))
+    table = tuple((at(e.start), at(e.end), at(e.target), e.depth, int(e.lasti))
+                  for e in dis._parse_exception_table(code))  # type: ignore[attr-defined]
+    return tuple(out), table
+
+
 def code_digest(code: types.CodeType) -> bytes:
     """Digest of what a code object does, without where it was written.
 
@@ -75,8 +123,8 @@ def code_digest(code: types.CodeType) -> bytes:
         code.co_posonlyargcount,
         code.co_kwonlyargcount,
         code.co_flags & ~_FUTURE_FLAGS,
-        code.co_code,
-        getattr(code, "co_exceptiontable", b""),
+        *(_instructions(code) if _LINE_FREE_BYTECODE
+          else (code.co_code, getattr(code, "co_exceptiontable", b""))),
         tuple(_canonical_const(c) for c in consts),
         code.co_names,
         code.co_varnames,

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import fncache
+from fncache._callkey import PYTHON
 from fncache._explain import (
     Difference,
     Explanation,
@@ -160,7 +161,7 @@ def test_library_version_change_is_named(store):
     m = fncache.memoize(store=store, track_versions=True)(total)
     key = m.key([1])
     comps = dict(m._fingerprint().components, **{"version numpy": "0" * 32})
-    store.add(key[::-1], b"x", {"function": m.function_id, "created": 1.0, "python": "3.11",
+    store.add(key[::-1], b"x", {"function": m.function_id, "created": 1.0, "python": PYTHON,
                                 "components": comps, "args": {}})
     e = m.explain([1])
     assert [str(d) for d in e.differences if d.kind != "argument"] == [

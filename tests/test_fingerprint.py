@@ -288,3 +288,53 @@ def test_depends_on_a_directory_and_on_values(tmp_path):
     k2 = fncache.memoize(depends_on=[d, {"schema": 1}])(f).key(1)
     k3 = fncache.memoize(depends_on=[d, {"schema": 2}])(f).key(1)
     assert len({k1, k2, k3}) == 3
+
+
+# Line layouts that compile to different bytecode on 3.12+ (a NOP holding a line, 3.13's fused
+# local loads and stores), and edits that look alike but change what runs.
+_SAME_CODE = [
+    ("def f(a, b):\n    return max(a, b, 3)\n",
+     "def f(a, b):\n    return max(\n        a,\n        b,\n        3,\n    )\n"),
+    ("def f(a, b):\n    try: x, y = a, b\n    except E: return 0\n    return x + y\n",
+     "def f(a, b):\n    try:\n        x, y = (a,\n                b)\n    except E:\n        return 0\n"
+     "    return (x\n            + y)\n"),
+    ("def f(d):\n    match d:\n        case {'k': v}: return v\n        case _: return None\n",
+     "def f(d):\n    match d:\n        case {\n            'k': v\n        }:\n            return v\n"
+     "        case _:\n            return None\n"),
+    ("def f(a, b):\n    if a and b: return 1\n    return 2\n",
+     "def f(a, b):\n    if (a\n        and b):\n        return 1\n    return 2\n"),
+]
+_OTHER_CODE = [
+    ("def f(a, b):\n    x, y = a, b\n    return x - y\n", "def f(a, b):\n    x, y = b, a\n    return x - y\n"),
+    ("def f(a, b):\n    return a - b\n", "def f(a, b):\n    return b - a\n"),
+    ("def f(a, b):\n    if a and b: return 1\n    return 2\n", "def f(a, b):\n    if a or b: return 1\n    return 2\n"),
+    ("def f(a, b):\n    try:\n        x = a / b\n    except ZeroDivisionError:\n        x = 0\n    return x + 1\n",
+     "def f(a, b):\n    try:\n        x = a / b\n    except ZeroDivisionError:\n        x = 0\n        return x + 1\n"
+     "    return x + 1\n"),
+    ("def f(a, b):\n    while a < b:\n        a += 1\n    return a\n",
+     "def f(a, b):\n    if a < b:\n        a += 1\n    return a\n"),
+]
+
+
+def _code_of(source):
+    ns = {}
+    exec(source, ns)
+    return ns["f"].__code__
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11 keys co_code as it always was: a line "
+                    "held by a NOP there still changes a key (a needless miss, never a stale hit)")
+@pytest.mark.parametrize(("a", "b"), _SAME_CODE)
+def test_line_layout_does_not_change_the_code_digest(a, b):
+    """A statement split over lines, a ``try:`` on its own line: one digest (3.12+)."""
+    from fncache._code_digest import code_digest
+
+    assert code_digest(_code_of(a)) == code_digest(_code_of(b))
+
+
+@pytest.mark.parametrize(("a", "b"), _OTHER_CODE)
+def test_edits_that_change_what_runs_change_the_code_digest(a, b):
+    """Swapped fused loads, another jump target or exception range: another digest."""
+    from fncache._code_digest import code_digest
+
+    assert code_digest(_code_of(a)) != code_digest(_code_of(b))
