@@ -304,13 +304,14 @@ _SAME_CODE = [
     ("def f(a, b):\n    if a and b: return 1\n    return 2\n",
      "def f(a, b):\n    if (a\n        and b):\n        return 1\n    return 2\n"),
 ]
+_TRY = "def f(a, b):\n    try:\n        x = a / b\n    except ZeroDivisionError:\n        x = 0\n"
 _OTHER_CODE = [
-    ("def f(a, b):\n    x, y = a, b\n    return x - y\n", "def f(a, b):\n    x, y = b, a\n    return x - y\n"),
+    ("def f(a, b):\n    x, y = a, b\n    return x - y\n",
+     "def f(a, b):\n    x, y = b, a\n    return x - y\n"),
     ("def f(a, b):\n    return a - b\n", "def f(a, b):\n    return b - a\n"),
-    ("def f(a, b):\n    if a and b: return 1\n    return 2\n", "def f(a, b):\n    if a or b: return 1\n    return 2\n"),
-    ("def f(a, b):\n    try:\n        x = a / b\n    except ZeroDivisionError:\n        x = 0\n    return x + 1\n",
-     "def f(a, b):\n    try:\n        x = a / b\n    except ZeroDivisionError:\n        x = 0\n        return x + 1\n"
-     "    return x + 1\n"),
+    ("def f(a, b):\n    if a and b: return 1\n    return 2\n",
+     "def f(a, b):\n    if a or b: return 1\n    return 2\n"),
+    (_TRY + "    return x + 1\n", _TRY + "        return x + 1\n    return x + 1\n"),
     ("def f(a, b):\n    while a < b:\n        a += 1\n    return a\n",
      "def f(a, b):\n    if a < b:\n        a += 1\n    return a\n"),
 ]
