@@ -160,3 +160,14 @@ def require_native() -> None:
     if os.environ.get("FNCACHE_REQUIRE_NATIVE") == "1":
         pytest.fail("fncache._speedups was not built, and FNCACHE_REQUIRE_NATIVE=1")
     pytest.skip("fncache._speedups was not built (no C compiler at install)")
+
+
+TORCH_MISSING = ("torch is not installed: CI installs its CPU build where the package index has one "
+                 "(Python 3.11); on 3.13 the index has only the CUDA build, gigabytes, so not there")
+
+
+def import_torch() -> Any:
+    """torch, or a skip that says why it is missing (printed in the test summary)."""
+    import pytest
+
+    return pytest.importorskip("torch", reason=TORCH_MISSING)

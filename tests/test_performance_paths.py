@@ -14,6 +14,7 @@ import fncache
 from fncache import _codec, _hasher
 from fncache._errors import IntegrityError
 from fncache.stores.disk import DiskStore
+from tests.helpers import import_torch
 
 KEY = "0123456789abcdef" * 2
 
@@ -90,7 +91,7 @@ def test_pandas_object_and_string_columns_are_hashed_by_content():
 
 def test_torch_tensors_hash_by_content_dtype_and_shape():
     """Equal tensors agree in any layout; dtype, shape and requires_grad tell them apart."""
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     a = torch.arange(12.0).reshape(3, 4)
     assert fncache.hash(a.t()) == fncache.hash(a.t().contiguous())
     assert fncache.hash(a) == fncache.hash(a.clone())
@@ -101,7 +102,7 @@ def test_torch_tensors_hash_by_content_dtype_and_shape():
 
 def test_torch_tensor_matches_its_numpy_content_not_its_storage():
     """A view hashes as its own elements, not as the whole storage it lives in."""
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     big = torch.arange(100.0)
     assert fncache.hash(big[10:20]) == fncache.hash(torch.arange(10.0, 20.0))
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import fncache
 
-from .helpers import fail_on_pickle_fallback, last_json, run_py, write
+from .helpers import fail_on_pickle_fallback, import_torch, last_json, run_py, write
 
 H = fncache.hash
 SETTINGS = settings(max_examples=10, deadline=None,
@@ -389,7 +389,7 @@ def test_pandas_memoize_hits_across_layouts(tmp_path):
 @given(arrays)
 def test_torch_tensors_built_any_way_are_one_key(case):
     """Equal CPU tensors contiguous, transposed twice, sliced from storage or from numpy are one key."""
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     dtype, base = case
     if dtype == "<u2":
         dtype = "<i2"
@@ -411,7 +411,7 @@ def test_torch_tensors_built_any_way_are_one_key(case):
 
 def test_torch_memoize_hits_across_layouts(tmp_path):
     """A memoized call hits again with a strided twin of a tensor."""
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     t = torch.arange(24.0).reshape(4, 6)
     _hits_across([t, t.t().contiguous().t(), torch.arange(48.0).reshape(4, 12)[:, ::2] * 0 + t],
                  str(tmp_path))

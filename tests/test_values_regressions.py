@@ -16,7 +16,7 @@ import pytest
 import fncache
 from tests.helpers import last_json, run_py, write
 
-from .helpers import fail_on_pickle_fallback
+from .helpers import fail_on_pickle_fallback, import_torch
 
 H = fncache.hash
 pa = pytest.importorskip("pyarrow")
@@ -28,7 +28,7 @@ canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
 
 
 def _torch():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
     return torch
 
