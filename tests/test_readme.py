@@ -103,6 +103,20 @@ def test_pipeline_parameter_change_recomputes_only_the_steps_it_reaches(tmp_path
 
 
 @pytest.mark.slow
+def test_pipeline_flags_change_its_score(tmp_path: Path) -> None:
+    """Each of pipeline.py's flags changes the score it prints (a flag that changed nothing
+    visible taught nothing), and every run says what to try next."""
+    env = {"FNCACHE_DIR": str(tmp_path / "store")}
+    script = REPO / "examples" / "pipeline.py"
+    scores = {}
+    for flags in ([], ["--alpha", "0.1"], ["--window", "10"], ["--seed", "1"]):
+        out = run_py(script, *flags, cwd=tmp_path, env=env, timeout=60).stdout
+        scores[" ".join(flags)] = re.search(r"^rmse (\S+)", out, re.M).group(1)  # type: ignore[union-attr]
+        assert "Try next:" in out
+    assert len(set(scores.values())) == len(scores), scores
+
+
+@pytest.mark.slow
 def test_demo_tells_its_story(tmp_path: Path) -> None:
     """The demo misses, hits in a new process, hits after a comment edit, misses after a helper
     edit, and hits again after the revert."""
@@ -112,6 +126,10 @@ def test_demo_tells_its_story(tmp_path: Path) -> None:
     outcomes = [re.search(r":\s+(hit|miss)\b", line).group(1) for line in steps]  # type: ignore[union-attr]
     assert outcomes == ["miss", "hit", "hit", "miss", "hit"], proc.stdout
     assert not (tmp_path / "store").exists()  # the user's own cache is never read, written or cleared
+    # It names no path it has removed, and says what to try next.
+    assert "removed with its temporary folder" in proc.stdout
+    assert not re.search(r"/tmp\w*/|store:", proc.stdout), proc.stdout
+    assert "Try next:" in proc.stdout and "python examples/pipeline.py" in proc.stdout
 
 
 @pytest.mark.slow
