@@ -595,3 +595,19 @@ def test_a_function_name_with_no_entries_suggests_the_stored_one(step_job, comma
     assert proc.returncode == 0, proc.stderr
     assert "no entries of 'stpe'" in proc.stderr and "did you mean 'job:step'?" in proc.stderr
     assert info(str(step_job / "cache"))["entries"] == 2
+
+
+def test_the_cli_page_documents_every_command_and_option():
+    """docs/cli.md names every command and every option of each (the page is the reference)."""
+    from pathlib import Path
+
+    from fncache.cli import build_parser
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    _, commands = build_parser()
+    for name, parser in commands.items():
+        assert f"fncache {name}" in page, name
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert f"`{option}" in page or f"[{option}" in page, (name, option)
