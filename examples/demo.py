@@ -3,11 +3,12 @@
 Run: ``python examples/demo.py`` (it needs only fncache itself). It writes a small pipeline script
 into a temporary folder and runs it five times as separate processes, on the default kind of store (a
 disk store) in a folder of its own (``FNCACHE_DIR`` set for those processes): it never reads or clears
-your own cache.
+your own cache. The temporary folder is removed at the end; the demo then says what to try next.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,7 +68,21 @@ def main() -> None:
 
         script.write_text(PIPELINE)
         print("5. revert the edit: the old entry hits:", run(script, store))
-        subprocess.run([sys.executable, "-m", "fncache", "info", "--dir", str(store)], check=True)
+        info = json.loads(subprocess.run(
+            [sys.executable, "-m", "fncache", "info", "--dir", str(store), "--json"],
+            capture_output=True, text=True, check=True).stdout)
+    # The store was in the temporary folder, which is gone now: say what it held, not where.
+    print(f"\nThe demo's store held {info['entries']} entries of {info['functions']} function "
+          f"({info['total_bytes']} bytes) and was removed with its temporary folder.")
+    print(NEXT)
+
+
+NEXT = """
+Try next:
+  python examples/pipeline.py          # cached steps that call each other (needs numpy)
+  python examples/notebook_style.py    # the same, as notebook cells (# %%)
+  fncache ls                           # what your own cache holds (fncache --help for more)
+  README.md, then the docs: python -m pip install -e ".[docs]" && mkdocs serve"""
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 # re-run. Cached steps come back instantly after a kernel restart (or, as a script, in a new
 # process), and compute again only when their code, a helper they call, or their input changes.
 #
-# Needs numpy besides fncache (`python -m pip install numpy`).
+# Needs numpy besides fncache (`python -m pip install numpy`, or the `examples` extra:
+# `python -m pip install ".[examples]"`).
 #
 # Run it as a script: `python examples/notebook_style.py` (the store is `$FNCACHE_DIR`, else the
 # default `~/.cache/fncache`). Run it twice: the second run prints `hit` for every cached step.
@@ -60,3 +61,12 @@ print(f"rmse: {rmse:.4f}")
 for step in (make_features, fit_ridge):
     info = step.cache_info()
     print(f"{'miss' if info.misses else 'hit'} {step.__name__}  {info}")
+
+
+# %% Try next
+print("""
+Try next:
+  edit standardize() above and re-run: make_features and fit_ridge compute again
+  edit only a comment and re-run: every step hits
+  make_features.explain(X): why a call hits or misses (see docs/explain.md)
+  fncache ls: the cached steps, by function""")

@@ -28,7 +28,7 @@ from fncache._entries import Counters, Entries, Strategies
 from fncache._errors import ConfigError, UnhashableArgument
 from fncache._fingerprint import Fingerprint
 from fncache._miss import MissPath
-from fncache._options import _DISABLED, NAMES, Options
+from fncache._options import _DISABLED, NAMES, Options, unknown_options
 from fncache._targets import importable
 from fncache.stores import Store, redact
 
@@ -354,9 +354,9 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             checking them would read them all. Stores without files (memory, Redis, S3) ignore it.
     """
     # Validate option names now, so a typo fails at decoration time even before the function exists.
-    unknown = set(options) - NAMES
+    unknown = unknown_options("memoize", options, NAMES)
     if unknown:
-        raise ConfigError(f"memoize: unknown option(s): {', '.join(sorted(unknown))}")
+        raise ConfigError(unknown)
     if func is not None:
         return _memoized(func, options)  # memoize(f) and memoize(f, store=...) alike
 

@@ -23,7 +23,7 @@ from fncache import _codec
 from fncache._errors import ConfigError
 from fncache.stores import Store, check_store, public_config
 
-__all__ = ["Options", "disable", "disabled", "enable"]
+__all__ = ["Options", "disable", "disabled", "enable", "unknown_options"]
 
 _ON_UNHASHABLE = ("raise", "call")
 _ON_STORE_ERROR = ("log", "raise")
@@ -188,6 +188,22 @@ class Options:
 
 #: The names ``memoize`` accepts as options.
 NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+
+
+def unknown_options(where: str, given: Iterable[str], names: Iterable[str]) -> str | None:
+    """The message refusing the names in ``given`` that are not in ``names``, each with the
+    nearest valid one (``memoize: unknown option 'expir'; did you mean 'expire'?``), or None."""
+    import difflib
+
+    valid = sorted(names)
+    unknown = sorted(set(given) - set(valid))
+    if not unknown:
+        return None
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, valid, n=1)
+        parts.append(repr(name) + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"{where}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(parts)}"
 
 
 def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:

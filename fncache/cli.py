@@ -3,17 +3,23 @@
 ``fncache info | ls | clear | prune | explain | doctor``, each with ``--dir DIR`` or ``--store URL``
 (default: ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or ``~/.cache/fncache``) and ``--json`` on the reading
 commands. Exit status: 0 success, 1 the operation failed (no store there, a function that cannot be
-found), 2 bad usage. Only ``doctor`` creates a store, and only ``clear`` and ``prune`` delete: on a
-terminal they ask first, elsewhere they need ``--yes``. ``explain`` and ``doctor`` run the code of the
-function they are given (a script without its ``__main__`` block, or a module import), with caching
-off: they never store entries.
+found), 2 bad usage (a mistyped command, option or name gets the nearest valid one suggested), 141
+when the reader of the output went away (``fncache ls | head -1``), quietly. Sizes and ages need a
+unit (``10MB``, ``5d``): a bare number is refused. Only ``doctor`` creates a store, and only
+``clear`` and ``prune`` delete: on a terminal they ask first, elsewhere they need ``--yes``.
+``explain`` and ``doctor`` run the code of the function they are given (a script without its
+``__main__`` block, or a module import, from the working directory as ``python -m`` has it), with
+caching off: they never store entries. ``explain`` also takes a name as ``ls`` shows it, or its bare
+qualname, and finds the function among the store's.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
 import time
 import types
@@ -50,6 +56,26 @@ _DAMAGED = "(damaged)"
 
 class _Fail(Exception):
     """A failure the command reports in one line (exit status 1)."""
+
+
+class _ClosedPipe(Exception):
+    """Whoever read the output stopped reading (``fncache ls | head -1``): end quietly."""
+
+
+# The exit status of a command whose reader went away, as a shell shows one killed by SIGPIPE.
+_EXIT_CLOSED_PIPE = 141
+
+
+def _closest(word: str, choices: Iterable[str]) -> str | None:
+    """The valid name nearest to a mistyped one, if any is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the nearest valid name, or ``""``."""
+    close = _closest(word, choices)
+    return f"; did you mean {close!r}?" if close else ""
 
 
 # The file diskcache keeps its index in: a directory without it holds no store.
@@ -195,10 +221,41 @@ def _dry_run(args: argparse.Namespace, store: Store, targets: list[EntryInfo]) -
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    else:
-        print(_printable(text))
+    try:
+        if getattr(args, "json", False):
+            print(json.dumps(data, indent=2, sort_keys=True, default=str))
+        else:
+            print(_printable(text))
+        sys.stdout.flush()  # here, where a closed pipe can be told apart from a store's
+    except BrokenPipeError:
+        raise _ClosedPipe from None
+
+
+def _hint_unknown_function(store: Store, args: argparse.Namespace, found: bool) -> None:
+    """``--function NAME`` that matches no entry: say so on stderr, with the nearest stored name."""
+    function = getattr(args, "function", None)
+    if function is None or found:
+        return
+    names = _stored_names(store)
+    if not names:
+        return
+    print(f"fncache {args.command}: no entries of {function!r} in {store.url}"
+          + _did_you_mean_function(function, names), file=sys.stderr)
+
+
+def _stored_names(store: Store) -> list[str]:
+    """The names entries in ``store`` are recorded under (``module:qualname``), sorted."""
+    return sorted({e.function for e in store.listing() if not e.damaged and e.function})
+
+
+def _did_you_mean_function(name: str, names: list[str]) -> str:
+    """The nearest of ``names`` to ``name``, compared whole and by qualname alone."""
+    close = _closest(name, names)
+    if close is None:
+        by_qualname = {n.rpartition(":")[2]: n for n in names}
+        near = _closest(name.rpartition(":")[2], by_qualname)
+        close = by_qualname[near] if near is not None else None
+    return f"; did you mean {close!r}?" if close else ""
 
 
 # Control characters but newline: function names come from a store that others may write, and a
@@ -266,7 +323,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     store = _store_from(args)
     groups: dict[str, dict[str, Any]] = {}
-    for info in _select(store, args):
+    selected = _select(store, args)
+    _hint_unknown_function(store, args, bool(selected))
+    for info in selected:
         name = _DAMAGED if info.damaged else info.function or "?"
         g = groups.setdefault(name, {"function": name, "entries": 0, "bytes": 0, "newest": 0.0,
                                      "oldest": None, "used": None, "uses": 0})
@@ -306,6 +365,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
     filtered = args.function or args.older_than is not None or args.larger_than is not None \
         or args.unused_for is not None
     targets = _select(store, args)
+    _hint_unknown_function(store, args, bool(targets))
     if args.dry_run:
         return _dry_run(args, store, targets)
     what = f"{_entries_word(len(targets))} ({_human_size(_size_of(targets))}) from {store.url}"
@@ -354,24 +414,66 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from fncache._options import disable
     from fncache._targets import load_target
 
+    target = _check_target(args.target)
     store = _store_from(args)
+    if ":" not in target:  # a bare QUALNAME (or MODULE.QUALNAME), as ls and clear take it
+        target = _stored_function(store, target)
     # The target's code runs (a script's top level, a module import): whatever it calls must not
     # write to any store.
     disable()
-    obj, _ = load_target(args.target)  # a TargetError says what is missing (exit 1)
+    _code_from_cwd()
+    obj, _ = load_target(target)  # a TargetError says what is missing (exit 1)
     if isinstance(obj, types.MethodType) and isinstance(obj.__func__, Memoized):
         obj = obj.__func__  # a memoized classmethod
     if not isinstance(obj, Memoized):
-        raise _Fail(f"{args.target} is not memoized (no @fncache.memoize on it): it has no entries "
+        raise _Fail(f"{target} is not memoized (no @fncache.memoize on it): it has no entries "
                     "to explain")
     result = _explain.explain_function(store, obj)
     _emit(args, result.as_dict(), str(result))
     return 0
 
 
+def _check_target(target: str) -> str:
+    """``target`` if it is MODULE:FUNC, SCRIPT.py:FUNC or a bare QUALNAME; bad usage otherwise."""
+    where, sep, qualname = target.rpartition(":")
+    if sep and (not where or not qualname):
+        raise _Usage(f"{target!r}: expected MODULE:FUNC, SCRIPT.py:FUNC or FUNC")
+    if not sep and (target.endswith((".py", ".ipynb")) or os.sep in target):
+        raise _Usage(f"{target!r} names a file but no function: write {target}:FUNC")
+    return target
+
+
+def _stored_function(store: Store, name: str) -> str:
+    """The ``module:qualname`` of the one function in ``store`` whose entries ``name`` matches
+    (its qualname, or ``module.qualname``), as ``ls --function`` matches them."""
+    names = _stored_names(store)
+    found = [n for n in names if n.rpartition(":")[2] == name or n.replace(":", ".") == name]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise _Fail(f"{name!r} matches several functions in {store.url}: {', '.join(found)}; "
+                    "give one of them")
+    raise _Fail(f"no entries of a function named {name!r} in {store.url}"
+                + (_did_you_mean_function(name, names) or
+                   " (give MODULE:FUNC or SCRIPT.py:FUNC to explain a function without entries)"))
+
+
+def _code_from_cwd() -> None:
+    """Put the working directory first on ``sys.path``, as ``python -m fncache`` has it, so that
+    the ``fncache`` console script finds ``job:step`` in the folder holding ``job.py`` too."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from fncache import _doctor
 
+    if args.target is not None:
+        _check_target(args.target)
+        if ":" not in args.target:
+            raise _Usage(f"{args.target!r}: expected MODULE:FUNC or SCRIPT.py:FUNC")
+        _code_from_cwd()
     store = _store_from(args)
     report = _doctor.run(store, args.target, seeds=args.seeds)
     _emit(args, report.as_dict(), str(report))
@@ -381,6 +483,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 # -- parser --------------------------------------------------------------------------------------
 
 def _duration(text: str) -> float:
+    if text.strip().replace(".", "", 1).isdigit():
+        # "5" is as easily meant as 5 days as 5 seconds: ask for the unit rather than delete
+        # almost everything.
+        n = text.strip()
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no unit: write {n}d, {n}h, {n}m or {n}s (also w for weeks)")
     try:
         return parse_duration(text)
     except ValueError as e:
@@ -401,40 +509,66 @@ def _size(text: str) -> int:
 
 _DESCRIPTION = "Look into a store of fncache and clean it up."
 _EPILOG = ("Exit status: 0 success, 1 failure (no store there, a function that cannot be found), "
-           "2 bad usage. Only doctor creates a store; only clear and prune delete, and without a "
-           "terminal to confirm on they need --yes.")
+           "2 bad usage, 141 the output's reader went away. Only doctor creates a store; only clear "
+           "and prune delete, and without a terminal to confirm on they need --yes.")
 _RUNS_CODE = ("The target's code runs: a script runs without its if __name__ == \"__main__\" "
               "block, a module is imported. Caching is off while it runs: nothing is stored.")
 _SIZES = "with a unit: 512B, 64KB, 10MB, 2GB"
+_AGES = "with a unit: 45s, 30m, 12h, 7d, 2w"
+
+# argparse's message for a value outside an option's choices (or an unknown command).
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors also suggest the nearest valid command or choice."""
+
+    def error(self, message: str) -> Any:  # exits with status 2
+        m = _INVALID_CHOICE.search(message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            message += _did_you_mean(m.group(1), choices)
+        super().error(message)
+
+    def unknown(self, arguments: list[str]) -> Any:
+        """Refuse arguments the command does not take, suggesting the nearest option."""
+        message = f"unrecognized arguments: {' '.join(arguments)}"
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        for a in arguments:
+            if a.startswith("--"):
+                close = _closest(a.partition("=")[0], options)
+                if close:
+                    message += f"; did you mean {close!r} (for {a!r})?"
+        super().error(message)
+
+
+def build_parser() -> tuple[_Parser, dict[str, _Parser]]:
     """The ``fncache`` parser and each command's own (whose usage an error of that command shows)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     where = common.add_argument_group("store")
     where.add_argument("--dir", help="cache directory (a disk store, or a fncache.Memory location)")
     where.add_argument("--store", help="store URL: a path, file://, memory://, redis://, s3://; "
                        "tiers joined by commas, nearest first (DIR,s3://bucket/prefix)")
 
-    reading = argparse.ArgumentParser(add_help=False)
+    reading = _Parser(add_help=False)
     reading.add_argument("--json", action="store_true", help="machine-readable output")
     # What the two commands that delete share: a preview, and the confirmation (see _check_can_confirm).
-    deleting = argparse.ArgumentParser(add_help=False)
+    deleting = _Parser(add_help=False)
     deleting.add_argument("--dry-run", action="store_true",
                           help="list the functions, entries and bytes that would be removed; "
                                "remove nothing")
     deleting.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
-    p = argparse.ArgumentParser(prog="fncache", description=_DESCRIPTION, epilog=_EPILOG)
+    p = _Parser(prog="fncache", description=_DESCRIPTION, epilog=_EPILOG)
     from fncache import __version__
 
     p.add_argument("--version", action="version", version=f"fncache {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands: dict[str, argparse.ArgumentParser] = {}
+    commands: dict[str, _Parser] = {}
 
     def command(name: str, run: Any, help: str, description: str | None = None,
-                deletes: bool = False) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, parents=[common, reading, *([deleting] if deletes else [])],
+                deletes: bool = False) -> _Parser:
+        s: _Parser = sub.add_parser(name, parents=[common, reading, *([deleting] if deletes else [])],
                            help=help,
                            description=description or help[:1].upper() + help[1:] + ".")
         s.set_defaults(run=run)
@@ -457,11 +591,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="only entries of this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or "
                         "QUALNAME")
     s.add_argument("--older-than", type=_duration, metavar="AGE",
-                   help="only entries created longer ago than AGE (45s, 30m, 12h, 7d, 2w)")
+                   help=f"only entries created longer ago than AGE, {_AGES}")
     s.add_argument("--larger-than", type=_size, metavar="SIZE",
                    help=f"only entries larger than SIZE, {_SIZES}")
     s.add_argument("--unused-for", type=_duration, metavar="AGE",
-                   help="only entries neither used nor created within AGE (usage records)")
+                   help=f"only entries neither used nor created within AGE (usage records), {_AGES}")
 
     s = command("prune", cmd_prune,
                 "remove idle entries, then least recently used ones until the store fits a size",
@@ -471,14 +605,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     s.add_argument("--max-size", type=_size, metavar="SIZE",
                    help=f"keep at most SIZE of entries, {_SIZES}")
     s.add_argument("--older-than", type=_duration, metavar="AGE",
-                   help="remove entries neither created nor used within AGE (45s, 30m, 12h, 7d)")
+                   help=f"remove entries neither created nor used within AGE, {_AGES}")
 
     s = command("explain", cmd_explain,
                 "what differs between a function's current code and its stored entries",
                 "Compare a memoized function's current code with its stored entries and say what "
                 "differs. " + _RUNS_CODE)
     s.add_argument("target", metavar="MODULE:FUNC",
-                   help="a memoized function: e.g. pipeline:features or path/to/job.py:step")
+                   help="a memoized function: e.g. pipeline:features, path/to/job.py:step, or "
+                        "a name as ls shows it or only its qualname (step), found in the store; "
+                        "modules are imported from the working directory")
 
     s = command("doctor", cmd_doctor,
                 "check the environment, the store and the key stability of a function",
@@ -495,9 +631,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     own = commands[args.command]
     if unknown:
-        own.error(f"unrecognized arguments: {' '.join(unknown)}")  # the command's usage; exit 2
+        own.unknown(unknown)  # the command's usage; exit 2
     try:
         return int(args.run(args))
+    except _ClosedPipe:
+        # Nothing more can be said to whoever stopped reading; the interpreter's own last flush
+        # must not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return _EXIT_CLOSED_PIPE
     except _Usage as e:
         own.error(str(e))  # exits with status 2
     except (_Fail, FncacheError, OSError) as e:

@@ -32,11 +32,12 @@ import datetime
 import functools
 import inspect
 import logging
+import os
 import sys
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fncache import _codec
 from fncache._entries import Strategies
@@ -53,7 +54,7 @@ from fncache._memory_results import (
     _store_options,
     _store_spec,
 )
-from fncache._options import Options
+from fncache._options import Options, unknown_options
 from fncache._targets import importable
 from fncache._units import parse_size
 from fncache.stores import Store, open_store, public_config, redact
@@ -336,6 +337,30 @@ class AsyncNotMemorizedFunc(NotMemorizedFunc):
 # ---------------------------------------------------------------------------------------------
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _checked_names(where: str) -> Callable[[_F], _F]:
+    """Refuse a misspelt keyword of the method with the nearest valid one (a ``TypeError``, as
+    Python's own: ``Memory: unknown option 'verbos' (did you mean 'verbose'?)``)."""
+
+    def decorate(method: _F) -> _F:
+        names = [p.name for p in inspect.signature(method).parameters.values()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)][1:]  # not self
+
+        @functools.wraps(method)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if kwargs:
+                message = unknown_options(where, kwargs, names)
+                if message:
+                    raise TypeError(message)
+            return method(self, *args, **kwargs)
+
+        return checked  # type: ignore[return-value]
+
+    return decorate
+
+
 def _parse_bytes(limit: int | str | None) -> int | None:
     if limit is None or isinstance(limit, int):
         return limit
@@ -355,6 +380,9 @@ class Memory:
     deleted under a live ``Memory`` (it is recreated on next use). A store URL (``redis://``, ``s3://``,
     ``memory://``) shares the cache between machines. Picklable (as its configuration).
 
+    As joblib's, a path location exists once the ``Memory`` is made, with a ``.gitignore`` that
+    keeps it out of git (written only if the location has none).
+
     When joblib is installed, ``Memory(...)`` is also an instance of ``joblib.Memory`` (a subclass
     of both, :mod:`fncache._joblib_memory`), for libraries that check the type; it caches the
     fncache way all the same, and creates no joblib store.
@@ -370,6 +398,7 @@ class Memory:
         # process without joblib loads it too.
         return (_new_memory, (), self.__getstate__())
 
+    @_checked_names("Memory")
     def __init__(
         self,
         location: Any = None,
@@ -381,7 +410,7 @@ class Memory:
     ) -> None:
         _check_backend(backend)
         if location is not None:
-            _store_spec(location)  # fail here, not on first use
+            _make_locations(_store_spec(location))  # fail here, not on first use
         self.location = location
         self.backend = backend
         self.mmap_mode = _check_mmap_mode(mmap_mode)
@@ -398,6 +427,7 @@ class Memory:
             return None
         return open_store(_store_spec(self.location), **_store_options(self.backend_options))
 
+    @_checked_names("Memory.cache")
     def cache(
         self,
         func: Callable[..., Any] | None = None,
@@ -501,6 +531,29 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(location={_shown(self.location)})"
+
+
+def _make_locations(spec: Any) -> None:
+    """Create each directory location (``LOCATION`` and the store's ``LOCATION/fncache``, mode
+    0700) with the ``.gitignore`` joblib writes there (:mod:`fncache._gitignore`), as
+    ``joblib.Memory(location)`` does at construction: libraries rely on the folder existing. URLs
+    and stores are left alone; a directory that cannot be made is logged, and caching then fails
+    as a store error does (a logged miss)."""
+    if isinstance(spec, tuple):  # tiers
+        for tier in spec:
+            _make_locations(tier)
+        return
+    if not isinstance(spec, str) or "://" in spec:
+        return
+    from fncache._gitignore import write_gitignore
+    from fncache.stores._diskfs import make_private_dirs
+
+    try:
+        make_private_dirs(spec)
+    except OSError as e:
+        log.warning("cannot create the cache location %s: %s", os.path.dirname(spec), e)
+        return
+    write_gitignore(os.path.dirname(spec))
 
 
 def _new_memory() -> Memory:

@@ -442,3 +442,172 @@ def test_listing_escapes_control_characters_in_planted_names(tmp_path):
     out = fncache_cmd("ls", "--dir", str(tmp_path / "s")).stdout
     assert "\x1b" not in out and "\x07" not in out
     assert "evil\\x1b]0;pwned\\x07:\\x1b[2Jf" in out
+
+
+# -- everyday frictions: the console script, units, exit codes, pipes, suggestions ---------------
+
+STEP_JOB = """
+import fncache
+
+@fncache.memoize(store="cache")
+def step(x):
+    return x + 1
+
+if __name__ == "__main__":
+    step(1), step(2)
+"""
+
+
+def console_script() -> str:
+    """The installed ``fncache`` console script (the tests' PYTHONPATH reaches it too)."""
+    import os
+    import shutil
+    import sysconfig
+
+    scripts = os.pathsep.join({sysconfig.get_path("scripts"), os.path.dirname(sys.executable)})
+    exe = shutil.which("fncache", path=scripts) or shutil.which("fncache")
+    if exe is None:
+        pytest.skip("console script not installed")
+    return exe
+
+
+def console(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    """Run the ``fncache`` console script in ``cwd``, as a user does in the folder of their script."""
+    return subprocess.run([console_script(), *args], cwd=cwd, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.fixture
+def step_job(tmp_path):
+    """A folder holding job.py, run once from there: its store (./cache) holds 2 entries of job:step."""
+    write(tmp_path / "job.py", STEP_JOB)
+    run_py(tmp_path / "job.py", cwd=tmp_path)
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["job:step", "step", "job.step", "job.py:step"])
+def test_console_script_explains_from_the_scripts_folder(step_job, target):
+    """From the folder holding job.py the console script explains job:step (the name ls shows),
+    the bare qualname and the script path alike, as `python -m fncache` does there."""
+    proc = console("explain", target, "--dir", "cache", cwd=step_job)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("job:step: 2 entries; the current code has entries"), proc.stdout
+    assert "job:step" in console("ls", "--dir", "cache", cwd=step_job).stdout
+
+
+@pytest.mark.slow
+def test_explain_of_a_bare_name_without_entries_suggests_the_stored_one(step_job):
+    """A bare name no stored function has fails (exit 1) naming the nearest stored function."""
+    proc = console("explain", "stpe", "--dir", "cache", cwd=step_job)
+    assert proc.returncode == 1
+    assert "no entries of a function named 'stpe'" in proc.stderr
+    assert "did you mean 'job:step'?" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["clear", "--older-than", "5"], ["clear", "--unused-for", "2.5"],
+                                  ["prune", "--older-than", "5"], ["prune", "--older-than", "0"]])
+def test_an_age_without_a_unit_is_refused_with_the_units(step_job, args):
+    """A bare number as an age is bad usage (exit 2) naming the option and the units; nothing is
+    deleted (it used to be read as seconds, deleting almost everything)."""
+    proc = console(*args, "--dir", "cache", "--yes", cwd=step_job)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    n = args[-1]
+    assert f"argument {args[1]}: '{n}' has no unit: write {n}d, {n}h, {n}m or {n}s" in proc.stderr
+    assert info(str(step_job / "cache"))["entries"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("age", ["5d", "12h", "30m", "45s", "2w"])
+def test_an_age_with_a_unit_is_taken(step_job, age):
+    """Ages with a unit are accepted; entries younger than the age are kept."""
+    proc = console("clear", "--older-than", age, "--dir", "cache", "--yes", cwd=step_job)
+    assert proc.returncode == 0, proc.stderr
+    assert "removed 0 entries" in proc.stdout
+    assert info(str(step_job / "cache"))["entries"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["job.py", "job.ipynb", "sub/job", "job.py:", ":step"])
+def test_explain_of_a_file_without_a_function_is_bad_usage(step_job, target):
+    """explain of a file without :FUNC (or an empty half of MODULE:FUNC) exits 2 with the usage."""
+    proc = console("explain", target, "--dir", "cache", cwd=step_job)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("usage: fncache explain ")
+    assert repr(target) in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["info"], ["ls"], ["ls", "--json"], ["clear", "--dry-run"]])
+def test_a_closed_pipe_ends_quietly(step_job, command):
+    """When the reader of the output has gone (`fncache info | head -1`), the command prints no
+    error and exits 141, as a shell shows a process ended by SIGPIPE; the store is untouched."""
+    import os
+
+    read, write_end = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    try:
+        proc = subprocess.run([console_script(), *command, "--dir", "cache"], cwd=step_job,
+                              stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == ""
+    assert proc.returncode == 141
+    assert info(str(step_job / "cache"))["entries"] == 2
+
+
+@pytest.mark.slow
+def test_head_of_the_output_prints_no_error(step_job):
+    """`fncache info | head -1` in a shell prints the first line and no error."""
+    import shlex
+
+    proc = subprocess.run(f"{shlex.quote(console_script())} info --dir cache | head -1", shell=True,
+                          cwd=step_job, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("store:") and proc.stdout.count("\n") == 1
+    assert proc.stderr == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, hint", [
+    (["lss"], "did you mean 'ls'?"),
+    (["expalin", "step"], "did you mean 'explain'?"),
+    (["ls", "--functon", "step"], "did you mean '--function' (for '--functon')?"),
+    (["clear", "--older-then", "5d", "--yes"], "did you mean '--older-than'"),
+    (["ls", "--sort", "sizes"], "did you mean 'size'?"),
+])
+def test_a_mistyped_command_or_option_gets_the_nearest_one(step_job, args, hint):
+    """A mistyped command, option or choice is bad usage (exit 2) naming the nearest valid one."""
+    proc = console(*args, "--dir", "cache", cwd=step_job)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert hint in proc.stderr, proc.stderr
+    assert info(str(step_job / "cache"))["entries"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["ls"], ["ls", "--json"], ["clear", "--yes"],
+                                     ["clear", "--dry-run"]])
+def test_a_function_name_with_no_entries_suggests_the_stored_one(step_job, command):
+    """ls/clear --function with a name that has no entries says so on stderr with the nearest
+    stored function name, and removes nothing."""
+    proc = console(*command, "--function", "stpe", "--dir", "cache", cwd=step_job)
+    assert proc.returncode == 0, proc.stderr
+    assert "no entries of 'stpe'" in proc.stderr and "did you mean 'job:step'?" in proc.stderr
+    assert info(str(step_job / "cache"))["entries"] == 2
+
+
+def test_the_cli_page_documents_every_command_and_option():
+    """docs/cli.md names every command and every option of each (the page is the reference)."""
+    from pathlib import Path
+
+    from fncache.cli import build_parser
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    _, commands = build_parser()
+    for name, parser in commands.items():
+        assert f"fncache {name}" in page, name
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert f"`{option}" in page or f"[{option}" in page, (name, option)

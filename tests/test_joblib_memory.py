@@ -31,7 +31,7 @@ def test_memory_is_a_joblib_memory_without_a_joblib_store(tmp_path: Path) -> Non
 
     assert f(1) == f(1) == 2 and calls == [1]
     assert isinstance(f, fncache.Memoized) and f.explain(1).hit
-    assert os.listdir(tmp_path / "c") == ["fncache"]
+    assert sorted(os.listdir(tmp_path / "c")) == [".gitignore", "fncache"]
     for clone in (pickle.loads(pickle.dumps(memory)), copy.deepcopy(memory)):
         assert isinstance(clone, joblib.Memory) and clone.location == memory.location
         assert clone.cache(f.func)(1) == 2 and calls == [1]
@@ -98,7 +98,7 @@ def test_nilearn_masker_caches_with_fncache_memory(tmp_path: Path) -> None:
     assert "[Memory] Calling" not in second.stderr, second.stderr
     reference = run_py(script, "joblib", str(tmp_path / "joblib-cache"), timeout=300)
     assert last_json(first) == last_json(second) == last_json(reference)
-    assert os.listdir(location) == ["fncache"]
+    assert sorted(os.listdir(location)) == [".gitignore", "fncache"]
     assert json.loads(first.stdout.splitlines()[-1])["shape"] == [20, 298]
 
 
@@ -118,3 +118,64 @@ def test_without_joblib_memory_is_plain_and_loads_joblib_pickles(tmp_path: Path)
         print(json.dumps([type(m) is fncache.Memory, type(loaded) is fncache.Memory, f(4)]))
     """)
     assert last_json(run_py(script, str(tmp_path / "c"), str(pickled))) == [True, True, 8]
+
+
+def _git_ignores(repo: Path, path: Path) -> bool:
+    """Whether git, in the repository ``repo``, ignores ``path`` (``git check-ignore``)."""
+    import subprocess
+
+    proc = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=repo, capture_output=True)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode == 0
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-location", "existing-location"])
+def test_memory_location_exists_at_construction_with_joblibs_gitignore(tmp_path: Path,
+                                                                       existing: bool) -> None:
+    """As joblib 1.6's, Memory(location) creates the location when it is built (before any call)
+    and writes a .gitignore of the same two lines into it, so that git ignores the cache."""
+    joblib = pytest.importorskip("joblib")
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    if existing:
+        ours.mkdir()
+        theirs.mkdir()
+    fncache.Memory(ours, verbose=0)
+    joblib.Memory(theirs, verbose=0)
+    assert ours.is_dir() and (ours / "fncache").is_dir()
+    gitignore = (ours / ".gitignore").read_text()
+    assert gitignore.splitlines()[1:] == (theirs / ".gitignore").read_text().splitlines()[1:] == ["*"]
+    assert gitignore.startswith("# Created by fncache automatically.")
+
+    @fncache.Memory(ours, verbose=0).cache
+    def f(x: int) -> int:
+        return x + 1
+
+    assert f(1) == 2
+    assert _git_ignores(tmp_path, ours / "fncache" / "cache.db")
+    assert _git_ignores(tmp_path, ours / ".gitignore")
+
+
+def test_memory_keeps_an_existing_gitignore(tmp_path: Path) -> None:
+    """A .gitignore already in the location is left as it is (joblib's rule too)."""
+    (tmp_path / ".gitignore").write_text("# mine\n")
+    fncache.Memory(tmp_path, verbose=0).cache(abs)(-1)
+    assert (tmp_path / ".gitignore").read_text() == "# mine\n"
+
+
+def test_a_memoize_store_directory_fncache_creates_gets_a_gitignore(tmp_path: Path) -> None:
+    """A disk store whose directory fncache creates gets the same .gitignore; a directory the user
+    made is not given one (it may be a folder of theirs that git should see)."""
+    made = tmp_path / "made-by-fncache"
+    fncache.memoize(store=str(made))(abs)(-1)
+    lines = (made / ".gitignore").read_text().splitlines()
+    assert lines == ["# Created by fncache automatically.", "*"]
+    users = tmp_path / "users"
+    users.mkdir()
+    fncache.memoize(store=str(users))(abs)(-1)
+    assert (users / "cache.db").exists() and not (users / ".gitignore").exists()

@@ -617,3 +617,14 @@ def test_track_after_first_call_applies_to_the_next_call(store, tmp_path):
     finally:
         fncache._usercode._overrides.pop("trackme_lib", None)
         fncache._usercode._user_module_cache.clear()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"expir": 3600}, "memoize: unknown option 'expir' (did you mean 'expire'?)"),
+    ({"lokc": True, "zzz": 1}, "memoize: unknown options 'lokc' (did you mean 'lock'?), 'zzz'"),
+])
+def test_a_misspelt_option_names_the_nearest_one(options, message):
+    """memoize(expir=3600) fails at decoration time naming the option it most likely meant."""
+    with pytest.raises(fncache.ConfigError) as e:
+        fncache.memoize(**options)
+    assert str(e.value) == message

@@ -653,3 +653,16 @@ def test_a_joblib_script_runs_unchanged_but_for_the_import(tmp_path):
     assert computed.count("summarize") == 2 and len(computed) == len(set(computed)) + 1 == 9
     assert run_py(ported, cache, str(log), seed="2") == expected
     assert lines(log) == computed
+
+
+def test_a_misspelt_keyword_names_the_nearest_one(tmp_path):
+    """Memory(verbos=0) and memory.cache(ignor=[...]) are TypeErrors, as Python's own, that name
+    the keyword most likely meant; nothing is created for a Memory refused so."""
+    with pytest.raises(TypeError, match=r"^Memory: unknown option 'verbos' \(did you mean 'verbose'\?\)$"):
+        fncache.Memory(tmp_path / "c", verbos=0)
+    assert not (tmp_path / "c").exists()
+    memory = fncache.Memory(tmp_path / "c", verbose=0)
+    with pytest.raises(TypeError,
+                       match=r"^Memory.cache: unknown option 'ignor' \(did you mean 'ignore'\?\)$"):
+        memory.cache(ignor=["x"])
+    assert memory.cache(ignore=["x"])(lambda x: 1)(2) == 1

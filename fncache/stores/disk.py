@@ -39,6 +39,7 @@ from typing import Any
 
 from fncache._codec import read_frame
 from fncache._errors import StoreError
+from fncache._gitignore import write_gitignore
 from fncache.stores._base import (
     ORPHAN_GRACE,
     EntryInfo,
@@ -194,6 +195,7 @@ class DiskStore(Store):
                 if not os.path.isdir(self.directory):
                     # 0700: loading a pickle runs code, so nobody else may plant entries here.
                     make_private_dirs(self.directory)
+                    write_gitignore(self.directory)  # a new cache is not committed by accident
                 try:
                     found = os.lstat(db_path)
                 except FileNotFoundError:
