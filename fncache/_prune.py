@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["last_active", "matches", "plan_prune", "select"]
+__all__ = ["last_active", "matches", "plan_prune", "python_of", "select"]
 
 
 def _bound(name: str, value: float) -> float:
@@ -44,10 +44,19 @@ def matches(info: EntryInfo, function: str | None) -> bool:
     return function in (qualname, f"{module}.{qualname}")
 
 
+def python_of(store: Store, info: EntryInfo) -> str | None:
+    """The Python version that wrote an entry: from its listing, else from its metadata (one small
+    read per entry on stores whose listing names the function only). ``None``: unknown."""
+    if info.python is not None or info.damaged:
+        return info.python
+    return EntryInfo(info.key, 0, 0.0, None, store.get_meta(info.key)).python
+
+
 def select(
     store: Store,
     *,
     function: str | None = None,
+    python: str | None = None,
     older_than: float | None = None,
     larger_than: float | None = None,
     unused_for: float | None = None,
@@ -55,7 +64,8 @@ def select(
 ) -> list[EntryInfo]:
     """The entries matching every filter given: one function, created more than ``older_than``
     seconds ago, neither created nor used within the last ``unused_for`` seconds, larger than
-    ``larger_than`` bytes. Entries whose creation time is unknown (metadata lost) count as oldest.
+    ``larger_than`` bytes, written by Python ``python`` (``"3.11"``). Entries whose creation time
+    is unknown (metadata lost) count as oldest.
     ``entries`` replaces the store's listing (e.g. wrapped in a progress display)."""
     t = time.time()
     cutoff = None if older_than is None else t - _bound("older_than", older_than)
@@ -67,6 +77,7 @@ def select(
         and (cutoff is None or e.created < cutoff)
         and (idle is None or last_active(e) < idle)
         and (limit is None or e.size > limit)
+        and (python is None or python_of(store, e) == python)
     ]
 
 

@@ -160,6 +160,7 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
         older_than=getattr(args, "older_than", None),
         larger_than=getattr(args, "larger_than", None),
         unused_for=getattr(args, "unused_for", None),
+        python=getattr(args, "python", None),
         entries=_progress(store.listing(), "scanning"),
     )
 
@@ -293,6 +294,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     # Value files no entry owns (writers killed mid-write; disk stores).
     orphans, orphan_bytes = store.orphans()
     damaged = sum(e.damaged for e in entries)
+    pythons = _pythons(entries)
     data = {
         "store": store.url,
         "kind": store.kind,
@@ -304,6 +306,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "damaged": damaged,
         "orphans": orphans,
         "orphan_bytes": orphan_bytes,
+        "pythons": pythons,
     }
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
@@ -311,6 +314,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"size:      {_human_size(values + database)} ({values + database} bytes: {values} of "
         f"values, {database} of database)",
         f"functions: {data['functions']}",
+        f"pythons:   {_pythons_text(pythons)}",
         f"orphans:   {orphans} files, {_human_size(orphan_bytes)}"
         " (no entry owns them; removed by clear and prune)",
         *([f"damaged:   {damaged} (unreadable metadata; `fncache clear` removes them)"]
@@ -318,6 +322,30 @@ def cmd_info(args: argparse.Namespace) -> int:
     ])
     _emit(args, data, text)
     return 0
+
+
+def _pythons(entries: Iterable[EntryInfo]) -> dict[str, int]:
+    """Entries per Python version that wrote them (``?``: the listing does not say), newest first."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        if not e.damaged:
+            version = e.python or "?"
+            counts[version] = counts.get(version, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: _version_order(kv[0]), reverse=True))
+
+
+def _version_order(version: str) -> tuple[int, ...]:
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else (-1,)
+
+
+def _pythons_text(pythons: dict[str, int]) -> str:
+    if not pythons:
+        return "-"
+    text = ", ".join(f"{v} ({_entries_word(n)})" for v, n in pythons.items())
+    if len(pythons) > 1 and "?" not in pythons:
+        text += f"; remove an old version's with `fncache clear --python {next(reversed(pythons))}`"
+    return text
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -328,8 +356,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for info in selected:
         name = _DAMAGED if info.damaged else info.function or "?"
         g = groups.setdefault(name, {"function": name, "entries": 0, "bytes": 0, "newest": 0.0,
-                                     "oldest": None, "used": None, "uses": 0})
+                                     "oldest": None, "used": None, "uses": 0, "pythons": {}})
         g["entries"] += 1
+        version = info.python or "?"
+        g["pythons"][version] = g["pythons"].get(version, 0) + 1
         g["bytes"] += info.size
         g["newest"] = max(g["newest"], info.created)
         g["oldest"] = info.created if g["oldest"] is None else min(g["oldest"], info.created)
@@ -338,11 +368,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
         g["uses"] += info.uses or 0
     rows = sorted(groups.values(), key=lambda g: (_LS_ORDER[args.sort](g), g["function"]))
     now = time.time()
-    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  {'NEWEST':<12}  {'USES':>6}  LAST USED"]
+    lines = [f"{'FUNCTION':<50} {'ENTRIES':>8} {'SIZE':>11}  {'NEWEST':<12}  {'USES':>6}  "
+             f"{'LAST USED':<12}  PYTHON"]
     for g in rows:
+        g["pythons"] = dict(sorted(g["pythons"].items(), key=lambda kv: _version_order(kv[0]),
+                                   reverse=True))
         used = "-" if g["used"] is None else _human_age(max(now - g["used"], 0.0))
+        versions = ",".join(g["pythons"])
         lines.append(f"{g['function']:<50} {g['entries']:>8} {_human_size(g['bytes']):>11}  "
-                     f"{_human_age(now - g['newest']):<12}  {g['uses']:>6}  {used}")
+                     f"{_human_age(now - g['newest']):<12}  {g['uses']:>6}  {used:<12}  {versions}")
     if not rows:
         lines = ["(no entries)"]
     _emit(args, rows, "\n".join(lines))
@@ -363,7 +397,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
     _check_can_confirm(args)
     store = _store_from(args)
     filtered = args.function or args.older_than is not None or args.larger_than is not None \
-        or args.unused_for is not None
+        or args.unused_for is not None or args.python is not None
     targets = _select(store, args)
     _hint_unknown_function(store, args, bool(targets))
     if args.dry_run:
@@ -482,6 +516,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 # -- parser --------------------------------------------------------------------------------------
 
+def _python_version(text: str) -> str:
+    parts = text.strip().split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected a Python version as MAJOR.MINOR (3.11), got {text!r}")
+    return f"{int(parts[0])}.{int(parts[1])}"
+
+
 def _duration(text: str) -> float:
     if text.strip().replace(".", "", 1).isdigit():
         # "5" is as easily meant as 5 days as 5 seconds: ask for the unit rather than delete
@@ -596,6 +637,9 @@ def build_parser() -> tuple[_Parser, dict[str, _Parser]]:
                    help=f"only entries larger than SIZE, {_SIZES}")
     s.add_argument("--unused-for", type=_duration, metavar="AGE",
                    help=f"only entries neither used nor created within AGE (usage records), {_AGES}")
+    s.add_argument("--python", type=_python_version, metavar="X.Y",
+                   help="only entries written by this Python version (after an upgrade: the old "
+                        "version's entries, which the new one never reads)")
 
     s = command("prune", cmd_prune,
                 "remove idle entries, then least recently used ones until the store fits a size",

@@ -611,3 +611,29 @@ def test_the_cli_page_documents_every_command_and_option():
             for option in action.option_strings:
                 if option.startswith("--") and option != "--help":
                     assert f"`{option}" in page or f"[{option}" in page, (name, option)
+
+
+def test_entries_of_another_python_are_shown_and_cleared_apart(filled):
+    """info counts entries per Python version, ls shows the versions of each function, and
+    clear --python removes only the old version's entries (those a new interpreter never reads)."""
+    from fncache.stores.disk import DiskStore
+
+    _, _, cache = filled
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    store = DiskStore(cache)
+    small = [e for e in store.entries() if e.function.endswith(":small")]
+    for i, e in enumerate(small[:2]):  # what an older interpreter wrote: its own keys
+        store.add(f"{i:032x}", store.get(e.key), dict(e.meta, python="3.10"))
+    data = info(cache)
+    assert data["entries"] == 7 and data["pythons"] == {here: 5, "3.10": 2}
+    listing = fncache_cmd("ls", "--dir", cache, "--json")
+    rows = {row["function"].rpartition(":")[2]: row for row in json.loads(listing.stdout)}
+    assert rows["small"]["pythons"] == {here: 3, "3.10": 2} and rows["large"]["pythons"] == {here: 2}
+    text = fncache_cmd("ls", "--dir", cache).stdout
+    assert f"{here},3.10" in text and "PYTHON" in text.splitlines()[0]
+    bad = fncache_cmd("clear", "--dir", cache, "--python", "3", "--yes")
+    assert bad.returncode == 2 and "--python" in bad.stderr and "MAJOR.MINOR" in bad.stderr
+    done = fncache_cmd("clear", "--dir", cache, "--python", "3.10", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["removed"] == 2
+    assert info(cache)["pythons"] == {here: 5}

@@ -114,6 +114,13 @@ class EntryInfo:
         name = self.meta.get("function", "")
         return name if isinstance(name, str) else ""
 
+    @property
+    def python(self) -> str | None:
+        """The Python version (``"3.11"``) that wrote the entry, ``None`` where the metadata at hand
+        does not say (a listing of Redis or S3 names the function only; see :func:`python_of`)."""
+        version = self.meta.get("python")
+        return version if isinstance(version, str) and len(version) <= 16 else None
+
 
 def _finite(value: Any) -> float | None:
     """``value`` as a finite, non-negative float, or ``None`` if it is anything else."""
