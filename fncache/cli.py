@@ -355,6 +355,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from fncache._targets import load_target
 
     store = _store_from(args)
+    if args.target.rpartition(":")[0].endswith(".ipynb"):
+        # A notebook's function or %%fncache cell: its code cannot be loaded here, so its stored
+        # versions are compared with the newest one.
+        result = _explain.explain_function(store, args.target, import_code=False)
+        result.error = "a notebook is not loaded from the command line"
+        _emit(args, result.as_dict(), str(result))
+        return 0
     # The target's code runs (a script's top level, a module import): whatever it calls must not
     # write to any store.
     disable()
