@@ -25,6 +25,7 @@ or a subprocess writing to file descriptor 1) is shown but not recorded.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 import pickle
 import re
@@ -39,7 +40,6 @@ from typing import Any
 
 from fncache import _hasher
 from fncache._callkey import KEY_SCHEMA, PYTHON, CallKey
-from fncache._code_digest import globals_written
 from fncache._entries import Counters, Entries
 from fncache._errors import ConfigError, UnhashableArgument
 from fncache._fingerprint import fingerprint
@@ -341,21 +341,45 @@ class _NullFile:
         return len(b)
 
 
-def _why_unstorable(value: Any) -> str | None:
-    """Why ``value`` cannot be pickled, or None; pickles into nothing (large buffers are not copied)."""
-    sink = _NullFile()
+class _DryRun(pickle.Pickler):
+    """Pickles into nothing (large buffers are not copied), noting the code of the notebook that
+    plain pickle would take by name although the notebook did not define it before the cell ran."""
+
+    def __init__(self, before: dict[str, Any], main: str) -> None:
+        super().__init__(_NullFile(), protocol=5, buffer_callback=lambda b: None)
+        self.before = before
+        self.main = main
+        self.new_code = False
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == self.main \
+                and self.before.get(getattr(obj, "__name__", ""), _MISSING) is not obj:
+            self.new_code = True
+        return NotImplemented
+
+
+def _storable(value: Any, before: dict[str, Any], main: str) -> tuple[str | None, bool]:
+    """(why ``value`` cannot be pickled or None, whether it must be pickled by value).
+
+    Plain pickle takes a notebook's function or class by name, which is right for one an earlier
+    cell defines (the restarted notebook defines it again before this cell) and wrong for one this
+    cell defines (a hit would look it up before anything defines it): such values go through
+    cloudpickle, which copies the code.
+    """
+    dry = _DryRun(before, main)
     try:
-        pickle.Pickler(sink, protocol=5, buffer_callback=lambda b: None).dump(value)
-        return None
+        dry.dump(value)
+        if not dry.new_code:
+            return None, False
     except Exception:
         pass
     try:
         import cloudpickle
 
-        cloudpickle.CloudPickler(sink, protocol=5, buffer_callback=lambda b: None).dump(value)
-        return None
+        cloudpickle.CloudPickler(_NullFile(), protocol=5, buffer_callback=lambda b: None).dump(value)
+        return None, True
     except Exception as e:
-        return f"{type(e).__name__}: {e}"
+        return f"{type(e).__name__}: {e}", True
 
 
 def _rebind_functions(value: Any, namespace: dict[str, Any]) -> Any:
@@ -450,10 +474,11 @@ class CellMagic:
             _say(f"cell runs uncached: {e}")
             return self._run(tree, filename)
         found, payload = entries.lookup(ck.key)
-        if found and _valid_payload(payload):
+        names = _names_of(payload, ck.key) if found and _valid_payload(payload) else None
+        if names is not None:
             if verbose is not None:
                 verbose.report("hit", ck.key)
-            return self._restore(payload)
+            return self._restore(payload, names)
         told = verbose.announce(ck, (), {}) if verbose is not None else None
         before = dict(ns)
         start = time.perf_counter()
@@ -487,16 +512,41 @@ class CellMagic:
         fn.__qualname__ = fn.__name__
         try:
             fp = fingerprint(fn)
-            # Inputs that a function of the cell rebinds (``global n``) are keyed by name in a
-            # function's fingerprint, as state it writes; a cell's key takes their content, since
-            # a hit restores the value the cell left from the one it found.
-            written = tuple((n, _hasher.digest(c.inputs[n]))
-                            for n in sorted(globals_written(c.code)) if n in c.inputs)
         except UnhashableArgument as e:
             raise _Uncached(str(e)) from e
+        written = self._rebound_state(c, fp.by_name)
+        if written:  # recorded by content, so that verbose lines and explain can name them
+            fp = dataclasses.replace(fp, components={
+                **fp.components, **{f"global {n}": d.hex() for n, d in written}})
         code = _hasher.digest(("fncache.cell", fp.digest, written))
         key = _hasher.digest((KEY_SCHEMA, PYTHON, code)).hex()
         return CallKey(c.function, None, fp, None, (), (), (), code, key)
+
+    def _rebound_state(self, c: _Cell, by_name: dict[str, str]) -> tuple[tuple[str, bytes], ...]:
+        """Digests of the notebook variables that code the cell reaches rebinds (``global n``).
+
+        A function's fingerprint keys such a global by name, as state the function writes; a
+        cell's key needs its content, since a hit restores the value the cell left *from* the
+        one it found (``global n; n += 1`` in a helper: the stored ``n`` holds the old one).
+        """
+        ns = self.shell.user_ns
+        prefix = f"{ns.get('__name__')}."
+        out = []
+        for label, why in sorted(by_name.items()):
+            if why != "rebound by the function" or not label.startswith("global "):
+                continue
+            name = label[len("global "):]
+            if name in c.inputs:  # read by the cell itself (its own functions rebind it)
+                value = c.inputs[name]
+            elif name.startswith(prefix) and name[len(prefix):] in ns:  # by the notebook's functions
+                value = ns[name[len(prefix):]]
+            else:
+                continue
+            try:
+                out.append((name, _hasher.digest(value)))
+            except UnhashableArgument as e:
+                raise _Uncached(f"global {name} cannot be hashed: {e}") from e
+        return tuple(out)
 
     # -- running -------------------------------------------------------------------------------
     def _run(self, tree: ast.Module, filename: str) -> Any:
@@ -531,26 +581,34 @@ class CellMagic:
                     raise _Uncached(f"it modified a {_describe_type(v)} that it reads through a "
                                     "function or an attribute, which restoring names cannot redo")
                 names[n] = v  # modified in place: restored by binding the name to the new value
+        main = ns.get("__name__", "__main__")
+        by_value: dict[str, bytes] = {}
         for name in sorted(names):
-            why = _why_unstorable(names[name])
+            why, copy = _storable(names[name], before, main)
             if why is not None:
                 raise _Uncached(f"variable {name!r} ({_describe_type(names[name])}) cannot be "
                                 f"stored: {why}")
+            if copy:
+                import cloudpickle
+
+                by_value[name] = cloudpickle.dumps(names.pop(name), protocol=5)
         shown: tuple[Any, ...] = ("none",)
         if value is not None:
-            if _why_unstorable(value) is None:
+            why, copy = _storable(value, before, main)
+            if why is None and not copy:
                 shown = ("value", value)
             else:  # kept as what it displayed
                 data, metadata = self.shell.display_formatter.format(value)
                 shown = ("display", data, metadata)
-        return {"fncache-cell": PAYLOAD, "names": names, "deleted": deleted,
+        return {"fncache-cell": PAYLOAD, "names": names, "by_value": by_value, "deleted": deleted,
                 "events": rec.events, "lost": rec.lost, "value": shown}
 
-    def _restore(self, payload: dict[str, Any]) -> Any:
+    def _restore(self, payload: dict[str, Any], names: dict[str, Any]) -> Any:
+        """Bind every name (all were read back already), then replay what the cell showed."""
         ns = self.shell.user_ns
         for name in payload["deleted"]:
             ns.pop(name, None)
-        ns.update({n: _rebind_functions(v, ns) for n, v in payload["names"].items()})
+        ns.update({n: _rebind_functions(v, ns) for n, v in names.items()})
         _replay(self.shell, payload)
         shown = payload["value"]
         if shown[0] == "value":
@@ -560,11 +618,33 @@ class CellMagic:
         return None
 
 
+def _names_of(payload: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """Every name a stored cell binds, read back whole (None if one cannot be: a miss).
+
+    The copies of code are part of the entry, which passed its checksum (and signature) before
+    anything in it was unpickled.
+    """
+    names = dict(payload["names"])
+    if payload["by_value"]:
+        import cloudpickle
+
+        try:
+            for name, blob in payload["by_value"].items():
+                names[name] = cloudpickle.loads(blob)
+        except Exception as e:  # as a function's entry that does not load here: recomputed
+            log.warning("%%%%fncache: entry %s cannot be loaded in this process (%s: %s); "
+                        "recomputing", key, type(e).__name__, e)
+            return None
+    return names
+
+
 def _valid_payload(payload: Any) -> bool:
     """Whether a verified entry has the shape of a cell's (anything else is a miss)."""
     return (isinstance(payload, dict) and payload.get("fncache-cell") == PAYLOAD
             and isinstance(payload.get("names"), dict)
             and all(isinstance(n, str) for n in payload["names"])
+            and isinstance(payload.get("by_value"), dict)
+            and all(isinstance(n, str) and isinstance(b, bytes) for n, b in payload["by_value"].items())
             and isinstance(payload.get("deleted"), list)
             and isinstance(payload.get("events"), list)
             and isinstance(payload.get("lost"), int)

@@ -226,3 +226,61 @@ def test_cells_that_cannot_be_cached_run_with_one_line_saying_why(kernel_dir: Pa
 def test_cell_inputs_are_the_names_read_before_the_cell_binds_them(source: str, inputs: set[str]) -> None:
     """A name counts as an input unless an earlier top-level statement certainly bound it."""
     assert cell_inputs(ast.parse(source)) == inputs
+
+
+SHELL_SCRIPT = """\
+import json, os, sys
+from IPython.core.interactiveshell import InteractiveShell
+
+ip = InteractiveShell.instance()
+for cell in json.loads(sys.argv[1]):
+    ip.run_cell(cell)
+"""
+
+
+def run_shell(where: Path, cells: list[str]) -> tuple[Any, str]:
+    """Run the cells in an IPython shell of a new process: (the JSON the last cell printed, stderr)."""
+    env = {**os.environ, "FNCACHE_DIR": str(where / "store"), "COUNT_FILE": str(where / "counts.txt"),
+           "FNCACHE_DISABLE": "", "FNCACHE_VERBOSE": "",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", SHELL_SCRIPT, json.dumps(cells)], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=where)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_a_hit_restores_what_the_cell_left_from_what_it_found(tmp_path: Path) -> None:
+    """A global that a notebook function rebinds for the cell is keyed by content (a new start
+    value misses); a function the cell defined reads the notebook's globals after a hit; names the
+    cell deleted are deleted again; magics and eval() run uncached with a line saying so."""
+    def cells(start: int) -> list[str]:
+        return [
+            SETUP,
+            f"counter = {start}\ntmp = 1\n"
+            "def bump():\n    global counter\n    counter += 1\n    return counter\n",
+            "%%fncache\ncount()\nv = bump()\ndel tmp\ndef scaled(x):\n    return x * SCALE\n",
+            "%%fncache\ncount()\n%time y = 1\n",
+            "%%fncache\ncount()\nz = eval('1')\n",
+            "SCALE = 3\nimport json\nprint(json.dumps({'v': v, 'counter': counter, "
+            "'tmp': 'tmp' in dir(), 'scaled': scaled(2)}))\n",
+        ]
+
+    first, err = run_shell(tmp_path, cells(0))
+    assert (first, runs(tmp_path)) == ({"v": 1, "counter": 1, "tmp": False, "scaled": 6}, 3)
+    assert "[fncache] cell runs uncached: it uses IPython magics or shell commands (line 2)" in err
+    assert "[fncache] cell runs uncached: it calls eval() (line 2)" in err
+
+    again, _ = run_shell(tmp_path, cells(0))
+    assert (again, runs(tmp_path)) == (first, 5)  # the first cell hit; the other two ran
+
+    other_start, _ = run_shell(tmp_path, cells(10))
+    assert (other_start, runs(tmp_path)) == ({"v": 11, "counter": 11, "tmp": False, "scaled": 6}, 8)
+
+
+def test_import_fncache_does_not_import_ipython() -> None:
+    """The extension hook imports IPython lazily."""
+    done = subprocess.run([sys.executable, "-c", "import sys, fncache; "
+                           "print(callable(fncache.load_ipython_extension), 'IPython' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.split() == ["True", "False"], done.stderr
