@@ -189,6 +189,14 @@ def cell_inputs(tree: ast.Module) -> set[str]:
     return inputs
 
 
+def _top_level_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of the cell's own scope (not inside the functions, lambdas and classes it defines)."""
+    for child in ast.iter_child_nodes(tree):
+        yield child
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield from _top_level_nodes(child)
+
+
 def _top_level_stores(code: types.CodeType) -> list[str]:
     """Names the cell's own top-level code binds, in order (the cell's name is made of them)."""
     import dis
@@ -462,8 +470,12 @@ class CellMagic:
         options = parse_options(line)
         ns = self.shell.user_ns
         source = self.shell.transform_cell(cell)
-        tree = self.shell.transform_ast(ast.parse(source))
         filename = self.shell.compile.cache(source)
+        tree = self.shell.transform_ast(ast.parse(source, filename))
+        for node in _top_level_nodes(tree):
+            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+                raise _usage_error(f"top-level await is not supported (line {node.lineno}): "
+                                   "run it with asyncio.run(...) or in another cell")
         if _DISABLED[0]:
             return self._run(tree, filename)
         try:

@@ -24,7 +24,7 @@ pytest.importorskip("ipykernel", reason="needs the test extra (ipykernel)")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 from jupyter_client.manager import KernelManager  # noqa: E402
 
-from fncache._magic import cell_inputs  # noqa: E402
+from fncache._magic import CellOptions, cell_inputs, parse_options  # noqa: E402
 
 KERNEL = "fncache-magic-test"
 
@@ -226,6 +226,31 @@ def test_cells_that_cannot_be_cached_run_with_one_line_saying_why(kernel_dir: Pa
 def test_cell_inputs_are_the_names_read_before_the_cell_binds_them(source: str, inputs: set[str]) -> None:
     """A name counts as an input unless an earlier top-level statement certainly bound it."""
     assert cell_inputs(ast.parse(source)) == inputs
+
+
+@pytest.mark.parametrize(("line", "options"), [
+    ("", CellOptions()),
+    ("-v", CellOptions(verbose=True)),
+    ("--store /tmp/c --verbose", CellOptions("/tmp/c", True)),
+    ("--store='/tmp/my cache'", CellOptions("/tmp/my cache")),
+])
+def test_magic_line_options(line: str, options: CellOptions) -> None:
+    """The magic line takes --store DIR_OR_URL (or --store=...) and -v/--verbose."""
+    assert parse_options(line) == options
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    ("--bogus", "unknown option '--bogus'"),
+    ("-v results", "unknown option 'results'"),
+    ("--store", "--store needs a directory or a URL"),
+    ("--store=", "--store needs a directory or a URL"),
+])
+def test_magic_line_refuses_what_it_does_not_know(line: str, named: str) -> None:
+    """An unknown or incomplete option is a UsageError that names it."""
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match=named):
+        parse_options(line)
 
 
 SHELL_SCRIPT = """\
