@@ -391,13 +391,28 @@ def _storable(value: Any, before: dict[str, Any], main: str) -> tuple[str | None
 
 
 def _rebind_functions(value: Any, namespace: dict[str, Any]) -> Any:
-    """A notebook function read back from the store, made to read the notebook's globals again.
+    """A notebook function or class read back from the store, made to read the notebook's globals.
 
-    cloudpickle gives a function of ``__main__`` a globals dict of its own: without this, a function
-    a cached cell defined would keep reading the values its globals had when the cell was stored.
+    cloudpickle gives code of ``__main__`` copied by value a globals dict of its own: without this,
+    a function a cached cell defined (or a method of a class it defined) would keep reading the
+    values the notebook's globals had when the cell was stored.
     """
-    if not isinstance(value, types.FunctionType) or value.__module__ != namespace.get("__name__"):
-        return value
+    main = namespace.get("__name__")
+    if isinstance(value, types.FunctionType):
+        return _rebound(value, namespace) if value.__module__ == main else value
+    if isinstance(value, type) and value.__module__ == main:
+        for name, attr in list(vars(value).items()):
+            if isinstance(attr, types.FunctionType):
+                setattr(value, name, _rebound(attr, namespace))
+            elif isinstance(attr, (staticmethod, classmethod)) and \
+                    isinstance(attr.__func__, types.FunctionType):
+                setattr(value, name, type(attr)(_rebound(attr.__func__, namespace)))
+    return value
+
+
+def _rebound(value: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:
+    if value.__globals__ is namespace:
+        return value  # taken by name: the notebook's own function
     fn = types.FunctionType(value.__code__, namespace, value.__name__, value.__defaults__,
                             value.__closure__)
     fn.__kwdefaults__ = value.__kwdefaults__

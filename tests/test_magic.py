@@ -276,22 +276,24 @@ def run_shell(where: Path, cells: list[str]) -> tuple[Any, str]:
 
 def test_a_hit_restores_what_the_cell_left_from_what_it_found(tmp_path: Path) -> None:
     """A global that a notebook function rebinds for the cell is keyed by content (a new start
-    value misses); a function the cell defined reads the notebook's globals after a hit; names the
-    cell deleted are deleted again; magics and eval() run uncached with a line saying so."""
+    value misses); a function and a class's method the cell defined read the notebook's globals
+    after a hit; names the cell deleted are deleted again; magics and eval() run uncached with a
+    line saying so."""
     def cells(start: int) -> list[str]:
         return [
             SETUP,
             f"counter = {start}\ntmp = 1\n"
             "def bump():\n    global counter\n    counter += 1\n    return counter\n",
-            "%%fncache\ncount()\nv = bump()\ndel tmp\ndef scaled(x):\n    return x * SCALE\n",
+            "%%fncache\ncount()\nv = bump()\ndel tmp\ndef scaled(x):\n    return x * SCALE\n"
+            "class Scaler:\n    def __call__(self, x):\n        return x * SCALE\n",
             "%%fncache\ncount()\n%time y = 1\n",
             "%%fncache\ncount()\nz = eval('1')\n",
             "SCALE = 3\nimport json\nprint(json.dumps({'v': v, 'counter': counter, "
-            "'tmp': 'tmp' in dir(), 'scaled': scaled(2)}))\n",
+            "'tmp': 'tmp' in dir(), 'scaled': [scaled(2), Scaler()(2)]}))\n",
         ]
 
     first, err = run_shell(tmp_path, cells(0))
-    assert (first, runs(tmp_path)) == ({"v": 1, "counter": 1, "tmp": False, "scaled": 6}, 3)
+    assert (first, runs(tmp_path)) == ({"v": 1, "counter": 1, "tmp": False, "scaled": [6, 6]}, 3)
     assert "[fncache] cell runs uncached: it uses IPython magics or shell commands (line 2)" in err
     assert "[fncache] cell runs uncached: it calls eval() (line 2)" in err
 
@@ -299,7 +301,7 @@ def test_a_hit_restores_what_the_cell_left_from_what_it_found(tmp_path: Path) ->
     assert (again, runs(tmp_path)) == (first, 5)  # the first cell hit; the other two ran
 
     other_start, _ = run_shell(tmp_path, cells(10))
-    assert (other_start, runs(tmp_path)) == ({"v": 11, "counter": 11, "tmp": False, "scaled": 6}, 8)
+    assert (other_start, runs(tmp_path)) == ({"v": 11, "counter": 11, "tmp": False, "scaled": [6, 6]}, 8)
 
 
 def test_import_fncache_does_not_import_ipython() -> None:
