@@ -461,8 +461,8 @@ class CellMagic:
         self._entries: dict[tuple[str | None, str], tuple[Entries, Any]] = {}
 
     def entries(self, options: CellOptions, function: str) -> tuple[Entries, Any]:
-        """The entries of one cell in one store, and its verbose lines (None without ``-v``);
-        each store is opened once per kernel."""
+        """The entries of one cell in one store, and its verbose lines (None without ``-v`` or
+        ``$FNCACHE_VERBOSE``); each store is opened once per kernel."""
         opts = self._stores.get(options.store)
         if opts is None:
             try:
@@ -479,7 +479,7 @@ class CellMagic:
             entries = Entries(function, opts, Counters())
             found = self._entries[(options.store, function)] = (
                 entries, Verbose(function, lambda: entries.store))
-        return found[0], (found[1] if options.verbose else None)
+        return found[0], (found[1] if options.verbose or opts.verbose else None)
 
     def __call__(self, line: str, cell: str) -> Any:
         options = parse_options(line)
