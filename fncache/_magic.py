@@ -4,9 +4,8 @@ A cell's key is made the way ``@memoize`` makes a function's, by :func:`fncache.
 of a function whose code is the cell's code: its bytecode (so formatting and comments do not count),
 the content of every variable it reads that was defined before it ran, and the code of every user
 function and class it reaches, at any depth. The variables a cell *reads* are found in its syntax
-(:func:`cell_inputs`): a name the cell assigns before any statement reads it is not an input, so
-running a cell twice in one kernel gives one key. Everything that decides which names are inputs errs
-towards more of them: a needless input can cost a miss, a missing one would be a stale hit.
+(:mod:`fncache._cellcode`); what it prints and displays is recorded and replayed by
+:mod:`fncache._cellio`.
 
 What a cell leaves behind, stored as one entry: every top-level name it bound, rebound or deleted
 (found by comparing the namespace before and after it ran, so names bound by functions it calls count
@@ -27,26 +26,32 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
-import pickle
 import re
 import shlex
-import sys
 import time
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fncache import _hasher
 from fncache._callkey import KEY_SCHEMA, PYTHON, CallKey
+from fncache._cellcode import cell_inputs, cell_name, top_level_nodes, unseen_reads
+from fncache._cellio import (
+    Recording,
+    describe_type,
+    rebind_code,
+    recorded,
+    replay,
+    say,
+    storable,
+)
 from fncache._entries import Counters, Entries
 from fncache._errors import ConfigError, UnhashableArgument
 from fncache._fingerprint import fingerprint
 from fncache._options import _DISABLED, Options
 from fncache._targets import recorded_module
 
-__all__ = ["CellMagic", "cell_inputs", "load_ipython_extension", "parse_options"]
+__all__ = ["CellMagic", "CellOptions", "load_ipython_extension", "parse_options"]
 
 log = logging.getLogger("fncache")
 
@@ -58,9 +63,6 @@ CELL_MODULE = "<cell>"
 _USAGE = "%%fncache [--store DIR_OR_URL] [-v|--verbose]"
 # Names IPython itself binds around each execution (history and output caches): never outputs.
 _IPYTHON_NAMES = re.compile(r"_+|_i+|_i\d+|_\d+|_ih|_oh|_dh|In|Out")
-# Display outputs that point at state living in the kernel (a widget's model): replaying the message
-# after a restart would show "model not found".
-_KERNEL_STATE_MIMES = ("application/vnd.jupyter.widget-view+json",)
 _MISSING = object()
 
 
@@ -106,331 +108,6 @@ def parse_options(line: str) -> CellOptions:
             raise _usage_error(f"unknown option {word!r}")
         i += 1
     return CellOptions(store, verbose)
-
-
-# ---------------------------------------------------------------------------------------------
-# What a cell reads and binds
-# ---------------------------------------------------------------------------------------------
-
-def _names_read(node: ast.AST) -> set[str]:
-    """Every name ``node`` may read (load or delete) before binding it itself, nested scopes
-    included (``x += 1`` reads x). A ``for`` or ``with`` body does not read its own target, nor a
-    comprehension its variables: those are bound before the code that reads them runs."""
-    if isinstance(node, ast.Name):
-        return set() if isinstance(node.ctx, ast.Store) else {node.id}
-    if isinstance(node, (ast.For, ast.AsyncFor)):
-        return _names_read(node.iter) | (_all_read(node.body) - _targets(node.target)) \
-            | _all_read(node.orelse)
-    if isinstance(node, (ast.With, ast.AsyncWith)):
-        found: set[str] = set()
-        bound: set[str] = set()
-        for item in node.items:
-            found |= _names_read(item.context_expr) - bound
-            if item.optional_vars is not None:
-                found |= _names_read(item.optional_vars) - bound  # ``as obj.attr`` reads obj
-                bound |= _targets(item.optional_vars)
-        return found | (_all_read(node.body) - bound)
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        gens = node.generators
-        local = set().union(*(_targets(g.target) for g in gens))
-        inner = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        inner += [g.iter for g in gens[1:]] + [i for g in gens for i in g.ifs]
-        return _names_read(gens[0].iter) | (_all_read(inner) - local)
-    found = set()
-    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-        found.add(node.target.id)
-    for child in ast.iter_child_nodes(node):
-        found |= _names_read(child)
-    return found
-
-
-def _all_read(nodes: list[Any]) -> set[str]:
-    return set().union(*(_names_read(n) for n in nodes))
-
-
-def _targets(node: ast.AST) -> set[str]:
-    if isinstance(node, ast.Name):
-        return {node.id}
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return set().union(*(_targets(e) for e in node.elts))
-    if isinstance(node, ast.Starred):
-        return _targets(node.value)
-    return set()  # an attribute or a subscript binds no name
-
-
-def _bound_for_sure(stmt: ast.stmt) -> set[str]:
-    """Names a top-level statement certainly binds once it completes (compound statements: none,
-    since a branch or a loop body may not run)."""
-    if isinstance(stmt, ast.Assign):
-        return set().union(*(_targets(t) for t in stmt.targets))
-    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and getattr(stmt, "value", None) is not None:
-        return _targets(stmt.target)
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {stmt.name}
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name.partition(".")[0]) for a in stmt.names if a.name != "*"}
-    return set()
-
-
-def cell_inputs(tree: ast.Module) -> set[str]:
-    """The names a cell may read before it binds them itself: the variables its key must cover.
-
-    Statements are taken in order; a name counts unless an earlier top-level simple statement
-    certainly bound it. Reads inside functions, lambdas and classes the cell defines count where the
-    definition is, whenever they run (a superset: never fewer inputs than the code can read).
-    """
-    inputs: set[str] = set()
-    bound: set[str] = set()
-    for stmt in tree.body:
-        inputs |= _names_read(stmt) - bound
-        bound |= _bound_for_sure(stmt)
-        if isinstance(stmt, ast.Delete):
-            bound -= set().union(*(_targets(t) for t in stmt.targets))
-    return inputs
-
-
-def _top_level_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of the cell's own scope (not inside the functions, lambdas and classes it defines)."""
-    for child in ast.iter_child_nodes(tree):
-        yield child
-        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            yield from _top_level_nodes(child)
-
-
-def _top_level_stores(code: types.CodeType) -> list[str]:
-    """Names the cell's own top-level code binds, in order (the cell's name is made of them)."""
-    import dis
-
-    seen: dict[str, None] = {}
-    for ins in dis.get_instructions(code):
-        if ins.opname == "STORE_NAME" and not ins.argval.startswith("_"):
-            seen[ins.argval] = None
-    return list(seen)
-
-
-def cell_name(code: types.CodeType) -> str:
-    """``cell(shares,model)``: the qualified name a cell is recorded under, from the names it binds
-    (stable across edits of its body), ``cell`` when it binds none."""
-    names = _top_level_stores(code)
-    shown = ",".join(names[:4]) + (",..." if len(names) > 4 else "")
-    return f"cell({shown})" if names else "cell"
-
-
-_NAMESPACE_READERS = frozenset({"eval", "exec", "globals", "locals"})
-
-
-def _unseen_reads(tree: ast.Module, namespace: dict[str, Any]) -> str | None:
-    """Why the code may read names its syntax does not show, or None: a magic or shell command
-    (``get_ipython()`` after IPython's transforms), ``eval``/``exec``/``globals()``/``locals()``, or
-    ``vars()`` without an argument, each unless the notebook rebound that name."""
-    for n in ast.walk(tree):
-        if not isinstance(n, ast.Name) or n.id in namespace and n.id != "get_ipython":
-            continue
-        line = getattr(n, "lineno", 0)
-        if n.id == "get_ipython":
-            return f"it uses IPython magics or shell commands (line {line}), whose inputs cannot " \
-                   "be keyed; move them to another cell"
-        if n.id in _NAMESPACE_READERS:
-            return f"it calls {n.id}() (line {line}), which reads variables its code does not name"
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "vars" \
-                and not n.args and "vars" not in namespace:
-            return f"it calls vars() (line {n.lineno}), which reads variables its code does not name"
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Recording what a cell prints and displays
-# ---------------------------------------------------------------------------------------------
-
-@dataclass
-class Recording:
-    """What one run of a cell showed, in order: ``("stream", name, text)``, ``("display", data,
-    metadata, kwargs)``, ``("clear", wait)``; and how many displays cannot be replayed."""
-
-    events: list[tuple[Any, ...]] = field(default_factory=list)
-    lost: int = 0
-
-    def stream(self, name: str, text: str) -> None:
-        last = self.events[-1] if self.events else None
-        if last is not None and last[0] == "stream" and last[1] == name:
-            self.events[-1] = ("stream", name, last[2] + text)
-        else:
-            self.events.append(("stream", name, text))
-
-    def display(self, data: Any, metadata: Any, kwargs: dict[str, Any]) -> None:
-        if isinstance(data, dict) and any(m in data for m in _KERNEL_STATE_MIMES):
-            self.lost += 1
-            return
-        event = ("display", data, metadata, kwargs)
-        try:
-            pickle.dumps(event, protocol=5)
-        except Exception:
-            self.lost += 1
-            return
-        self.events.append(event)
-
-
-class _Tee:
-    """A text stream that writes through to ``inner`` and records what was written."""
-
-    def __init__(self, inner: Any, name: str, recording: Recording) -> None:
-        self._inner = inner
-        self._name = name
-        self._recording = recording
-
-    def write(self, text: str) -> int:
-        n = self._inner.write(text)
-        if isinstance(text, str):
-            self._recording.stream(self._name, text)
-        return n  # type: ignore[no-any-return]
-
-    def writelines(self, lines: Any) -> None:
-        for line in lines:
-            self.write(line)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class _DisplayTee:
-    """The shell's display publisher, also recording each display (IPython.display.display)."""
-
-    def __init__(self, inner: Any, recording: Recording) -> None:
-        self._inner = inner
-        self._recording = recording
-
-    def publish(self, data: Any, metadata: Any = None, source: Any = None, **kwargs: Any) -> None:
-        self._inner.publish(data=data, metadata=metadata, **kwargs)
-        self._recording.display(data, metadata, kwargs)
-
-    def clear_output(self, wait: bool = False) -> None:
-        self._inner.clear_output(wait)
-        self._recording.events.append(("clear", bool(wait)))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-@contextmanager
-def _recorded(shell: Any) -> Iterator[Recording]:
-    rec = Recording()
-    out, err, pub = sys.stdout, sys.stderr, shell.display_pub
-    sys.stdout, sys.stderr = _Tee(out, "stdout", rec), _Tee(err, "stderr", rec)
-    shell.display_pub = _DisplayTee(pub, rec)
-    try:
-        yield rec
-    finally:
-        sys.stdout, sys.stderr = out, err
-        shell.display_pub = pub
-
-
-def _replay(shell: Any, payload: dict[str, Any]) -> None:
-    for event in payload["events"]:
-        if event[0] == "stream":
-            stream = sys.stderr if event[1] == "stderr" else sys.stdout
-            stream.write(event[2])
-            stream.flush()
-        elif event[0] == "display":
-            shell.display_pub.publish(data=event[1], metadata=event[2], **event[3])
-        elif event[0] == "clear":
-            shell.display_pub.clear_output(event[1])
-    if payload["lost"]:
-        _say(f"{payload['lost']} display output(s) of this cell could not be stored (widgets or "
-             "unpicklable data) and are not shown again")
-
-
-# ---------------------------------------------------------------------------------------------
-# Storing outputs
-# ---------------------------------------------------------------------------------------------
-
-class _NullFile:
-    def write(self, b: Any) -> int:
-        return len(b)
-
-
-class _DryRun(pickle.Pickler):
-    """Pickles into nothing (large buffers are not copied), noting the code of the notebook that
-    plain pickle would take by name although the notebook did not define it before the cell ran."""
-
-    def __init__(self, before: dict[str, Any], main: str) -> None:
-        super().__init__(_NullFile(), protocol=5, buffer_callback=lambda b: None)
-        self.before = before
-        self.main = main
-        self.new_code = False
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == self.main \
-                and self.before.get(getattr(obj, "__name__", ""), _MISSING) is not obj:
-            self.new_code = True
-        return NotImplemented
-
-
-def _storable(value: Any, before: dict[str, Any], main: str) -> tuple[str | None, bool]:
-    """(why ``value`` cannot be pickled or None, whether it must be pickled by value).
-
-    Plain pickle takes a notebook's function or class by name, which is right for one an earlier
-    cell defines (the restarted notebook defines it again before this cell) and wrong for one this
-    cell defines (a hit would look it up before anything defines it): such values go through
-    cloudpickle, which copies the code.
-    """
-    dry = _DryRun(before, main)
-    try:
-        dry.dump(value)
-        if not dry.new_code:
-            return None, False
-    except Exception:
-        pass
-    try:
-        import cloudpickle
-
-        cloudpickle.CloudPickler(_NullFile(), protocol=5, buffer_callback=lambda b: None).dump(value)
-        return None, True
-    except Exception as e:
-        return f"{type(e).__name__}: {e}", True
-
-
-def _rebind_functions(value: Any, namespace: dict[str, Any]) -> Any:
-    """A notebook function or class read back from the store, made to read the notebook's globals.
-
-    cloudpickle gives code of ``__main__`` copied by value a globals dict of its own: without this,
-    a function a cached cell defined (or a method of a class it defined) would keep reading the
-    values the notebook's globals had when the cell was stored.
-    """
-    main = namespace.get("__name__")
-    if isinstance(value, types.FunctionType):
-        return _rebound(value, namespace) if value.__module__ == main else value
-    if isinstance(value, type) and value.__module__ == main:
-        for name, attr in list(vars(value).items()):
-            if isinstance(attr, types.FunctionType):
-                setattr(value, name, _rebound(attr, namespace))
-            elif isinstance(attr, (staticmethod, classmethod)) and \
-                    isinstance(attr.__func__, types.FunctionType):
-                setattr(value, name, type(attr)(_rebound(attr.__func__, namespace)))
-    return value
-
-
-def _rebound(value: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:
-    if value.__globals__ is namespace:
-        return value  # taken by name: the notebook's own function
-    fn = types.FunctionType(value.__code__, namespace, value.__name__, value.__defaults__,
-                            value.__closure__)
-    fn.__kwdefaults__ = value.__kwdefaults__
-    fn.__qualname__ = value.__qualname__
-    fn.__annotations__ = value.__annotations__
-    fn.__doc__ = value.__doc__
-    fn.__dict__.update(value.__dict__)
-    return fn
-
-
-def _say(line: str) -> None:
-    print(f"[fncache] {line}", file=sys.stderr, flush=True)
-    log.info("%%%%fncache: %s", line)
-
-
-def _describe_type(value: Any) -> str:
-    t = type(value)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,7 +164,7 @@ class CellMagic:
         source = self.shell.transform_cell(cell)
         filename = self.shell.compile.cache(source)
         tree = self.shell.transform_ast(ast.parse(source, filename))
-        for node in _top_level_nodes(tree):
+        for node in top_level_nodes(tree):
             if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
                 raise _usage_error(f"top-level await is not supported (line {node.lineno}): "
                                    "run it with asyncio.run(...) or in another cell")
@@ -498,7 +175,7 @@ class CellMagic:
             ck = self._key(c)
             entries, verbose = self.entries(options, c.function)
         except _Uncached as e:
-            _say(f"cell runs uncached: {e}")
+            say(f"cell runs uncached: {e}")
             return self._run(tree, filename)
         found, payload = entries.lookup(ck.key)
         names = _names_of(payload, ck.key) if found and _valid_payload(payload) else None
@@ -509,7 +186,7 @@ class CellMagic:
         told = verbose.announce(ck, (), {}) if verbose is not None else None
         before = dict(ns)
         start = time.perf_counter()
-        with _recorded(self.shell) as rec:
+        with recorded(self.shell) as rec:
             value = self._run(tree, filename)
         duration = time.perf_counter() - start
         if told is not None:
@@ -517,7 +194,7 @@ class CellMagic:
         try:
             payload = self._payload(ck, before, rec, value)
         except _Uncached as e:
-            _say(f"cell ran uncached: {e}")
+            say(f"cell ran uncached: {e}")
             return value
         entries.save(ck, payload, duration)
         return value
@@ -525,7 +202,7 @@ class CellMagic:
     # -- key -----------------------------------------------------------------------------------
     def _key_parts(self, source: str, tree: ast.Module, filename: str) -> _Cell:
         ns = self.shell.user_ns
-        unseen = _unseen_reads(tree, ns)
+        unseen = unseen_reads(tree, ns)
         if unseen is not None:
             raise _Uncached(unseen)
         code = compile(tree, filename, "exec")
@@ -605,15 +282,15 @@ class CellMagic:
             for v in changed:
                 n = held.get(id(v))
                 if n is None:
-                    raise _Uncached(f"it modified a {_describe_type(v)} that it reads through a "
+                    raise _Uncached(f"it modified a {describe_type(v)} that it reads through a "
                                     "function or an attribute, which restoring names cannot redo")
                 names[n] = v  # modified in place: restored by binding the name to the new value
         main = ns.get("__name__", "__main__")
         by_value: dict[str, bytes] = {}
         for name in sorted(names):
-            why, copy = _storable(names[name], before, main)
+            why, copy = storable(names[name], before, main)
             if why is not None:
-                raise _Uncached(f"variable {name!r} ({_describe_type(names[name])}) cannot be "
+                raise _Uncached(f"variable {name!r} ({describe_type(names[name])}) cannot be "
                                 f"stored: {why}")
             if copy:
                 import cloudpickle
@@ -621,7 +298,7 @@ class CellMagic:
                 by_value[name] = cloudpickle.dumps(names.pop(name), protocol=5)
         shown: tuple[Any, ...] = ("none",)
         if value is not None:
-            why, copy = _storable(value, before, main)
+            why, copy = storable(value, before, main)
             if why is None and not copy:
                 shown = ("value", value)
             else:  # kept as what it displayed
@@ -635,8 +312,8 @@ class CellMagic:
         ns = self.shell.user_ns
         for name in payload["deleted"]:
             ns.pop(name, None)
-        ns.update({n: _rebind_functions(v, ns) for n, v in names.items()})
-        _replay(self.shell, payload)
+        ns.update({n: rebind_code(v, ns) for n, v in names.items()})
+        replay(self.shell, payload)
         shown = payload["value"]
         if shown[0] == "value":
             return shown[1]
@@ -687,5 +364,3 @@ def load_ipython_extension(ipython: Any) -> None:
 
     fncache.__doc__ = __doc__
     ipython.register_magic_function(fncache, magic_kind="cell", magic_name="fncache")
-
-
