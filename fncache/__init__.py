@@ -41,6 +41,16 @@ def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
     return m.key(*args, **kwargs)
 
 
+def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
+    """``%load_ext fncache``: register the ``%%fncache`` cell magic (see :mod:`fncache._magic`).
+
+    IPython is imported only here, so ``import fncache`` never imports it.
+    """
+    from fncache._magic import load_ipython_extension as load
+
+    load(ipython)
+
+
 __all__ = [
     "ArgumentTypeError",
     "CacheInfo",
@@ -61,6 +71,7 @@ __all__ = [
     "file",
     "hash",
     "key_for",
+    "load_ipython_extension",
     "memoize",
     "open_store",
     "ref",

@@ -450,6 +450,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     target = _check_target(args.target)
     store = _store_from(args)
+    if target.rpartition(":")[0].endswith(".ipynb"):
+        # A notebook's function or %%fncache cell: its code cannot be loaded here, so its stored
+        # versions are compared with the newest one.
+        result = _explain.explain_function(store, target, import_code=False)
+        result.error = "a notebook is not loaded from the command line"
+        _emit(args, result.as_dict(), str(result))
+        return 0
     if ":" not in target:  # a bare QUALNAME (or MODULE.QUALNAME), as ls and clear take it
         target = _stored_function(store, target)
     # The target's code runs (a script's top level, a module import): whatever it calls must not
