@@ -109,10 +109,17 @@ def test_clear_dry_run_removes_nothing(filled):
 @pytest.mark.slow
 def test_clear_by_age_and_size(filled):
     """--older-than removes only entries written before the cutoff; --larger-than only big ones."""
+    from fncache.stores.disk import DiskStore
+
     tmp_path, script, cache = filled
-    time.sleep(1.5)
+    store = DiskStore(cache)
+    for e in list(store.entries()):  # the fixture's entries, made an hour old (no sleeping)
+        value = store.get(e.key)
+        store.delete(e.key)
+        store.add(e.key, value, dict(e.meta, created=time.time() - 3600))
+    store.close()
     run_py(script, cache, "6", "small")  # 3 new small entries (3..5); 0..2 already there
-    proc = fncache_cmd("clear", "--dir", cache, "--older-than", "1s", "--function", "small", "--yes")
+    proc = fncache_cmd("clear", "--dir", cache, "--older-than", "30m", "--function", "small", "--yes")
     assert "removed 3 entries" in proc.stdout, proc.stdout + proc.stderr
     proc = fncache_cmd("clear", "--dir", cache, "--larger-than", "100KB", "--yes")
     assert "removed 2 entries" in proc.stdout
