@@ -611,3 +611,23 @@ def test_the_cli_page_documents_every_command_and_option():
             for option in action.option_strings:
                 if option.startswith("--") and option != "--help":
                     assert f"`{option}" in page or f"[{option}" in page, (name, option)
+
+
+@pytest.mark.slow
+def test_a_known_function_filtered_to_nothing_gets_no_suggestion(step_job):
+    """When the function has entries but the other filters leave none, nothing is suggested."""
+    proc = console("clear", "--function", "step", "--older-than", "5d", "--dir", "cache", "--yes",
+                   cwd=step_job)
+    assert proc.returncode == 0 and "removed 0 entries" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_suggestions_escape_control_characters_in_planted_names(tmp_path):
+    """A planted function name suggested by ls --function or explain is printed escaped on stderr."""
+    from fncache.stores import open_store
+
+    store = open_store(str(tmp_path / "s"))
+    store.add("0" * 32, b"not a frame", {"function": "evil:st\x1b[2Jep"})
+    for args in (["ls", "--function", "step"], ["explain", "stepp"]):
+        err = fncache_cmd(*args, "--dir", str(tmp_path / "s")).stderr
+        assert "\x1b" not in err and "did you mean 'evil:st\\x1b[2Jep'?" in err, err
