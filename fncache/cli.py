@@ -234,14 +234,17 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 def _hint_unknown_function(store: Store, args: argparse.Namespace, found: bool) -> None:
     """``--function NAME`` that matches no entry: say so on stderr, with the nearest stored name."""
+    from fncache._targets import recorded_name
+
     function = getattr(args, "function", None)
     if function is None or found:
         return
     names = _stored_names(store)
-    if not names:
-        return
-    print(f"fncache {args.command}: no entries of {function!r} in {store.url}"
-          + _did_you_mean_function(function, names), file=sys.stderr)
+    wanted = recorded_name(function)
+    if not names or any(wanted in (n, n.rpartition(":")[2], n.replace(":", ".")) for n in names):
+        return  # the function has entries; other filters left none of them
+    print(_printable(f"fncache {args.command}: no entries of {function!r} in {store.url}"
+                     + _did_you_mean_function(function, names)), file=sys.stderr)
 
 
 def _stored_names(store: Store) -> list[str]:
@@ -695,7 +698,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Usage as e:
         own.error(str(e))  # exits with status 2
     except (_Fail, FncacheError, OSError) as e:
-        print(f"fncache {args.command}: {e}", file=sys.stderr)
+        # Escaped: a message may quote a function name read from a store others can write.
+        print(_printable(f"fncache {args.command}: {e}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

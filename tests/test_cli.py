@@ -644,3 +644,23 @@ def test_entries_of_another_python_are_shown_and_cleared_apart(filled):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["removed"] == 2
     assert info(cache)["pythons"] == {here: 5}
+
+
+@pytest.mark.slow
+def test_a_known_function_filtered_to_nothing_gets_no_suggestion(step_job):
+    """When the function has entries but the other filters leave none, nothing is suggested."""
+    proc = console("clear", "--function", "step", "--older-than", "5d", "--dir", "cache", "--yes",
+                   cwd=step_job)
+    assert proc.returncode == 0 and "removed 0 entries" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_suggestions_escape_control_characters_in_planted_names(tmp_path):
+    """A planted function name suggested by ls --function or explain is printed escaped on stderr."""
+    from fncache.stores import open_store
+
+    store = open_store(str(tmp_path / "s"))
+    store.add("0" * 32, b"not a frame", {"function": "evil:st\x1b[2Jep"})
+    for args in (["ls", "--function", "step"], ["explain", "stepp"]):
+        err = fncache_cmd(*args, "--dir", str(tmp_path / "s")).stderr
+        assert "\x1b" not in err and "did you mean 'evil:st\\x1b[2Jep'?" in err, err
