@@ -43,7 +43,7 @@ from fncache import _hasher, _usercode
 from fncache._code_digest import code_digest
 from fncache._errors import ArgumentTypeError
 from fncache._usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
-from fncache._walk import _MISSING, REBOUND, SLOW_REHASH, STATE, _Walk
+from fncache._walk import _MISSING, REBOUND, SLOW_REHASH, STATE, _Walk, holds_user_code
 
 __all__ = [
     "Fingerprint",
@@ -298,19 +298,25 @@ def _library_fingerprint(obj: Any, versions: bool) -> Fingerprint:
                        generation=_usercode._generation[0])
 
 
-def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False) -> Fingerprint:
+def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False,
+                owner: type | None = None) -> Fingerprint:
     """The fingerprint of a function or class (user code by value, library code by reference).
 
     Cached per object and revalidated on each use (see the module docstring). ``versions=True`` adds
-    the versions of the installed distributions whose code the function reaches.
+    the versions of the installed distributions whose code the function reaches. ``owner``: the
+    class a method is defined in, covered as code the method reads (a memoized method whose
+    ``self`` is ignored, so nothing else brings the class in); such a fingerprint is not cached
+    here, its caller keeps it.
     """
+    if owner is not None:
+        return _compute(_unwrap_memoized(obj), versions, owner)
     fp = _fingerprint_of(_unwrap_memoized(obj), versions)
     sink = getattr(_in_progress, "by_name", None)
     if sink is not None and fp.infrastructure:
         # Reached while another fingerprint is computed (a function held in a value it reads):
         # what this one keys by name is keyed by name there too.
-        owner = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-        sink.update(dict.fromkeys(f"{owner}: {item}" for item in fp.infrastructure))
+        held_by = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+        sink.update(dict.fromkeys(f"{held_by}: {item}" for item in fp.infrastructure))
     return fp
 
 
@@ -333,7 +339,8 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
             validating.discard(id(obj))
         if ok:
             return hit
-    if isinstance(obj, (types.FunctionType, type)) and not is_user_code(obj):
+    if isinstance(obj, (types.FunctionType, type)) and not is_user_code(obj) and not (
+            isinstance(obj, types.FunctionType) and holds_user_code(obj)):
         fp = _library_fingerprint(obj, versions)
     else:
         fp = _compute(obj, versions)
@@ -373,7 +380,7 @@ def _validating() -> set[int]:
         return _in_progress.validating  # type: ignore[no-any-return]
 
 
-def _compute(obj: Any, versions: bool) -> Fingerprint:
+def _compute(obj: Any, versions: bool, owner: type | None = None) -> Fingerprint:
     stack: list[Any] = getattr(_in_progress, "stack", None) or []
     _in_progress.stack = stack
     for depth, o in enumerate(stack):
@@ -404,11 +411,15 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
         _in_progress.by_name = walk.by_name
         if isinstance(obj, type):
             walk.visit_class(obj)
-        elif isinstance(obj, types.FunctionType):
+        elif isinstance(obj, types.FunctionType) and is_user_code(obj):
             walk.visit_function(obj)
+            if owner is not None:
+                # What ``self.helper(x)`` runs: the class's methods and attributes, and its bases.
+                walk.components["class of self"] = _hasher.digest(walk.reference(owner)).hex()
         elif callable(obj):
             # A callable object (functools.partial, an lru_cache wrapper, an instance with
-            # __call__): by content, following the user code it holds.
+            # __call__) or a library function holding user code (a decorator's ``__wrapped__``):
+            # by content, following the user code it holds.
             label = f"callable {getattr(obj, '__qualname__', type(obj).__qualname__)}"
             walk.components[label] = _hasher.digest(walk.reference(obj)).hex()
         else:

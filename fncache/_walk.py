@@ -29,8 +29,10 @@ from fncache._usercode import (
     _library_location,
     _submodule,
     _unwrap_memoized,
+    compile_options,
     is_user_code,
     is_user_module,
+    wrapped_user_code,
 )
 
 log = logging.getLogger("fncache")
@@ -87,23 +89,18 @@ def _is_immutable(v: Any) -> bool:
     return False
 
 
-def _wrapped_user_code(value: Any) -> Any:
-    """The user function or class a library wrapper object stands for (``__wrapped__``), or None."""
-    if isinstance(value, (types.FunctionType, type)) or not callable(value):
-        return None
-    try:
-        inner = vars(value).get("__wrapped__")
-    except TypeError:  # no __dict__
-        return None
-    if isinstance(inner, (types.FunctionType, type)) and not is_user_code(type(value)) \
-            and is_user_code(inner):
-        return inner
-    return None
-
-
-
 def _is_user_object(obj: Any) -> bool:
     return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
+
+
+def holds_user_code(fn: types.FunctionType) -> bool:
+    """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
+    decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
+    for value in fn.__dict__.values():
+        if _is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
+                _is_user_object(k) or _is_user_object(v) for k, v in value.items())):
+            return True
+    return False
 
 
 def _is_infrastructure(value: Any) -> bool:
@@ -258,10 +255,12 @@ class _Walk:
             value.__self__ is None or isinstance(value.__self__, types.ModuleType)
         ):
             return ("builtin", getattr(value, "__module__", None), value.__qualname__)
-        wrapped = _wrapped_user_code(value)
+        wrapped = wrapped_user_code(value)
         if wrapped is not None:
             # functools.lru_cache, numba.njit and the like pickle by name: follow what they wrap.
-            return ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
+            token = ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
+            options = compile_options(value)
+            return token if options is None else token + (options,)
         try:
             start = time.perf_counter()
             d = _hasher.digest(value)

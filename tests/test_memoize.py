@@ -617,3 +617,34 @@ def test_track_after_first_call_applies_to_the_next_call(store, tmp_path):
     finally:
         fncache._usercode._overrides.pop("trackme_lib", None)
         fncache._usercode._user_module_cache.clear()
+
+
+def test_ignore_self_keys_the_class_code_not_the_instance_state(tmp_path):
+    """With ``ignore=["self"]`` instances share entries, but replacing a method the memoized one
+    calls gives a new key (the class is code the method reads); a subclass instance keys its class."""
+    calls = []
+
+    class Shape:
+        def __init__(self, n):
+            self.n = n
+
+        def helper(self, x):
+            return x + 1
+
+        @fncache.memoize(store=str(tmp_path), ignore=["self"])
+        def run(self, x):
+            calls.append(x)
+            return self.helper(x)
+
+    class Square(Shape):
+        def helper(self, x):
+            return x * 100
+
+    assert Shape(1).run(3) == 4 and Shape(2).run(3) == 4
+    assert len(calls) == 1
+    assert "class of self" in Shape.run.call_key(Shape(1), 3).components
+    assert Square(1).run(3) == 300  # not Shape's entry
+    before = Shape.run.key(Shape(1), 3)
+    Shape.helper = lambda self, x: x + 2
+    assert Shape.run.key(Shape(1), 3) != before
+    assert Shape(1).run(3) == 5

@@ -603,6 +603,198 @@ PROGRAMS["run_path_plugins"] = {
     """,
 }
 
+# -- 15. wrapped helpers reached through values ----------------------------------------------
+# A functools.cache/lru_cache wrapper pickles by name, a library function made by
+# functools.singledispatch keeps the user's function as __wrapped__: wherever they are reached (a
+# dispatch dict, a registry a decorator fills, an argument, a default, a partial, a class attribute),
+# the code they wrap counts.
+PROGRAMS["wrappers_in_values"] = {
+    "helpers.py": """
+        import functools
+
+
+        @functools.cache
+        def h_cache(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        @functools.lru_cache(maxsize=64)
+        def h_lru(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+
+
+        @functools.singledispatch
+        def h_dispatch(x):
+            return x - 1  #@v1
+            return x - 2  #@v2
+
+
+        REGISTRY = {}
+
+
+        def register(fn):
+            REGISTRY[fn.__name__] = fn
+            return fn
+
+
+        @register
+        @functools.cache
+        def h_registered(x):
+            return x * 5  #@v1
+            return x * 6  #@v2
+
+
+        def _plain(x):
+            return x * 10  #@v1
+            return x * 20  #@v2
+
+
+        CODES = {"plain": _plain.__code__}
+    """,
+    "main.py": """
+        import functools
+        import types
+
+        import fncache
+        import helpers
+
+        # One dispatch dict per entry point: each must see the edit of its own helper.
+        OPS_CACHE = {"h": helpers.h_cache}
+        OPS_LRU = {"h": helpers.h_lru}
+        OPS_DISPATCH = {"h": helpers.h_dispatch}
+        PARTIAL = functools.partial(helpers.h_lru, 1)
+
+
+        class Table:
+            ops = {"cache": helpers.h_cache}
+
+
+        @fncache.memoize
+        def dict_cache(x):
+            return OPS_CACHE["h"](x)
+
+
+        @fncache.memoize
+        def dict_lru(x):
+            return OPS_LRU["h"](x)
+
+
+        @fncache.memoize
+        def dict_singledispatch(x):
+            return OPS_DISPATCH["h"](x)
+
+
+        @fncache.memoize
+        def registry(x):
+            return helpers.REGISTRY["h_registered"](x)
+
+
+        @fncache.memoize
+        def argument(fn, x):
+            return fn(x)
+
+
+        @fncache.memoize
+        def partial_argument(p, x):
+            return p() + x
+
+
+        @fncache.memoize
+        def tuple_default(x, fns=(helpers.h_cache,)):
+            return fns[0](x)
+
+
+        @fncache.memoize
+        def partial_global(x):
+            return PARTIAL() + x
+
+
+        @fncache.memoize
+        def class_attribute_dict(x):
+            return Table.ops["cache"](x)
+
+
+        @fncache.memoize
+        def code_in_dict(x):
+            return types.FunctionType(helpers.CODES["plain"], {})(x)
+
+
+        CALLS = {
+            "dict_cache": (dict_cache, (5,)),
+            "dict_lru": (dict_lru, (5,)),
+            "dict_singledispatch": (dict_singledispatch, (5,)),
+            "registry": (registry, (5,)),
+            "argument_cache": (argument, (helpers.h_cache, 5)),
+            "argument_lru": (argument, (helpers.h_lru, 5)),
+            "argument_singledispatch": (argument, (helpers.h_dispatch, 5)),
+            "argument_partial": (partial_argument, (functools.partial(helpers.h_lru, 1), 5)),
+            "tuple_default": (tuple_default, (5,)),
+            "partial_global": (partial_global, (5,)),
+            "class_attribute_dict": (class_attribute_dict, (5,)),
+            "code_in_dict": (code_in_dict, (5,)),
+        }
+    """,
+}
+
+# -- 16. methods memoized with ignore=["self"] -----------------------------------------------
+# Ignoring self drops the instance's state, not the code of its class: the class defining the
+# method (and its bases, here one in another module) counts, and so does a subclass's override.
+PROGRAMS["ignore_self"] = {
+    "shapes_base.py": """
+        class Base:
+            def scale(self):
+                return 2  #@v1
+                return 3  #@v2
+    """,
+    "main.py": """
+        import fncache
+        from shapes_base import Base
+
+
+        class Own:
+            def __init__(self, n):
+                self.n = n
+
+            def helper(self, x):
+                return x + 1  #@v1
+                return x + 2  #@v2
+
+            @fncache.memoize(ignore=["self"])
+            def run(self, x):
+                return self.helper(x)
+
+
+        class FromBase(Base):
+            @fncache.memoize(ignore=["self"])
+            def run(self, x):
+                return x * self.scale()
+
+
+        class Parent:
+            def helper(self, x):
+                return x
+
+            @fncache.memoize(ignore=["self"])
+            def run(self, x):
+                return self.helper(x)
+
+
+        class Child(Parent):
+            def helper(self, x):
+                return x * 10  #@v1
+                return x * 20  #@v2
+
+
+        CALLS = {
+            "own_class": (Own.run, (Own(1), 5)),
+            "base_in_another_module": (FromBase.run, (FromBase(), 5)),
+            "subclass_override": (Parent.run, (Child(), 5)),
+        }
+    """,
+}
+
 # -- 14. classes built on abc.ABC, typing.Protocol, collections.abc ----------------------------
 PROGRAMS["abc_classes"] = {
     "main.py": """
