@@ -120,6 +120,7 @@ class KeyBuilder:
         # ``ignore=["self"]`` on a method drops the instance's state, not its class's code: the
         # class defining the method enters the fingerprint (found by name once it exists, or from
         # the first call's instance), and an instance of a subclass adds its own class per call.
+        self.ignore_globals = frozenset(options.ignore_globals)
         self._self_class = _ignores_self(self.code, self.binder)
         self._owner: type | None = None
         self._pinned = None if self.version is None else \
@@ -132,7 +133,8 @@ class KeyBuilder:
         if fp is None or not still_valid(fp):
             if self._self_class and self._owner is None:
                 self._owner = _owner_by_name(self.code)
-            fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner)
+            fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
+                                        ignore_globals=self.ignore_globals)
         return fp
 
     def _class_of_self(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:

@@ -78,6 +78,7 @@ SLOW_REHASH = 0.001
 # The tokens of values keyed by name (``Fingerprint.by_name`` finds them among the components).
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
+IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
 
 
 def _is_immutable(v: Any) -> bool:
@@ -153,7 +154,8 @@ def _unique(base: str, taken: set[str]) -> str:
 class _Walk:
     """One fingerprint computation, rooted at a function or class."""
 
-    def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None) -> None:
+    def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None,
+                 ignore_globals: frozenset[str] = frozenset()) -> None:
         self.root_module = getattr(root, "__module__", None) or ""
         self.components: dict[str, str] = {}
         self.labels: dict[int, str] = {}
@@ -166,6 +168,8 @@ class _Walk:
         self.attr_watches: list[tuple[Any, str, Any]] = []
         self.len_watches: list[tuple[Any, int]] = []
         self.mutable: list[tuple[Any, bytes]] = []
+        self.mutable_where: list[str] = []  # where each of ``mutable`` was read ("global CALLS")
+        self.ignore_globals = ignore_globals  # globals left out by name (memoize's option)
         self.slow: list[tuple[str, Any]] = []  # (where, value) of mutable values slow to hash
         self.versions = versions
         self.distributions: set[str] = set()
@@ -269,6 +273,7 @@ class _Walk:
             return self.unpicklable(value, e)
         if not _is_immutable(value):
             self.mutable.append((value, d))
+            self.mutable_where.append(self.where)
             if spent > SLOW_REHASH:  # re-hashed on every call: the fingerprint reports it
                 self.slow.append((self.where, value))
         return ("value", d)
@@ -505,6 +510,11 @@ class _Walk:
         b = vars(builtins)
         written = globals_written(code)
         for name in names_read:
+            if name in self.ignore_globals:
+                # The user's word that this global is state the code writes, not an input: keyed
+                # by name and never watched (README: "ignore_globals=").
+                self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
+                continue
             if name in written and not isinstance(
                     g.get(name), (types.FunctionType, type, types.ModuleType)):
                 # Rebound by this function's own code (a call counter): state it writes, keyed by
