@@ -795,6 +795,47 @@ PROGRAMS["ignore_self"] = {
     """,
 }
 
+# -- 17. numpy ufuncs made from Python functions -------------------------------------------
+# np.frompyfunc's ufunc cannot be pickled; it holds the function, whose code counts (as for
+# np.vectorize), read as a global or inside a value.
+PROGRAMS["frompyfunc"] = {
+    "ufunc_helpers.py": """
+        def h(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        def k(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+    """,
+    "main.py": """
+        import numpy as np
+
+        import fncache
+        import ufunc_helpers
+
+        U = np.frompyfunc(ufunc_helpers.h, 1, 1)
+        TABLE = {"k": np.frompyfunc(ufunc_helpers.k, 1, 1)}
+
+
+        @fncache.memoize
+        def global_ufunc(x):
+            return U(np.arange(x)).tolist()
+
+
+        @fncache.memoize
+        def ufunc_in_dict(x):
+            return TABLE["k"](np.arange(x)).tolist()
+
+
+        CALLS = {
+            "global_ufunc": (global_ufunc, (3,)),
+            "ufunc_in_dict": (ufunc_in_dict, (3,)),
+        }
+    """,
+}
+
 # -- 14. classes built on abc.ABC, typing.Protocol, collections.abc ----------------------------
 PROGRAMS["abc_classes"] = {
     "main.py": """
@@ -1329,3 +1370,87 @@ def test_what_a_helper_held_in_a_value_keys_by_name_is_reported_too(tmp_path):
                       "HANDLERS = {'a': locked}\n"
                       "def f(x):\n    return HANDLERS['a'](x)\n", tmp_path, keep=False)
     assert fingerprint(m.f).infrastructure == ("locked: global LOCK (_thread.lock)",)
+
+
+# -- numba dispatchers reached through values ----------------------------------------------------
+NUMBA_PROGRAM = {
+    "jitted.py": """
+        import numba
+
+
+        @numba.njit
+        def h(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        @numba.njit(fastmath=True)
+        def k(x):
+            return x + 0.5  #@v1
+            return x + 1.5  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import jitted
+
+        OPS = {"h": jitted.h, "k": jitted.k}
+
+
+        @fncache.memoize
+        def dispatch_dict(x):
+            return OPS["h"](x) + OPS["k"](x)
+
+
+        @fncache.memoize
+        def argument(fn, x):
+            return fn(x)
+
+
+        CALLS = {
+            "dispatch_dict": (dispatch_dict, (5,)),
+            "argument": (argument, (jitted.h, 5)),
+        }
+    """,
+}
+
+
+@pytest.mark.slow
+def test_numba_dispatchers_in_values_hit_in_another_process_and_follow_edits():
+    """A numba dispatcher in a dict or passed as an argument is keyed by its Python code and compile
+    options: a second process hits (not a per-process id), an edit computes anew, undoing it hits."""
+    pytest.importorskip("numba")
+    root = harness.tempdir("fncache-sound-numba-")
+    store, where = root / "cache", root / "project"
+    runs = []
+    for version, seed in [("v1", 1), ("v1", 2), ("v2", 3), ("v1", 4)]:
+        _write(where, NUMBA_PROGRAM, version)
+        runs.append(harness.run_json(["main.py"], where, harness.child_env(store, seed)))
+    entries = _entries(NUMBA_PROGRAM["main.py"])
+    assert entries == ["dispatch_dict", "argument"]
+    for entry in entries:
+        first, second, edited, again = (r[entry] for r in runs)
+        for run in (first, second, edited, again):
+            assert "error" not in run, f"{entry}: {run.get('error')}"
+        assert not first["hit"] and second["hit"] and second["key"] == first["key"], entry
+        assert not edited["hit"] and edited["result"] != first["result"], entry
+        assert again["hit"] and again["key"] == first["key"], entry
+
+
+def test_numba_dispatcher_is_keyed_by_compile_options_not_compiled_signatures():
+    """njit(f) and njit(fastmath=True)(f) give different digests; compiling a call does not change
+    a dispatcher's digest, and a dispatcher counts by its Python function's code."""
+    numba = pytest.importorskip("numba")
+
+    def f(x):
+        return x * 2.0
+
+    def g(x):
+        return x * 3.0
+
+    plain, fast = numba.njit(f), numba.njit(fastmath=True)(f)
+    before = fncache.hash([plain])
+    assert plain(1.0) == 2.0 and plain(1) == 2.0  # two signatures compiled
+    assert fncache.hash([plain]) == before
+    assert fncache.hash([fast]) != before
+    assert fncache.hash([numba.njit(g)]) != before
+    assert fncache.hash([numba.njit(f)]) == before
