@@ -17,6 +17,11 @@ take a Python detour. What makes the stream canonical, and why each step is need
   dynamic ones with file names, line numbers and random class-tracker ids. ``reducer_override`` instead
   replaces them with the digest of :mod:`fncache._fingerprint`, which covers code, constants, defaults,
   closures, the globals read and the user helpers and classes reached, and nothing positional.
+* **Wrappers by what they wrap.** A library's callable object with a user ``__wrapped__``
+  (``functools.cache``/``lru_cache``, which pickle by name; numba dispatchers, which pickle with a
+  per-process id) is its type, the wrapped code's fingerprint and (for a dispatcher) its compile
+  options; a ufunc made by ``np.frompyfunc`` (which cannot be pickled) is the function it holds.
+  Wherever such an object is reached, in a global or deep in a value, an edit of its code counts.
 * **Buffers straight into the digest.** Arrays, tensors and tables are keyed by canonical tokens
   (:mod:`fncache._buffers`): their buffers are digested where they lie, in a layout-free form (C order
   for numpy and torch, logical values for Arrow), so strides, offsets, chunking, read-only flags and
