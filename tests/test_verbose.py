@@ -229,3 +229,33 @@ def test_ignore_globals_is_checked(tmp_path: Path) -> None:
         fncache.memoize(lambda x: x, ignore_globals=["a.b"])
     with pytest.raises(fncache.ConfigError, match="ignore_globals: expected a list"):
         fncache.Memory(str(tmp_path)).cache(lambda x: x, ignore_globals=5)
+
+
+ASYNC_LOG = """
+import asyncio, sys
+import fncache
+
+CALLS = []
+
+@fncache.memoize(store=sys.argv[1], verbose=True)
+async def fetch(x):
+    CALLS.append(x)
+    await asyncio.sleep(0)
+    return x * 2
+
+async def main():
+    return await asyncio.gather(fetch(1), fetch(2))
+
+print(asyncio.run(main()), fetch.cache_info().stores)
+"""
+
+
+@pytest.mark.slow
+def test_not_stored_under_gather_names_the_other_tasks(tmp_path: Path) -> None:
+    """Coroutines run together by asyncio.gather that append to a global: the line says other tasks
+    ran (no other thread exists), and the results are returned."""
+    proc = run_py(write(tmp_path / "job.py", ASYNC_LOG), str(tmp_path / "store"))
+    assert proc.stdout.split() == ["[2,", "4]", "0"]
+    lines = [line for line in _lines(proc.stderr) if "not stored" in line]
+    assert len(lines) == 2
+    assert all("global CALLS changed during the call while other tasks ran" in line for line in lines)
