@@ -8,6 +8,7 @@ to them must bump ``KEY_SCHEMA``)::
                fingerprint digest                                      otherwise, or
                digest((fingerprint digest, depends_on digest))         with depends_on
     one digest per bound argument (parameter order, ignored ones left out)
+    digest(type(self)), for an instance of a subclass                 with ignore=["self"] on a method
     digest(("ignore", sorted ignored names))                           with ignore=
 
 The same parts give the metadata stored beside each entry (:meth:`CallKey.meta`), which
@@ -117,10 +118,11 @@ class KeyBuilder:
         # they do in its fingerprint (a script run as __main__ and imported share keys).
         self.root = getattr(func, "__module__", None) or ""
         self._fp: Fingerprint | None = None
+        # Globals the user declared state, not inputs: left out of the fingerprint by name.
+        self.ignore_globals = frozenset(options.ignore_globals)
         # ``ignore=["self"]`` on a method drops the instance's state, not its class's code: the
         # class defining the method enters the fingerprint (found by name once it exists, or from
         # the first call's instance), and an instance of a subclass adds its own class per call.
-        self.ignore_globals = frozenset(options.ignore_globals)
         self._self_class = _ignores_self(self.code, self.binder)
         self._owner: type | None = None
         self._pinned = None if self.version is None else \
