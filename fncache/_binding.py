@@ -41,6 +41,8 @@ class Binder:
         self.signature = _signature(func)
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
+        #: The first parameter's name (a method's ``self``), or None.
+        self.first: str | None = names[0] if names else None
         known = names if self.signature is not None else None
         self.ignore = _checked_names("ignore", func, ignore, known)
         self.files = _checked_names("files", func, files, known)

@@ -8,6 +8,7 @@ to them must bump ``KEY_SCHEMA``)::
                fingerprint digest                                      otherwise, or
                digest((fingerprint digest, depends_on digest))         with depends_on
     one digest per bound argument (parameter order, ignored ones left out)
+    digest(type(self)), for an instance of a subclass                 with ignore=["self"] on a method
     digest(("ignore", sorted ignored names))                           with ignore=
 
 The same parts give the metadata stored beside each entry (:meth:`CallKey.meta`), which
@@ -117,6 +118,13 @@ class KeyBuilder:
         # they do in its fingerprint (a script run as __main__ and imported share keys).
         self.root = getattr(func, "__module__", None) or ""
         self._fp: Fingerprint | None = None
+        # Globals the user declared state, not inputs: left out of the fingerprint by name.
+        self.ignore_globals = frozenset(options.ignore_globals)
+        # ``ignore=["self"]`` on a method drops the instance's state, not its class's code: the
+        # class defining the method enters the fingerprint (found by name once it exists, or from
+        # the first call's instance), and an instance of a subclass adds its own class per call.
+        self._self_class = _ignores_self(self.code, self.binder)
+        self._owner: type | None = None
         self._pinned = None if self.version is None else \
             _hasher.digest(("version", function, self.version))
         self._tail = (_hasher.digest(("ignore", self.ignored)),) if self.ignored else ()
@@ -125,8 +133,28 @@ class KeyBuilder:
         """The function's fingerprint, recomputed if anything it was made from changed."""
         fp = self._fp
         if fp is None or not still_valid(fp):
-            fp = self._fp = fingerprint(self.code, versions=self.track_versions)
+            if self._self_class and self._owner is None:
+                self._owner = _owner_by_name(self.code)
+            fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
+                                        ignore_globals=self.ignore_globals)
         return fp
+
+    def _class_of_self(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:
+        """With ``self`` ignored: the digest of the instance's class when it is not the class that
+        defines the method (a subclass may override what the method calls), else nothing."""
+        first = self.binder.bound[0] if self.binder.bound else args[0] if args else \
+            kwargs.get(self.binder.first or "", _NONE)
+        if first is _NONE:
+            return ()
+        cls = first if isinstance(first, type) else type(first)
+        if self._owner is None:
+            found = _defining_class(cls, self.code)
+            if found is None:
+                return (_hasher.digest(cls, self.root),)
+            self._owner, self._fp = found, None
+        if cls is self._owner:
+            return ()
+        return (_hasher.digest(cls, self.root),)
 
     def arg_digests(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:
         """One digest per bound argument; raises :class:`UnhashableArgument` naming the argument."""
@@ -146,6 +174,8 @@ class KeyBuilder:
                     parameter=name,
                     type_name=type(v).__qualname__,
                 ) from e
+        if self._self_class:
+            out.extend(self._class_of_self(args, kwargs))
         return tuple(out)
 
     def build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
@@ -166,8 +196,52 @@ class KeyBuilder:
             fp = self.fingerprint()
             code = fp.digest if depends is None else _hasher.digest((fp.digest, depends))
         key = _hasher._digest_of(b"".join((_KEY_PREFIX, code, *arg_digests, *self._tail))).hex()
-        return CallKey(self.function, self.version, fp, depends, self.ignored, self.binder.names,
+        names = self.binder.names
+        if len(arg_digests) > len(names) and self._self_class:
+            names += ("type(self)",)
+        return CallKey(self.function, self.version, fp, depends, self.ignored, names,
                        arg_digests, code, key)
+
+
+_NONE = object()
+
+
+def _ignores_self(code: Any, binder: Binder) -> bool:
+    """Whether ``code`` is a method (defined in a class body) whose ignored first parameter is its
+    instance or class (``self``/``cls``)."""
+    if not isinstance(code, types.FunctionType) or binder.first not in ("self", "cls") \
+            or binder.first not in binder.ignore:
+        return False
+    parts = code.__qualname__.split(".")
+    return len(parts) > 1 and parts[-2] != "<locals>"
+
+
+def _defining_class(cls: type, code: Any) -> type | None:
+    """The class along ``cls``'s MRO whose body defines ``code`` (memoized or not), or None."""
+    from fncache._usercode import _unwrap_memoized
+
+    name = code.__name__
+    for c in cls.__mro__:
+        v = vars(c).get(name)
+        if isinstance(v, (staticmethod, classmethod)):
+            v = v.__func__
+        if v is not None and _unwrap_memoized(v) is code:
+            found: type = c
+            return found
+    return None
+
+
+def _owner_by_name(code: Any) -> type | None:
+    """The class that defines method ``code``, looked up by its qualified name in its module."""
+    parts = code.__qualname__.split(".")
+    if "<locals>" in parts:
+        return None  # a class made in a function: found from the first call's instance
+    obj = code.__globals__.get(parts[0])
+    for p in parts[1:-1]:
+        if not isinstance(obj, type):
+            return None
+        obj = vars(obj).get(p)  # the class body's own names: no descriptor runs
+    return _defining_class(obj, code) if isinstance(obj, type) else None
 
 
 def function_id(func: Any) -> str:

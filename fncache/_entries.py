@@ -139,11 +139,14 @@ class Entries:
         log.log(level, "%s: entry %s cannot be loaded in this process (%s); recomputing, and the "
                 "entry is kept for processes that can load it", self.function, key, what)
 
-    def warn_once(self, kind: str, message: str, *args: Any) -> None:
-        """Log a warning the first time ``kind`` happens for this function."""
+    def warn_once(self, kind: str, message: str, *args: Any, later: int | None = None) -> None:
+        """Log a warning the first time ``kind`` happens for this function (then at level
+        ``later``, if given)."""
         if kind not in self._warned:
             self._warned.add(kind)
             log.warning(message, *args)
+        elif later is not None:
+            log.log(later, message, *args)
 
     def _report(self, what: str, key: str) -> None:
         # verbose=True prints through the Verbose strategies (fncache._verbose), not here.

@@ -43,7 +43,7 @@ from fncache import _hasher, _usercode
 from fncache._code_digest import code_digest
 from fncache._errors import ArgumentTypeError
 from fncache._usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
-from fncache._walk import _MISSING, REBOUND, SLOW_REHASH, STATE, _Walk
+from fncache._walk import _MISSING, IGNORED, REBOUND, SLOW_REHASH, STATE, _Walk, holds_user_code
 
 __all__ = [
     "Fingerprint",
@@ -60,6 +60,7 @@ log = logging.getLogger("fncache")
 _BY_NAME = {
     _hasher.digest(STATE).hex(): "modified by the function",
     _hasher.digest(REBOUND).hex(): "rebound by the function",
+    _hasher.digest(IGNORED).hex(): "left out by ignore_globals=",
 }
 
 @dataclass
@@ -76,6 +77,7 @@ class Fingerprint:
     _attr_watches: tuple[tuple[Any, str, Any], ...] = ()
     _len_watches: tuple[tuple[Any, int], ...] = ()
     _mutable: tuple[tuple[Any, bytes], ...] = ()
+    _mutable_where: tuple[str, ...] = ()  # where each mutable value was read ("global CALLS")
     cacheable: bool = True
     generation: int = 0
     root: str | None = None  # the module classes are named relative to (see _hasher.digest)
@@ -109,6 +111,22 @@ class Fingerprint:
             except Exception:
                 out.append(value)
         return out
+
+    def changed_names(self, changed: Iterable[Any] = ()) -> list[str]:
+        """Where the code reads what differs now: ``["global CALLS"]``, for the rebound names and
+        for the ``changed`` values (as :meth:`changes` gives them), each once."""
+        out: dict[str, None] = {}
+        for m, n, o in self._dict_watches:
+            if m.get(n, _MISSING) is not o:
+                out[f"global {n}" if isinstance(m, dict) and "__name__" in m else repr(n)] = None
+        for w, a, o in self._attr_watches:
+            if getattr(w, a, _MISSING) is not o:
+                out[f"{getattr(w, '__qualname__', type(w).__qualname__)}.{a}"] = None
+        ids = {id(v) for v in changed}
+        for (value, _), where in zip(self._mutable, self._mutable_where, strict=False):
+            if id(value) in ids:
+                out[where] = None
+        return list(out)
 
     def changes(self) -> tuple[bool, list[Any], bool]:
         """What differs from when this fingerprint was made: (a name it read was rebound, the
@@ -206,6 +224,7 @@ def _result(walk: _Walk) -> Fingerprint:
         _attr_watches=tuple(walk.attr_watches),
         _len_watches=tuple(walk.len_watches),
         _mutable=tuple(walk.mutable),
+        _mutable_where=tuple(walk.mutable_where),
         cacheable=walk.cacheable,
         generation=_usercode._generation[0],
         root=walk.root_module,
@@ -298,19 +317,27 @@ def _library_fingerprint(obj: Any, versions: bool) -> Fingerprint:
                        generation=_usercode._generation[0])
 
 
-def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False) -> Fingerprint:
+def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False,
+                owner: type | None = None, ignore_globals: frozenset[str] = frozenset(),
+                ) -> Fingerprint:
     """The fingerprint of a function or class (user code by value, library code by reference).
 
     Cached per object and revalidated on each use (see the module docstring). ``versions=True`` adds
-    the versions of the installed distributions whose code the function reaches.
+    the versions of the installed distributions whose code the function reaches. ``owner``: the
+    class a method is defined in, covered as code the method reads (a memoized method whose
+    ``self`` is ignored, so nothing else brings the class in); such a fingerprint is not cached
+    here, its caller keeps it. ``ignore_globals``: names of globals left out of the fingerprint
+    (keyed by name, never watched), wherever the walk reads them; likewise not cached here.
     """
+    if owner is not None or ignore_globals:
+        return _compute(_unwrap_memoized(obj), versions, owner, ignore_globals)
     fp = _fingerprint_of(_unwrap_memoized(obj), versions)
     sink = getattr(_in_progress, "by_name", None)
     if sink is not None and fp.infrastructure:
         # Reached while another fingerprint is computed (a function held in a value it reads):
         # what this one keys by name is keyed by name there too.
-        owner = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-        sink.update(dict.fromkeys(f"{owner}: {item}" for item in fp.infrastructure))
+        held_by = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+        sink.update(dict.fromkeys(f"{held_by}: {item}" for item in fp.infrastructure))
     return fp
 
 
@@ -333,7 +360,8 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
             validating.discard(id(obj))
         if ok:
             return hit
-    if isinstance(obj, (types.FunctionType, type)) and not is_user_code(obj):
+    if isinstance(obj, (types.FunctionType, type)) and not is_user_code(obj) and not (
+            isinstance(obj, types.FunctionType) and holds_user_code(obj)):
         fp = _library_fingerprint(obj, versions)
     else:
         fp = _compute(obj, versions)
@@ -373,7 +401,8 @@ def _validating() -> set[int]:
         return _in_progress.validating  # type: ignore[no-any-return]
 
 
-def _compute(obj: Any, versions: bool) -> Fingerprint:
+def _compute(obj: Any, versions: bool, owner: type | None = None,
+             ignore_globals: frozenset[str] = frozenset()) -> Fingerprint:
     stack: list[Any] = getattr(_in_progress, "stack", None) or []
     _in_progress.stack = stack
     for depth, o in enumerate(stack):
@@ -400,15 +429,20 @@ def _compute(obj: Any, versions: bool) -> Fingerprint:
     outer_sink = getattr(_in_progress, "by_name", None)
     try:
         found = _state.get(id(obj))
-        walk = _Walk(obj, versions, found[1] if found is not None and found[0] is obj else None)
+        walk = _Walk(obj, versions, found[1] if found is not None and found[0] is obj else None,
+                     ignore_globals)
         _in_progress.by_name = walk.by_name
         if isinstance(obj, type):
             walk.visit_class(obj)
-        elif isinstance(obj, types.FunctionType):
+        elif isinstance(obj, types.FunctionType) and is_user_code(obj):
             walk.visit_function(obj)
+            if owner is not None:
+                # What ``self.helper(x)`` runs: the class's methods and attributes, and its bases.
+                walk.components["class of self"] = _hasher.digest(walk.reference(owner)).hex()
         elif callable(obj):
             # A callable object (functools.partial, an lru_cache wrapper, an instance with
-            # __call__): by content, following the user code it holds.
+            # __call__) or a library function holding user code (a decorator's ``__wrapped__``):
+            # by content, following the user code it holds.
             label = f"callable {getattr(obj, '__qualname__', type(obj).__qualname__)}"
             walk.components[label] = _hasher.digest(walk.reference(obj)).hex()
         else:

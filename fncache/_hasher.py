@@ -17,6 +17,11 @@ take a Python detour. What makes the stream canonical, and why each step is need
   dynamic ones with file names, line numbers and random class-tracker ids. ``reducer_override`` instead
   replaces them with the digest of :mod:`fncache._fingerprint`, which covers code, constants, defaults,
   closures, the globals read and the user helpers and classes reached, and nothing positional.
+* **Wrappers by what they wrap.** A library's callable object with a user ``__wrapped__``
+  (``functools.cache``/``lru_cache``, which pickle by name; numba dispatchers, which pickle with a
+  per-process id) is its type, the wrapped code's fingerprint and (for a dispatcher) its compile
+  options; a ufunc made by ``np.frompyfunc`` (which cannot be pickled) is the function it holds.
+  Wherever such an object is reached, in a global or deep in a value, an edit of its code counts.
 * **Buffers straight into the digest.** Arrays, tensors and tables are keyed by canonical tokens
   (:mod:`fncache._buffers`): their buffers are digested where they lie, in a layout-free form (C order
   for numpy and torch, logical values for Arrow), so strides, offsets, chunking, read-only flags and
@@ -222,6 +227,45 @@ def _handle_ndarray(h: _Hasher, a: Any) -> Any:
     return (_Token, ndarray_token(a))
 
 
+def _wrapper_handler(
+    rest: Callable[[_Hasher, Any], Any] | None,
+) -> Callable[[_Hasher, Any], Any]:
+    """A handler for a callable type whose instances may wrap user code (``__wrapped__``).
+
+    ``functools.cache``/``lru_cache`` wrappers pickle by name and numba dispatchers by a per-process
+    id: either way the user code they wrap would not count. Such an object is its type, the code it
+    wraps (fingerprinted) and, for a dispatcher, its compile options; any other wrapper object adds
+    the state it pickles with (not its name: the code stands for that). Other instances of the type
+    take ``rest`` (or pickle's default).
+    """
+
+    def handle(h: _Hasher, obj: Any) -> Any:
+        from fncache._usercode import compile_options, wrapped_user_code
+
+        inner = wrapped_user_code(obj)
+        if inner is None:
+            return NotImplemented if rest is None else rest(h, obj)
+        options = compile_options(obj)
+        if options is not None:
+            return (_Token, ("compiled", _qualname(type(obj)), inner, options))
+        state = obj.__reduce_ex__(_PROTOCOL)
+        return (_Token, ("wrapper", _qualname(type(obj)), inner,
+                         None if isinstance(state, str) else state))
+
+    return handle
+
+
+def _handle_ufunc(h: _Hasher, obj: Any) -> Any:
+    """``np.frompyfunc(f, nin, nout)``: the ufunc holds ``f``, which counts by its code. Other
+    ufuncs (``np.add``) pickle by name, as numpy does."""
+    import gc
+
+    held = [r for r in gc.get_referents(obj) if callable(r)]
+    if len(held) != 1:
+        return NotImplemented
+    return (_Token, ("frompyfunc", obj.nin, obj.nout, obj.identity, held[0]))
+
+
 def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], Any]:
     name = _qualname(t)
 
@@ -263,12 +307,16 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
     np = sys.modules.get("numpy")
     if np is not None and t in (np.ndarray, np.memmap):
         return _handle_ndarray
+    if np is not None and t is np.ufunc:
+        return _handle_ufunc
+    handler: Callable[[_Hasher, Any], Any] | None = None
     if np is not None or not _VALUE_LIBRARIES.isdisjoint(sys.modules):
         from fncache._buffers import resolve
 
-        handler: Callable[[_Hasher, Any], Any] | None = resolve(t)
-        return handler
-    return None
+        handler = resolve(t)
+    if t is not types.MethodType and any("__call__" in vars(c) for c in t.__mro__):
+        return _wrapper_handler(handler)
+    return handler
 
 
 # ---------------------------------------------------------------------------------------------

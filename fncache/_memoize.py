@@ -132,6 +132,10 @@ class Memoized(Generic[P, R]):
         return list(self.options.ignore)
 
     @property
+    def ignore_globals(self) -> list[str]:
+        return list(self.options.ignore_globals)
+
+    @property
     def files(self) -> list[str]:
         return list(self.options.files)
 
@@ -290,6 +294,7 @@ def memoize(
     *,
     store: str | os.PathLike[str] | Store | list[Any] | None = ...,
     ignore: Iterable[str] = ...,
+    ignore_globals: Iterable[str] = ...,
     files: Iterable[str] = ...,
     version: str | None = ...,
     expire: float | None = ...,
@@ -321,6 +326,11 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             first and copies what the bucket has into it (:mod:`fncache.stores.tiered`); then
             ``store_options`` takes ``tiers`` (one dict of options per tier) and ``cooldown``.
         ignore: parameter names left out of the key (e.g. ``verbose``, ``n_jobs``).
+        ignore_globals: names of globals that are state the function writes, not inputs (a call
+            log, a metrics list): left out of the key and of the check that no input changed
+            while the function ran, wherever the function or its helpers read them. Your word
+            against fncache's: a global named here that the result does depend on gives stale
+            hits. ``explain`` lists them.
         files: parameter names that always take file paths (or lists of them, or None): each is
             keyed by the file's base name and content, as ``fncache.file(path)`` is; the function
             still receives the path as passed. An open file object is refused there (and in

@@ -189,9 +189,9 @@ class MissPath:
             start = time.perf_counter()
             value = yield COMPUTE
             duration = time.perf_counter() - start
+            not_stored = self._store_result(before, ck, value, duration, overwrite, loop)
             if told is not None:
-                told(duration)
-            self._store_result(before, ck, value, duration, overwrite, loop)
+                told(duration, not_stored)
             if self.map_result:
                 found, mapped = self.entries.lookup(ck.key)
                 if found:
@@ -213,7 +213,7 @@ class MissPath:
         return _Before(now, now.depends_on, same, _alone(loop))
 
     def _store_result(self, before: _Before, ck: CallKey, value: Any, duration: float,
-                      overwrite: bool, loop: Any) -> None:
+                      overwrite: bool, loop: Any) -> str | None:
         """Store a computed value under ``ck.key``, unless what the key was made from changed
         meanwhile in a way the function itself cannot be shown to have caused.
 
@@ -224,6 +224,9 @@ class MissPath:
         and the function may have read the new value, so the result may not belong to the key. A
         ``depends_on`` input that changed is never the function's doing. Identity checks and
         re-hashes of the mutable values read, as on a hit.
+
+        Returns why the result was not stored (None when the store was tried): also logged, as a
+        WARNING the first time for each function and input, since the user sees only ``stores=0``.
         """
         fp: Fingerprint | None = before.now.fingerprint  # None with version=
         rebound, private = False, True
@@ -234,12 +237,10 @@ class MissPath:
         drifted = not before.same or (before.depends is not None and _depends_changed(
             self.keys, before.depends))
         if drifted or ((rebound or changed) and not (alone or (not rebound and private))):
-            log.info("%s: an input changed while the function ran, and not provably by the function "
-                     "itself (another thread?): result returned, not stored", self.entries.function)
-            return
+            return self._not_stored(before, fp, changed, loop)
         if not changed:
             self.entries.save(ck, value, duration, overwrite, meta_from=self.keys.rebuild(ck.args))
-            return
+            return None
         # The function modified a value it reads (a log list, a counter, a memo dict): that is
         # state it writes, not an input, or no call would ever hit again. Key it by name (for this
         # function only) from now on.
@@ -252,6 +253,32 @@ class MissPath:
             # Also under the key the next call will compute. Not after a rebinding: the new key
             # holds the new value, which this result was not computed from.
             self.entries.save(after, value, duration, overwrite)
+        return None
+
+    def _not_stored(self, before: _Before, fp: Fingerprint | None, changed: list[Any],
+                    loop: Any) -> str:
+        """Why a result is returned and not stored, in words that name the input and the remedy;
+        warned once per function and input (then at INFO)."""
+        others = "other tasks" if loop is not None and _alone() else "other threads"
+        if not before.same:
+            what, reason = "inputs", "the inputs changed between the lookup and the call"
+        elif fp is not None and (names := fp.changed_names(changed)):
+            what = ", ".join(names)
+            reason = f"{what} changed during the call while {others} ran"
+        else:
+            what, reason = "depends_on", "a depends_on input changed during the call"
+        names = what.split(", ")
+        written = [n.split(" ", 1)[1].rpartition(".")[2] for n in names if n.startswith("global ")]
+        if written:
+            it = "it" if len(written) == 1 else "them"
+            remedy = (f"; if the function writes {it} itself (a log, a counter), "
+                      f"memoize(ignore_globals={written!r}) leaves {it} out of the key")
+        else:
+            remedy = "; pass what another thread changes as an argument instead"
+        message = f"not stored: {reason}{remedy}"
+        self.entries.warn_once(f"not-stored:{what}", "%s: result returned, %s",
+                               self.entries.function, message, later=logging.INFO)
+        return message
 
     # -- the shells ----------------------------------------------------------------------------
     def call(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -293,18 +320,28 @@ class MissPath:
         loop = asyncio.get_running_loop()
         fut = self._aflights.get((loop, ck.key))
         if fut is not None:
-            return await asyncio.shield(fut)
+            ok, value = await asyncio.shield(fut)
+            if ok:
+                self.entries.report("shared", ck.key)
+                return value
+            # The owner raised or was cancelled: its exception is its caller's alone, as for
+            # threads (see call). The waiters elect a new owner among themselves.
+            found, value = self.entries.lookup(ck.key)
+            if found:
+                return value
+            return await self.acall(ck, args, kwargs)
+        # The future carries (True, value) or (False, None), never an exception.
         fut = self._aflights[(loop, ck.key)] = loop.create_future()
+        done = False
         try:
             value = await arun(self.steps(ck, finished=finished, loop=loop, call=(args, kwargs)),
                                lambda: self.func(*args, **kwargs))
-            fut.set_result(value)
+            fut.set_result((True, value))
+            done = True
             return value
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # waiters re-raise it; mark it retrieved for the owner
-            raise
         finally:
+            if not done:
+                fut.set_result((False, None))
             self._aflights.pop((loop, ck.key), None)
             self.finished += 1
 

@@ -75,6 +75,7 @@ class Options:
 
     store: Any = None  # a path, a URL, a Store or a tuple of them (tiers); None: the default store
     ignore: tuple[str, ...] = ()
+    ignore_globals: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     version: str | None = None
     expire: float | None = None
@@ -102,6 +103,7 @@ class Options:
         lock: bool = False,
         lock_timeout: float = 600.0,
         secret: str | bytes | None = None,
+        ignore_globals: Iterable[str] = (),
         compress: Any = None,
         on_unhashable: str = "raise",
         on_store_error: str = "log",
@@ -112,10 +114,12 @@ class Options:
         mmap_mode: str | None = None,
     ) -> Options:
         """Check every option and return them as one frozen value; raises :class:`ConfigError`."""
-        for name, names in (("ignore", ignore), ("files", files)):
+        for name, names in (("ignore", ignore), ("files", files), ("ignore_globals", ignore_globals)):
             if isinstance(names, str):
-                raise ConfigError(f"{name}: expected a list of parameter names, not a single string;"
-                                  f" write {name}=[{names!r}]")
+                raise ConfigError(f"{name}: expected a list of "
+                                  f"{'global' if name == 'ignore_globals' else 'parameter'} names, "
+                                  f"not a single string; write {name}=[{names!r}]")
+        ignore_globals = _check_global_names(ignore_globals)
         if version is not None and not isinstance(version, str):
             raise ConfigError(f"version: expected a str, got {type(version).__name__}")
         if expire is not None and not _positive_seconds(expire):
@@ -136,6 +140,7 @@ class Options:
         return cls(
             store=tuple(store) if isinstance(store, list) else store,
             ignore=tuple(sorted(ignore)),
+            ignore_globals=ignore_globals,
             files=tuple(sorted(files)),
             version=version,
             expire=expire,
@@ -166,6 +171,7 @@ class Options:
         return {
             "store": public_store,
             "ignore": list(self.ignore),
+            "ignore_globals": list(self.ignore_globals),
             "files": list(self.files),
             "version": self.version,
             "expire": self.expire,
@@ -229,6 +235,19 @@ def _check_store(store: Any, store_options: Any) -> None:
     # An unknown URL scheme, a bad Redis URL, chunk_size=0 or an unknown option fails here, not at
     # the first call.
     check_store(store, dict(store_options or {}))
+
+
+def _check_global_names(names: Any) -> tuple[str, ...]:
+    """``ignore_globals`` as a sorted tuple of identifiers; a ConfigError naming the option else."""
+    try:
+        given = list(names)
+    except TypeError:
+        raise ConfigError(f"ignore_globals: expected a list of global names, got "
+                          f"{type(names).__name__}") from None
+    for name in given:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"ignore_globals: expected global names (identifiers), got {name!r}")
+    return tuple(sorted(set(given)))
 
 
 def _positive_seconds(value: Any) -> bool:

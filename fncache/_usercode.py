@@ -205,6 +205,44 @@ def _library_file(filename: str) -> bool:
     return found
 
 
+def wrapped_user_code(value: Any) -> Any:
+    """The user function or class a library's wrapper object stands for (``__wrapped__``), or None.
+
+    ``functools.cache``/``lru_cache`` wrappers, numba dispatchers and the like pickle by name (or by a
+    per-process id): wherever one is reached, in a global or inside a value, the code it wraps is
+    what counts. Instances of user classes are left alone: they are hashed by content, which holds
+    the function itself.
+    """
+    if isinstance(value, (types.FunctionType, type, types.MethodType)) or not callable(value):
+        return None  # a bound method's attributes are its function's: its instance counts too
+    try:
+        inner = vars(value).get("__wrapped__")
+    except TypeError:  # no __dict__
+        return None
+    if isinstance(inner, (types.FunctionType, type)) and not is_user_code(type(value)) \
+            and is_user_code(inner):
+        return inner
+    return None
+
+
+def compile_options(value: Any) -> tuple[Any, ...] | None:
+    """What a numba dispatcher was compiled with, besides its Python function; None for others.
+
+    The options (``fastmath``, ``parallel``, ``boundscheck``...), the ``locals=`` types and the
+    signatures given up front (which fix the types the function is called with) change results; the
+    signatures compiled lazily so far and the dispatcher's per-process id do not.
+    """
+    if not (getattr(type(value), "__module__", None) or "").startswith("numba.") \
+            or not hasattr(value, "py_func"):
+        return None
+    options = getattr(value, "targetoptions", None) or {}
+    given = () if getattr(value, "_can_compile", True) else tuple(
+        str(s) for s in getattr(value, "signatures", ()))
+    local_types = getattr(value, "locals", None) or {}
+    return (tuple(sorted((str(k), repr(v)) for k, v in options.items())),
+            tuple(sorted((str(k), repr(v)) for k, v in local_types.items())), given)
+
+
 def _unwrap_memoized(obj: Any) -> Any:
     # A memoized function read as a helper is fingerprinted as the function it wraps.
     inner = getattr(type(obj), "__fncache_wraps__", None)

@@ -167,15 +167,21 @@ class Verbose:
             _say(f"[fncache] {what} {self.function} {key[:12]}")
         log.debug("%s %s %s", what, self.function, key)
 
-    def announce(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[float], None]:
-        """Print the miss and its reason; the returned function prints the duration."""
+    def announce(self, ck: CallKey, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Callable[[float, str | None], None]:
+        """Print the miss and its reason; the returned function prints the duration and, when the
+        result was not stored, why (``not stored: global CALLS changed during the call while other
+        threads ran; ...``)."""
         _say(f"[fncache] miss {self.function} {ck.key[:12]} ({self.reasons.reason(ck)})")
 
-        def done(seconds: float) -> None:
+        def done(seconds: float, not_stored: str | None = None) -> None:
             import time
 
-            self.reasons.remember(ck, time.time())
             _say(f"[fncache] computed {self.function} in {format_seconds(seconds)}")
+            if not_stored is None:
+                self.reasons.remember(ck, time.time())
+            else:
+                _say(f"[fncache] {self.function} {not_stored}")
 
         return done
 
@@ -205,12 +211,13 @@ class JoblibLines:
         self.path = function.replace(":", ".")
         self.name = name
 
-    def announce(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[float], None]:
+    def announce(self, ck: CallKey, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Callable[[float, str | None], None]:
         call = ", ".join([*(_format_arg(a) for a in args),
                           *(f"{k}={_format_arg(v)}" for k, v in kwargs.items())])
         _say(f"{'_' * 80}\n[Memory] Calling {self.path}...\n{self.name}({call})")
 
-        def done(seconds: float) -> None:
+        def done(seconds: float, not_stored: str | None = None) -> None:
             msg = f"{self.name} - {seconds:.1f}s, {seconds / 60:.1f}min"
             _say("_" * max(0, 80 - len(msg)) + msg)
 

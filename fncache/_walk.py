@@ -29,8 +29,10 @@ from fncache._usercode import (
     _library_location,
     _submodule,
     _unwrap_memoized,
+    compile_options,
     is_user_code,
     is_user_module,
+    wrapped_user_code,
 )
 
 log = logging.getLogger("fncache")
@@ -76,6 +78,7 @@ SLOW_REHASH = 0.001
 # The tokens of values keyed by name (``Fingerprint.by_name`` finds them among the components).
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
+IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
 
 
 def _is_immutable(v: Any) -> bool:
@@ -87,23 +90,18 @@ def _is_immutable(v: Any) -> bool:
     return False
 
 
-def _wrapped_user_code(value: Any) -> Any:
-    """The user function or class a library wrapper object stands for (``__wrapped__``), or None."""
-    if isinstance(value, (types.FunctionType, type)) or not callable(value):
-        return None
-    try:
-        inner = vars(value).get("__wrapped__")
-    except TypeError:  # no __dict__
-        return None
-    if isinstance(inner, (types.FunctionType, type)) and not is_user_code(type(value)) \
-            and is_user_code(inner):
-        return inner
-    return None
-
-
-
 def _is_user_object(obj: Any) -> bool:
     return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
+
+
+def holds_user_code(fn: types.FunctionType) -> bool:
+    """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
+    decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
+    for value in fn.__dict__.values():
+        if _is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
+                _is_user_object(k) or _is_user_object(v) for k, v in value.items())):
+            return True
+    return False
 
 
 def _is_infrastructure(value: Any) -> bool:
@@ -156,7 +154,8 @@ def _unique(base: str, taken: set[str]) -> str:
 class _Walk:
     """One fingerprint computation, rooted at a function or class."""
 
-    def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None) -> None:
+    def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None,
+                 ignore_globals: frozenset[str] = frozenset()) -> None:
         self.root_module = getattr(root, "__module__", None) or ""
         self.components: dict[str, str] = {}
         self.labels: dict[int, str] = {}
@@ -169,6 +168,8 @@ class _Walk:
         self.attr_watches: list[tuple[Any, str, Any]] = []
         self.len_watches: list[tuple[Any, int]] = []
         self.mutable: list[tuple[Any, bytes]] = []
+        self.mutable_where: list[str] = []  # where each of ``mutable`` was read ("global CALLS")
+        self.ignore_globals = ignore_globals  # globals left out by name (memoize's option)
         self.slow: list[tuple[str, Any]] = []  # (where, value) of mutable values slow to hash
         self.versions = versions
         self.distributions: set[str] = set()
@@ -258,10 +259,12 @@ class _Walk:
             value.__self__ is None or isinstance(value.__self__, types.ModuleType)
         ):
             return ("builtin", getattr(value, "__module__", None), value.__qualname__)
-        wrapped = _wrapped_user_code(value)
+        wrapped = wrapped_user_code(value)
         if wrapped is not None:
             # functools.lru_cache, numba.njit and the like pickle by name: follow what they wrap.
-            return ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
+            token = ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
+            options = compile_options(value)
+            return token if options is None else token + (options,)
         try:
             start = time.perf_counter()
             d = _hasher.digest(value)
@@ -270,6 +273,7 @@ class _Walk:
             return self.unpicklable(value, e)
         if not _is_immutable(value):
             self.mutable.append((value, d))
+            self.mutable_where.append(self.where)
             if spent > SLOW_REHASH:  # re-hashed on every call: the fingerprint reports it
                 self.slow.append((self.where, value))
         return ("value", d)
@@ -506,6 +510,11 @@ class _Walk:
         b = vars(builtins)
         written = globals_written(code)
         for name in names_read:
+            if name in self.ignore_globals:
+                # The user's word that this global is state the code writes, not an input: keyed
+                # by name and never watched (README: "ignore_globals=").
+                self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
+                continue
             if name in written and not isinstance(
                     g.get(name), (types.FunctionType, type, types.ModuleType)):
                 # Rebound by this function's own code (a call counter): state it writes, keyed by

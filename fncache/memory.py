@@ -142,6 +142,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         timestamp: float | None = None,
         cache_validation_callback: Callable[[dict[str, Any]], bool] | None = None,
         backend_options: dict[str, Any] | None = None,
+        ignore_globals: list[str] | None = None,
     ) -> None:
         _check_backend(backend)
         if cache_validation_callback is not None and not callable(cache_validation_callback):
@@ -152,6 +153,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         options = Options.make(
             store=_store_spec(location),
             ignore=list(ignore or ()),
+            ignore_globals=() if ignore_globals is None else ignore_globals,
             compress=compress,
             store_options=_store_options(backend_options),
             verbose=False,  # joblib's levels are applied by _report
@@ -254,7 +256,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
             backend=self.backend, ignore=self.ignore, mmap_mode=self.mmap_mode,
             compress=self.compress or False, verbose=self._verbose,
             cache_validation_callback=_portable(self.cache_validation_callback),
-            backend_options=backend_options,
+            backend_options=backend_options, ignore_globals=list(self.options.ignore_globals),
         )
         return (_rebuild, (type(self), _portable(self.__wrapped__), location, options))
 
@@ -407,6 +409,7 @@ class Memory:
         compress: Any = False,
         verbose: int = 1,
         backend_options: dict[str, Any] | None = None,
+        ignore_globals: list[str] | None = None,
     ) -> None:
         _check_backend(backend)
         if location is not None:
@@ -435,10 +438,12 @@ class Memory:
         verbose: int | None = None,
         mmap_mode: str | None | bool = False,
         cache_validation_callback: Callable[[dict[str, Any]], bool] | None = None,
+        ignore_globals: list[str] | None = None,
     ) -> Any:
         """Cache ``func``: ``@memory.cache`` or ``@memory.cache(ignore=[...], ...)``.
 
-        ``verbose`` and ``mmap_mode`` default to the Memory's.
+        ``verbose`` and ``mmap_mode`` default to the Memory's. ``ignore_globals`` (not joblib's):
+        globals that are state the function writes, left out of the key (see ``fncache.memoize``).
         ``cache_validation_callback(metadata)`` is asked on each hit; ``False`` discards the entry
         and recomputes. Invalid options raise :class:`fncache.ConfigError` (a ``ValueError``) here.
         """
@@ -449,7 +454,7 @@ class Memory:
         if func is None:
             return functools.partial(
                 self.cache, ignore=ignore, verbose=verbose, mmap_mode=mmap_mode,
-                cache_validation_callback=cache_validation_callback,
+                cache_validation_callback=cache_validation_callback, ignore_globals=ignore_globals,
             )
         if isinstance(func, (MemorizedFunc, NotMemorizedFunc)):
             func = func.func
@@ -467,6 +472,7 @@ class Memory:
             timestamp=self.timestamp,
             cache_validation_callback=cache_validation_callback,
             backend_options=self.backend_options or None,
+            ignore_globals=ignore_globals,
         )
 
     def eval(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

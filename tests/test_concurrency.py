@@ -7,6 +7,7 @@ with ``O_APPEND`` (a module global would not do: a global the function mutates i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -392,3 +393,42 @@ def test_coroutine_waiting_past_lock_timeout_computes_and_warns(tmp_path, caplog
         held.__exit__(None, None, None)
     assert runs == [5]
     assert any("computing too" in r.getMessage() for r in caplog.records)
+
+
+class _Gate:
+    """Holds a flaky coroutine's first attempt until released; counts attempts (left out of keys)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.release = asyncio.Event()
+
+
+async def _flaky_coroutine(x: int, gate: _Gate) -> int:
+    gate.attempts += 1
+    if gate.attempts == 1:
+        await gate.release.wait()
+        raise RuntimeError("first attempt fails")
+    return x + 1
+
+
+def test_coroutines_waiting_on_a_failed_computation_do_not_receive_its_exception():
+    """When the coroutine computing a key raises, it raises in its own caller only: the tasks
+    awaiting the same key compute again (once, shared among them), as threads do."""
+    f = fncache.memoize(store="memory://async-fail", ignore=["gate"])(_flaky_coroutine)
+
+    async def main() -> list[Any]:
+        gate = _Gate()
+        tasks = [asyncio.create_task(f(1, gate)) for _ in range(5)]
+        # Every task runs to its first await (the first into the function, the others onto its
+        # flight) before the gate opens: nothing between the call and those awaits yields.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert gate.attempts == 1
+        gate.release.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        return [gate.attempts, *results]
+
+    attempts, first, *others = asyncio.run(main())
+    assert isinstance(first, RuntimeError)
+    assert others == [2] * 4
+    assert attempts == 2

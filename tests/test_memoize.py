@@ -628,3 +628,34 @@ def test_a_misspelt_option_names_the_nearest_one(options, message):
     with pytest.raises(fncache.ConfigError) as e:
         fncache.memoize(**options)
     assert str(e.value) == message
+
+
+def test_ignore_self_keys_the_class_code_not_the_instance_state(tmp_path):
+    """With ``ignore=["self"]`` instances share entries, but replacing a method the memoized one
+    calls gives a new key (the class is code the method reads); a subclass instance keys its class."""
+    calls = []
+
+    class Shape:
+        def __init__(self, n):
+            self.n = n
+
+        def helper(self, x):
+            return x + 1
+
+        @fncache.memoize(store=str(tmp_path), ignore=["self"])
+        def run(self, x):
+            calls.append(x)
+            return self.helper(x)
+
+    class Square(Shape):
+        def helper(self, x):
+            return x * 100
+
+    assert Shape(1).run(3) == 4 and Shape(2).run(3) == 4
+    assert len(calls) == 1
+    assert "class of self" in Shape.run.call_key(Shape(1), 3).components
+    assert Square(1).run(3) == 300  # not Shape's entry
+    before = Shape.run.key(Shape(1), 3)
+    Shape.helper = lambda self, x: x + 2
+    assert Shape.run.key(Shape(1), 3) != before
+    assert Shape(1).run(3) == 5

@@ -685,6 +685,239 @@ PROGRAMS["run_path_plugins"] = {
     """,
 }
 
+# -- 15. wrapped helpers reached through values ----------------------------------------------
+# A functools.cache/lru_cache wrapper pickles by name, a library function made by
+# functools.singledispatch keeps the user's function as __wrapped__: wherever they are reached (a
+# dispatch dict, a registry a decorator fills, an argument, a default, a partial, a class attribute),
+# the code they wrap counts.
+PROGRAMS["wrappers_in_values"] = {
+    "helpers.py": """
+        import functools
+
+
+        @functools.cache
+        def h_cache(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        @functools.lru_cache(maxsize=64)
+        def h_lru(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+
+
+        @functools.singledispatch
+        def h_dispatch(x):
+            return x - 1  #@v1
+            return x - 2  #@v2
+
+
+        REGISTRY = {}
+
+
+        def register(fn):
+            REGISTRY[fn.__name__] = fn
+            return fn
+
+
+        @register
+        @functools.cache
+        def h_registered(x):
+            return x * 5  #@v1
+            return x * 6  #@v2
+
+
+        def _plain(x):
+            return x * 10  #@v1
+            return x * 20  #@v2
+
+
+        CODES = {"plain": _plain.__code__}
+    """,
+    "main.py": """
+        import functools
+        import types
+
+        import fncache
+        import helpers
+
+        # One dispatch dict per entry point: each must see the edit of its own helper.
+        OPS_CACHE = {"h": helpers.h_cache}
+        OPS_LRU = {"h": helpers.h_lru}
+        OPS_DISPATCH = {"h": helpers.h_dispatch}
+        PARTIAL = functools.partial(helpers.h_lru, 1)
+
+
+        class Table:
+            ops = {"cache": helpers.h_cache}
+
+
+        @fncache.memoize
+        def dict_cache(x):
+            return OPS_CACHE["h"](x)
+
+
+        @fncache.memoize
+        def dict_lru(x):
+            return OPS_LRU["h"](x)
+
+
+        @fncache.memoize
+        def dict_singledispatch(x):
+            return OPS_DISPATCH["h"](x)
+
+
+        @fncache.memoize
+        def registry(x):
+            return helpers.REGISTRY["h_registered"](x)
+
+
+        @fncache.memoize
+        def argument(fn, x):
+            return fn(x)
+
+
+        @fncache.memoize
+        def partial_argument(p, x):
+            return p() + x
+
+
+        @fncache.memoize
+        def tuple_default(x, fns=(helpers.h_cache,)):
+            return fns[0](x)
+
+
+        @fncache.memoize
+        def partial_global(x):
+            return PARTIAL() + x
+
+
+        @fncache.memoize
+        def class_attribute_dict(x):
+            return Table.ops["cache"](x)
+
+
+        @fncache.memoize
+        def code_in_dict(x):
+            return types.FunctionType(helpers.CODES["plain"], {})(x)
+
+
+        CALLS = {
+            "dict_cache": (dict_cache, (5,)),
+            "dict_lru": (dict_lru, (5,)),
+            "dict_singledispatch": (dict_singledispatch, (5,)),
+            "registry": (registry, (5,)),
+            "argument_cache": (argument, (helpers.h_cache, 5)),
+            "argument_lru": (argument, (helpers.h_lru, 5)),
+            "argument_singledispatch": (argument, (helpers.h_dispatch, 5)),
+            "argument_partial": (partial_argument, (functools.partial(helpers.h_lru, 1), 5)),
+            "tuple_default": (tuple_default, (5,)),
+            "partial_global": (partial_global, (5,)),
+            "class_attribute_dict": (class_attribute_dict, (5,)),
+            "code_in_dict": (code_in_dict, (5,)),
+        }
+    """,
+}
+
+# -- 16. methods memoized with ignore=["self"] -----------------------------------------------
+# Ignoring self drops the instance's state, not the code of its class: the class defining the
+# method (and its bases, here one in another module) counts, and so does a subclass's override.
+PROGRAMS["ignore_self"] = {
+    "shapes_base.py": """
+        class Base:
+            def scale(self):
+                return 2  #@v1
+                return 3  #@v2
+    """,
+    "main.py": """
+        import fncache
+        from shapes_base import Base
+
+
+        class Own:
+            def __init__(self, n):
+                self.n = n
+
+            def helper(self, x):
+                return x + 1  #@v1
+                return x + 2  #@v2
+
+            @fncache.memoize(ignore=["self"])
+            def run(self, x):
+                return self.helper(x)
+
+
+        class FromBase(Base):
+            @fncache.memoize(ignore=["self"])
+            def run(self, x):
+                return x * self.scale()
+
+
+        class Parent:
+            def helper(self, x):
+                return x
+
+            @fncache.memoize(ignore=["self"])
+            def run(self, x):
+                return self.helper(x)
+
+
+        class Child(Parent):
+            def helper(self, x):
+                return x * 10  #@v1
+                return x * 20  #@v2
+
+
+        CALLS = {
+            "own_class": (Own.run, (Own(1), 5)),
+            "base_in_another_module": (FromBase.run, (FromBase(), 5)),
+            "subclass_override": (Parent.run, (Child(), 5)),
+        }
+    """,
+}
+
+# -- 17. numpy ufuncs made from Python functions -------------------------------------------
+# np.frompyfunc's ufunc cannot be pickled; it holds the function, whose code counts (as for
+# np.vectorize), read as a global or inside a value.
+PROGRAMS["frompyfunc"] = {
+    "ufunc_helpers.py": """
+        def h(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        def k(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+    """,
+    "main.py": """
+        import numpy as np
+
+        import fncache
+        import ufunc_helpers
+
+        U = np.frompyfunc(ufunc_helpers.h, 1, 1)
+        TABLE = {"k": np.frompyfunc(ufunc_helpers.k, 1, 1)}
+
+
+        @fncache.memoize
+        def global_ufunc(x):
+            return U(np.arange(x)).tolist()
+
+
+        @fncache.memoize
+        def ufunc_in_dict(x):
+            return TABLE["k"](np.arange(x)).tolist()
+
+
+        CALLS = {
+            "global_ufunc": (global_ufunc, (3,)),
+            "ufunc_in_dict": (ufunc_in_dict, (3,)),
+        }
+    """,
+}
+
 # -- 14. classes built on abc.ABC, typing.Protocol, collections.abc ----------------------------
 PROGRAMS["abc_classes"] = {
     "main.py": """
@@ -1219,3 +1452,87 @@ def test_what_a_helper_held_in_a_value_keys_by_name_is_reported_too(tmp_path):
                       "HANDLERS = {'a': locked}\n"
                       "def f(x):\n    return HANDLERS['a'](x)\n", tmp_path, keep=False)
     assert fingerprint(m.f).infrastructure == ("locked: global LOCK (_thread.lock)",)
+
+
+# -- numba dispatchers reached through values ----------------------------------------------------
+NUMBA_PROGRAM = {
+    "jitted.py": """
+        import numba
+
+
+        @numba.njit
+        def h(x):
+            return x * 2  #@v1
+            return x * 3  #@v2
+
+
+        @numba.njit(fastmath=True)
+        def k(x):
+            return x + 0.5  #@v1
+            return x + 1.5  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import jitted
+
+        OPS = {"h": jitted.h, "k": jitted.k}
+
+
+        @fncache.memoize
+        def dispatch_dict(x):
+            return OPS["h"](x) + OPS["k"](x)
+
+
+        @fncache.memoize
+        def argument(fn, x):
+            return fn(x)
+
+
+        CALLS = {
+            "dispatch_dict": (dispatch_dict, (5,)),
+            "argument": (argument, (jitted.h, 5)),
+        }
+    """,
+}
+
+
+@pytest.mark.slow
+def test_numba_dispatchers_in_values_hit_in_another_process_and_follow_edits():
+    """A numba dispatcher in a dict or passed as an argument is keyed by its Python code and compile
+    options: a second process hits (not a per-process id), an edit computes anew, undoing it hits."""
+    pytest.importorskip("numba")
+    root = harness.tempdir("fncache-sound-numba-")
+    store, where = root / "cache", root / "project"
+    runs = []
+    for version, seed in [("v1", 1), ("v1", 2), ("v2", 3), ("v1", 4)]:
+        _write(where, NUMBA_PROGRAM, version)
+        runs.append(harness.run_json(["main.py"], where, harness.child_env(store, seed)))
+    entries = _entries(NUMBA_PROGRAM["main.py"])
+    assert entries == ["dispatch_dict", "argument"]
+    for entry in entries:
+        first, second, edited, again = (r[entry] for r in runs)
+        for run in (first, second, edited, again):
+            assert "error" not in run, f"{entry}: {run.get('error')}"
+        assert not first["hit"] and second["hit"] and second["key"] == first["key"], entry
+        assert not edited["hit"] and edited["result"] != first["result"], entry
+        assert again["hit"] and again["key"] == first["key"], entry
+
+
+def test_numba_dispatcher_is_keyed_by_compile_options_not_compiled_signatures():
+    """njit(f) and njit(fastmath=True)(f) give different digests; compiling a call does not change
+    a dispatcher's digest, and a dispatcher counts by its Python function's code."""
+    numba = pytest.importorskip("numba")
+
+    def f(x):
+        return x * 2.0
+
+    def g(x):
+        return x * 3.0
+
+    plain, fast = numba.njit(f), numba.njit(fastmath=True)(f)
+    before = fncache.hash([plain])
+    assert plain(1.0) == 2.0 and plain(1) == 2.0  # two signatures compiled
+    assert fncache.hash([plain]) == before
+    assert fncache.hash([fast]) != before
+    assert fncache.hash([numba.njit(g)]) != before
+    assert fncache.hash([numba.njit(f)]) == before

@@ -165,3 +165,97 @@ def test_large_global_is_reported_once(tmp_path: Path) -> None:
                     r"every call to see whether it changed: \d+\.\d ms a call\. If it does not change, pass "
                     r"it as an argument, key it with fncache\.ref\(value, token\), or pin", reports[0])
     assert "SMALL" not in err
+
+
+CALL_LOG = """
+import asyncio, sys, threading
+import fncache
+
+CALLS = []
+idle = threading.Event()
+threading.Thread(target=idle.wait, daemon=True).start()  # an idle thread, as a pool leaves behind
+
+@fncache.memoize(store=sys.argv[1], verbose=True)
+def logged(x):
+    CALLS.append(x)
+    return x * 2
+
+@fncache.memoize(store=sys.argv[1], verbose=True, ignore_globals=["CALLS"])
+def told(x):
+    CALLS.append(x)
+    return x * 3
+
+memory = fncache.Memory(sys.argv[1] + "-joblib", verbose=0)
+
+@memory.cache(ignore_globals=["CALLS"])
+def joblib_style(x):
+    CALLS.append(x)
+    return x * 4
+
+for _ in range(3):
+    logged(1)
+told(1), told(1), joblib_style(1), joblib_style(1)
+print(logged.cache_info().stores, told.cache_info().stores, told.cache_info().hits,
+      joblib_style.cache_info().hits)
+print(sorted(told.explain(1).by_name.items()))
+"""
+
+
+@pytest.mark.slow
+def test_not_stored_is_said_and_ignore_globals_stores(tmp_path: Path) -> None:
+    """A function that appends to a global while another thread exists computes and does not store:
+    the verbose line and a WARNING (once per function and global) say which global, why and the
+    remedy; with ignore_globals=["CALLS"] (memoize or Memory.cache) it stores and hits, and explain
+    lists the global as left out."""
+    script = write(tmp_path / "job.py", CALL_LOG)
+    proc = run_py(script, str(tmp_path / "store"))
+    said = ("not stored: global CALLS changed during the call while other threads ran; if the "
+            "function writes it itself (a log, a counter), memoize(ignore_globals=['CALLS']) leaves "
+            "it out of the key")
+    assert _lines(proc.stderr).count(f"[fncache] job:logged {said}") == 3
+    warnings = [line for line in proc.stderr.splitlines() if not line.startswith("[fncache]")]
+    assert warnings == [f"job:logged: result returned, {said}"]  # once (logging's last resort)
+    assert not any("job:told" in line and "not stored" in line for line in _lines(proc.stderr))
+    out = proc.stdout.splitlines()
+    assert out[0] == "0 1 1 1"
+    assert out[1] == "[('global CALLS', 'left out by ignore_globals=')]"
+
+
+def test_ignore_globals_is_checked(tmp_path: Path) -> None:
+    """ignore_globals takes a list of identifiers; a bare string or a non-name is refused by name."""
+    with pytest.raises(fncache.ConfigError, match=r"ignore_globals: .*write ignore_globals=\['CALLS'\]"):
+        fncache.memoize(lambda x: x, ignore_globals="CALLS")
+    with pytest.raises(fncache.ConfigError, match="ignore_globals: expected global names"):
+        fncache.memoize(lambda x: x, ignore_globals=["a.b"])
+    with pytest.raises(fncache.ConfigError, match="ignore_globals: expected a list"):
+        fncache.Memory(str(tmp_path)).cache(lambda x: x, ignore_globals=5)
+
+
+ASYNC_LOG = """
+import asyncio, sys
+import fncache
+
+CALLS = []
+
+@fncache.memoize(store=sys.argv[1], verbose=True)
+async def fetch(x):
+    CALLS.append(x)
+    await asyncio.sleep(0)
+    return x * 2
+
+async def main():
+    return await asyncio.gather(fetch(1), fetch(2))
+
+print(asyncio.run(main()), fetch.cache_info().stores)
+"""
+
+
+@pytest.mark.slow
+def test_not_stored_under_gather_names_the_other_tasks(tmp_path: Path) -> None:
+    """Coroutines run together by asyncio.gather that append to a global: the line says other tasks
+    ran (no other thread exists), and the results are returned."""
+    proc = run_py(write(tmp_path / "job.py", ASYNC_LOG), str(tmp_path / "store"))
+    assert proc.stdout.split() == ["[2,", "4]", "0"]
+    lines = [line for line in _lines(proc.stderr) if "not stored" in line]
+    assert len(lines) == 2
+    assert all("global CALLS changed during the call while other tasks ran" in line for line in lines)
