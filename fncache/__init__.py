@@ -6,7 +6,7 @@ S3-compatible object stores for sharing). Edit the function or a helper and the 
 again; reformat it, move it or check it out elsewhere and it still hits.
 
 Not for: caching within one call stack by object identity (use ``functools.lru_cache``), or values that
-must not be written to disk unencrypted (entries are plain pickles; see the README on trust).
+must not be written to disk unencrypted (entries are plain pickles; see the docs, "Guarantees and trust").
 """
 
 from fncache._errors import (

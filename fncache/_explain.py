@@ -182,7 +182,7 @@ def _text_items(value: Any) -> dict[str, str] | None:
 def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]:
     if entry.python and now.python and entry.python != now.python:
         # Bytecode and the pickles of library types differ between interpreters: every component
-        # would read as changed, and none of them is the reason (README "Python version").
+        # would read as changed, and none of them is the reason (docs: "Python versions").
         return [Difference("python", "python", entry.python, now.python)]
     out: list[Difference] = []
     if entry.version != now.version:

@@ -277,7 +277,7 @@ def _report_slow(obj: Any, fp: Fingerprint) -> None:
         log.info(
             "%s reads %s, a %s, and re-hashes it on every call to see whether it changed: %.1f ms a "
             "call. If it does not change, pass it as an argument, key it with fncache.ref(value, "
-            "token), or pin the function's code with version= (README: \"Large globals\")",
+            "token), or pin the function's code with version= (docs: \"Performance\", \"Large globals\")",
             name, where, what, seconds * 1000)
 
 

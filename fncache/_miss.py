@@ -397,7 +397,7 @@ def _alone(loop: Any = None) -> bool:
     task is the loop's only one): then no other code can change what the function reads meanwhile.
 
     Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
-    the README, that they never run the user's code.
+    the docs ("What invalidates a cache entry"), that they never run the user's code.
     """
     if threading.active_count() != 1:
         me = threading.current_thread()

@@ -512,7 +512,7 @@ class _Walk:
         for name in names_read:
             if name in self.ignore_globals:
                 # The user's word that this global is state the code writes, not an input: keyed
-                # by name and never watched (README: "ignore_globals=").
+                # by name and never watched (docs: "What invalidates a cache entry").
                 self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
                 continue
             if name in written and not isinstance(
