@@ -100,6 +100,16 @@ def _without_padding(np: Any, a: Any) -> Any:
     return a if packed == dt and packed.itemsize == dt.itemsize else a.astype(packed)
 
 
+def class_token(t: type, library: str) -> Any:
+    """How a value's class enters its key: one of ``library``'s own classes by name (its code is the
+    library's, as for every library object), any other class, a user's subclass, as the class itself,
+    which the hasher keys by its fingerprint (its code): editing a subclass's method is a new key."""
+    module = getattr(t, "__module__", None) or ""
+    if module.split(".")[0] == library:
+        return f"{module}.{t.__qualname__}"
+    return t
+
+
 def ndarray_token(a: Any) -> tuple[Any, ...]:
     """A numpy array (or memmap: where the bytes live is not content) as dtype, shape, elements."""
     np = sys.modules["numpy"]
@@ -123,7 +133,7 @@ def masked_array_token(a: Any) -> tuple[Any, ...]:
     data = np.ma.getdata(a)
     if masked:
         data = a.filled(np.zeros(1, dtype=a.dtype)[0])
-    return (f"{type(a).__module__}.{type(a).__qualname__}", ndarray_token(data),
+    return (class_token(type(a), "numpy"), ndarray_token(data),
             ndarray_token(mask) if masked else None, a.fill_value, bool(a.hardmask))
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fncache._buffers import class_token
+
 __all__ = ["pandas_handler"]
 
 
@@ -28,13 +30,41 @@ def _qualname(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+def _kind(obj: Any) -> Any:
+    """The class part of a token: pandas' own classes by name; any other (a user's subclass, a
+    GeoDataFrame) as the class, which the hasher keys by its code (see ``class_token``)."""
+    return class_token(type(obj), "pandas")
+
+
+def _extra_state(obj: Any, kind: Any) -> tuple[Any, ...]:
+    """What a subclass's pickle keeps beyond pandas' own: the attributes its ``_metadata`` names
+    (``df.unit`` of a subclass with ``_metadata = ["unit"]``). Nothing for pandas' own classes, whose
+    tokens stay as they were (their ``_metadata`` holds only what the token has already: a name)."""
+    if isinstance(kind, str):
+        return ()
+    names = tuple(getattr(type(obj), "_metadata", ()) or ())
+    return (("_metadata", tuple((n, getattr(obj, n, None)) for n in names)),)
+
+
 def _dtype(np: Any, d: Any) -> Any:
-    return d if isinstance(d, np.dtype) else (_qualname(type(d)), repr(d))
+    if isinstance(d, np.dtype):
+        return d
+    kind = class_token(type(d), "pandas")
+    if isinstance(kind, str):
+        return (kind, repr(d))  # pandas' dtypes print all their parameters
+    # Another library's dtype may print as ``<... object at 0x...>`` (a new key in every process) or
+    # leave parameters out: its own pickle says what it is.
+    return ("reduce", d.__reduce_ex__(5))
 
 
 def _values(pd: Any, np: Any, v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v
+    if not isinstance(class_token(type(v), "pandas"), str):
+        # An extension array of another library (geopandas' GeometryArray keeps its CRS on the
+        # array) or a user's subclass: its state is not known here, so it is keyed by what its own
+        # pickle keeps, never by its elements alone.
+        return ("reduce", v.__reduce_ex__(5))
     if hasattr(v, "_mask") and hasattr(v, "_data"):  # BaseMaskedArray: Int64, Float64, boolean
         mask, data = v._mask, v._data
         if mask.any():
@@ -59,22 +89,37 @@ def index_token(idx: Any) -> tuple[Any, ...]:
     """An Index: class, names, dtype and values, as described in the module docstring."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
-    kind = _qualname(type(idx))
+    kind = class_token(type(idx), "pandas")
     names = tuple(idx.names)
     if isinstance(idx, pd.RangeIndex):
         return (kind, names, idx.start, idx.stop, idx.step)
     if isinstance(idx, pd.MultiIndex):
-        return (kind, names, tuple(index_token(idx.get_level_values(i)) for i in range(idx.nlevels)))
+        levels = tuple(index_token(idx.get_level_values(i)) for i in range(idx.nlevels))
+        if _has_unused_levels(np, idx):
+            # Its pickle keeps levels no row uses (``full.loc[["x"]]``), and groupby shows them: a
+            # fresh index of the same rows is another value.
+            return (kind, names, levels, ("levels", tuple(index_token(lv) for lv in idx.levels)))
+        return (kind, names, levels)
     freq = getattr(idx, "freqstr", None) if hasattr(idx, "freq") else None
     return (kind, names, _dtype(np, idx.dtype), _values(pd, np, idx._values), freq)
+
+
+def _has_unused_levels(np: Any, idx: Any) -> bool:
+    for level, codes in zip(idx.levels, idx.codes, strict=True):
+        used = np.zeros(len(level), dtype=bool)
+        used[np.asarray(codes)[np.asarray(codes) >= 0]] = True
+        if not used.all():
+            return True
+    return False
 
 
 def series_token(s: Any) -> tuple[Any, ...]:
     """A Series: name, dtype, values, index, attrs and flags."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
-    return (_qualname(type(s)), s.name, _dtype(np, s.dtype), _values(pd, np, s._values),
-            index_token(s.index), s.attrs, s.flags.allows_duplicate_labels)
+    kind = _kind(s)
+    return (kind, s.name, _dtype(np, s.dtype), _values(pd, np, s._values),
+            index_token(s.index), s.attrs, s.flags.allows_duplicate_labels, *_extra_state(s, kind))
 
 
 def frame_token(df: Any) -> tuple[Any, ...]:
@@ -85,15 +130,16 @@ def frame_token(df: Any) -> tuple[Any, ...]:
     for i in range(df.shape[1]):
         col = df.iloc[:, i]
         columns.append((_dtype(np, col.dtype), _values(pd, np, col._values)))
-    return (_qualname(type(df)), index_token(df.columns), index_token(df.index), tuple(columns),
-            df.attrs, df.flags.allows_duplicate_labels)
+    kind = _kind(df)
+    return (kind, index_token(df.columns), index_token(df.index), tuple(columns),
+            df.attrs, df.flags.allows_duplicate_labels, *_extra_state(df, kind))
 
 
 def array_token(a: Any) -> tuple[Any, ...]:
     """A pandas extension array: class, dtype and values."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
-    return (_qualname(type(a)), _dtype(np, a.dtype), _values(pd, np, a))
+    return (_kind(a), _dtype(np, a.dtype), _values(pd, np, a))
 
 
 def pandas_handler(pd: Any, t: type) -> Any:

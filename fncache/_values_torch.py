@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache._buffers import c_order_digest
+from fncache._buffers import c_order_digest, class_token
 
 __all__ = ["tensor_token"]
 
@@ -56,7 +56,7 @@ def _strided(torch: Any, t: Any) -> tuple[Any, ...]:
 def tensor_token(t: Any) -> Any:
     """A tensor as described in the module docstring, or ``NotImplemented`` for other layouts."""
     torch = sys.modules["torch"]
-    kind = f"{type(t).__module__}.{type(t).__qualname__}"  # a Parameter is not a plain Tensor
+    kind = class_token(type(t), "torch")  # a Parameter is not a plain Tensor; a subclass by its code
     state = _state(torch, t)
     masked = sys.modules.get("torch.masked")
     if masked is not None and isinstance(t, masked.MaskedTensor):

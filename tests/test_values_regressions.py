@@ -432,3 +432,41 @@ def test_polars_nested_columns_slice_like_fresh_ones():
     assert H(chunked) == H(df)
     changed = dict(rows, l=[[1, 2], None, [], [3, 0]])
     assert H(pl.DataFrame(changed, schema=df.schema)) != H(df)
+
+
+def test_pandas_state_its_pickle_keeps_is_keyed():
+    """A subclass's _metadata and a MultiIndex's unused levels are content; equal frames agree."""
+    import pandas as pd
+
+    class Tagged(pd.DataFrame):
+        _metadata = ["unit"]
+
+        @property
+        def _constructor(self):
+            return Tagged
+
+    m, km = Tagged({"a": [1]}), Tagged({"a": [1]})
+    m.unit, km.unit = "m", "km"
+    assert H(m) != H(km)
+    same = Tagged({"a": [1]})
+    same.unit = "m"
+    assert H(m) == H(same)
+    full = pd.DataFrame({"v": [1, 2]}, index=pd.MultiIndex.from_tuples([("x", 1), ("y", 2)]))
+    part = full.loc[["x"]]
+    fresh = pd.DataFrame({"v": [1]}, index=pd.MultiIndex.from_tuples([("x", 1)]))
+    assert len(part.index.levels[0]) == 2 and H(part) != H(fresh)
+    assert H(part.copy()) == H(part) and H(full) == H(full.copy())
+    assert H(part.index.remove_unused_levels()) == H(fresh.index)
+
+
+def test_geodataframes_are_keyed_with_their_crs():
+    """One set of points in two CRSs, or without one, are three keys; a copy is the same key."""
+    gpd = pytest.importorskip("geopandas")
+    from shapely.geometry import Point
+
+    a = gpd.GeoDataFrame({"v": [1, 2]}, geometry=[Point(0, 0), Point(1, 1)], crs="EPSG:4326")
+    b = a.set_crs("EPSG:3857", allow_override=True)
+    c = gpd.GeoDataFrame({"v": [1, 2]}, geometry=[Point(0, 0), Point(1, 1)])
+    assert len({H(a), H(b), H(c)}) == 3
+    assert len({H(a.geometry), H(b.geometry)}) == 2
+    assert H(a) == H(a.copy()) == H(gpd.GeoDataFrame(a.copy()))
