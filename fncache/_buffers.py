@@ -177,6 +177,11 @@ def resolve(t: type) -> Any:
         from fncache._values_polars import polars_token
 
         return _guarded(polars_token)
+    if "scipy.sparse" in sys.modules:
+        from fncache._values_scipy import is_sparse_type, sparse_token
+
+        if is_sparse_type(t):
+            return _guarded(sparse_token)
     pd = sys.modules.get("pandas")
     if pd is not None:
         from fncache._values_pandas import pandas_handler

@@ -470,3 +470,26 @@ def test_geodataframes_are_keyed_with_their_crs():
     assert len({H(a), H(b), H(c)}) == 3
     assert len({H(a.geometry), H(b.geometry)}) == 2
     assert H(a) == H(a.copy()) == H(gpd.GeoDataFrame(a.copy()))
+
+
+def test_sparse_matrices_are_keyed_by_their_logical_entries():
+    """A copy, a matrix whose flags were read, unsorted vs sorted indices and duplicates vs summed
+    share a key; another format, matrix vs array, a value or an explicit zero do not."""
+    np = pytest.importorskip("numpy")
+    sp = pytest.importorskip("scipy.sparse")
+    a = sp.random(6, 6, density=0.4, format="csr", random_state=0)
+    copied = a.copy()
+    assert a.has_sorted_indices  # a lazily computed flag, now cached on ``a`` only
+    assert H(a) == H(copied)
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([2, 0]), np.array([0, 2, 2])), shape=(2, 3))
+    ordered = unsorted.copy()
+    ordered.sort_indices()
+    assert H(unsorted) == H(ordered)
+    dup = sp.coo_array(([1.0, 2.0, 3.0], ([0, 0, 1], [1, 1, 2])), shape=(3, 3))
+    summed = sp.coo_array(([3.0, 3.0], ([0, 1], [1, 2])), shape=(3, 3))
+    assert H(dup) == H(summed)
+    changed = a.copy()
+    changed.data[0] += 1
+    zero = sp.csr_matrix((np.array([0.0, 2.0]), np.array([0, 1]), np.array([0, 2])), shape=(1, 2))
+    assert len({H(a), H(a.tocsc()), H(sp.csr_array(a)), H(changed)}) == 4
+    assert H(zero) != H(sp.csr_matrix(np.array([[0.0, 2.0]])))

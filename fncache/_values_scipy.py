@@ -1,0 +1,50 @@
+"""Canonical keys for scipy.sparse matrices and arrays: the logical matrix, not its bookkeeping.
+
+A sparse matrix's pickle is its ``__dict__``: the format's arrays as they happen to be laid out plus
+lazily computed flags (``_has_sorted_indices``, ``_has_canonical_format``, set by the first query or
+operation that needs them) and a print setting (``maxprint``). So ``A`` and ``A.copy()``, a matrix
+before and after ``A.has_sorted_indices`` is read, one with unsorted and one with sorted indices, or a
+COO with duplicate entries and the same one summed, had different keys. A sparse value is keyed as:
+
+* its class (format-aware: a CSR and a CSC of one matrix are two keys, since code may read ``indptr``
+  or ``indices``, which differ between formats; a ``*_matrix`` and a ``*_array`` are two as well, since
+  ``*`` means matrix product for one and elementwise product for the other), shape and dtype;
+* its stored entries in canonical order: coordinates sorted row-major with duplicates summed, and
+  their values. An explicitly stored zero counts (it is an entry ``.nnz`` and ``.data`` show).
+
+Not content, by declaration: the two flags above (a cache of a fact about the layout, recomputed when
+needed) and ``maxprint``. Only scipy's own classes take this path: a subclass (which may keep state of
+its own) is keyed through its pickle.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from fncache._buffers import ndarray_token
+
+__all__ = ["is_sparse_type", "sparse_token"]
+
+
+def is_sparse_type(t: type) -> bool:
+    """Whether ``t`` is one of scipy.sparse's own matrix or array classes (not a subclass of one)."""
+    sp = sys.modules.get("scipy.sparse")
+    if sp is None or not (getattr(t, "__module__", "") or "").startswith("scipy.sparse"):
+        return False
+    bases = tuple(b for b in (getattr(sp, "sparray", None), getattr(sp, "spmatrix", None)) if b)
+    return bool(bases) and issubclass(t, bases)
+
+
+def sparse_token(m: Any) -> tuple[Any, ...]:
+    """A sparse matrix or array as described in the module docstring."""
+    np = sys.modules["numpy"]
+    coo = m.tocoo(copy=True)
+    coo.sum_duplicates()  # sorts the coordinates row-major and sums repeated ones
+    coords = getattr(coo, "coords", None)
+    if coords is None:  # pragma: no cover - scipy < 1.13
+        coords = (coo.row, coo.col)
+    t = type(m)
+    return (f"{t.__module__}.{t.__qualname__}", tuple(m.shape), m.dtype,
+            tuple(ndarray_token(np.ascontiguousarray(c, dtype=np.int64)) for c in coords),
+            ndarray_token(np.ascontiguousarray(coo.data)))
