@@ -147,7 +147,6 @@ def test_explain_finds_entries_recorded_under_either_name_of_a_file(tmp_path):
 @pytest.mark.parametrize("target, message", [
     ("job.py:sumarize", "job.py has no 'sumarize'; did you mean 'summarize'?"),
     ("missing.py:f", "no such script: missing.py"),
-    ("job.py", "the :FUNCTION part is missing"),
     ("job.py:helper", "job.py:helper is not memoized"),
     ("no_such_module:f", "no module named 'no_such_module'"),
     ("job:Nope.f", "job has no 'Nope'"),
@@ -164,6 +163,14 @@ def test_explain_of_something_missing_fails_naming_it(tmp_path, target, message)
     proc = fncache(tmp_path, "explain", target, store=store)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_explain_of_a_file_without_a_function_is_bad_usage(tmp_path):
+    """``explain job.py`` (no ``:FUNC``) is a usage error: exit 2, naming what to write."""
+    write(tmp_path / "job.py", "import fncache\n@fncache.memoize\ndef summarize(x):\n    return x\n")
+    proc = fncache(tmp_path, "explain", "job.py", store=tmp_path / "store")
+    assert proc.returncode == 2 and "write job.py:FUNC" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 

@@ -9,6 +9,7 @@ recorded in batches, at most one store write per flush however many hits; ``prun
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -197,15 +198,23 @@ def test_prune_max_size_keeps_recently_used_entries(target, tmp_path):
 
 @pytest.mark.slow
 def test_clear_unused_for_removes_only_idle_entries(target, tmp_path):
-    """`clear --unused-for 6s` removes entries neither created nor used in the last 6 seconds and
-    keeps those used since."""
+    """`clear --unused-for AGE` removes entries neither created nor used within AGE and keeps those
+    used since. The gap between the two groups scales with how long a process takes here, and AGE
+    falls in the middle of it, so a loaded machine moves both sides alike."""
+    start = time.monotonic()
     _run(target, tmp_path, "fill", "3")
-    time.sleep(8)
+    gap = 8 + 4 * (time.monotonic() - start)
+    time.sleep(gap)
+    used = time.monotonic()
     _run(target, tmp_path, "hit", "f", "1")
     _run(target, tmp_path, "hit", "g", "0")
-    dry = target.cli("clear", "--unused-for", "6s", "--dry-run")
+
+    def age() -> str:  # older than every use, younger than the fill, by half the gap each way
+        return f"{math.ceil(gap / 2 + time.monotonic() - used)}s"
+
+    dry = target.cli("clear", "--unused-for", age(), "--dry-run")
     assert dry["would_remove"] == 4
-    assert target.cli("clear", "--unused-for", "6s", "--yes")["removed"] == 4
+    assert target.cli("clear", "--unused-for", age(), "--yes")["removed"] == 4
     left = sorted(e.function.rpartition(":")[2] for e in target.store.listing())
     assert left == ["f", "g"]
 
