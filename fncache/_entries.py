@@ -89,6 +89,8 @@ class Entries:
         #: ``check(key, frame)``: whether a frame passes decode's checks (see Store.get_checked)
         self.check = functools.partial(_codec.verify, secret=options.secret)
         self._warned: set[str] = set()
+        self._sources_kept: set[str] = set()  # source keys this process stored (see _sources)
+        self._sources_last: tuple[Any, dict[str, str]] | None = None  # (fingerprint, its sources)
         # Keys whose verified entry this process could not unpickle (a module it lacks): they are
         # misses here, and the entry is replaced (never deleted) once a recompute has succeeded.
         self._unloadable: set[str] = set()
@@ -266,6 +268,9 @@ class Entries:
             self.warn_once("unpicklable", "%s: result not stored: %s", self.function, e)
             return
         meta = (meta_from or ck).meta(created, duration)
+        fp = (meta_from or ck).fingerprint
+        if fp is not None:
+            self._add_sources(meta, fp)
         # An entry this process could not load is replaced now that a value was computed: a
         # create-only add would leave it in place, and this process missing on it forever.
         replace = overwrite or ck.key in self._unloadable
@@ -282,6 +287,23 @@ class Entries:
                 log.debug("%s: stored %s (%d bytes)", self.function, ck.key, value_size(frame))
         except Exception as e:
             self.failed("write", e)
+
+    def _add_sources(self, meta: dict[str, Any], fp: Any) -> None:
+        """Keep the sources of the functions ``fp`` covers and the shown values of the globals it
+        read, for ``explain``'s diffs (see :mod:`fncache._sources`)."""
+        from fncache import _sources
+
+        last = self._sources_last
+        if last is not None and last[0] is fp:  # the same code as the last store: nothing to read
+            sources = last[1]
+        else:
+            sources = _sources.keep(self.store, fp.functions,
+                                    _sources.signing_key(self.options.secret), self._sources_kept)
+            self._sources_last = (fp, sources)
+        if sources:
+            meta["sources"] = sources
+        if fp.shown:
+            meta["shown"] = dict(fp.shown)
 
     def clear(self) -> int:
         """Remove every stored entry of this function (all versions of its code); the count."""

@@ -19,9 +19,10 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from fncache import _sources
 from fncache._hasher import digest
 from fncache._targets import TargetError, load_target, recorded_name
 
@@ -57,6 +58,11 @@ class Difference:
     name: str
     old: str | None
     new: str | None
+    #: for a changed function, helper or method: its source's changed lines (``-`` old, ``+`` new)
+    #: where both versions' sources are known (see :mod:`fncache._sources`)
+    diff: tuple[str, ...] = ()
+    #: for a changed global: how the old and the new value read (``("0.5", "0.7")``)
+    shown: tuple[str, str] | None = None
 
     @property
     def change(self) -> str:
@@ -76,6 +82,8 @@ class Difference:
                     "interpreter's version, so a Python upgrade starts the cache afresh")
         if self.kind == "version":
             return f"{what} changed ({self.old!s} -> {self.new!s})"
+        if self.shown is not None and self.change == "changed":
+            return f"{what} changed: {self.shown[0]} -> {self.shown[1]}"
         if self.change == "added":
             return f"{what} is new (not in the stored entry)"
         if self.change == "removed":
@@ -199,6 +207,58 @@ def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]
     return out
 
 
+class _Texts:
+    """Where one side's sources and shown values come from: an entry's metadata (its sources read
+    from the store and checked against their addresses) or the current code's fingerprint."""
+
+    def __init__(self, store: Any, secret: Any, meta: Mapping[str, Any] | None = None,
+                 fp: Any = None) -> None:
+        self.store, self.secret = store, _sources.signing_key(secret)
+        self.meta, self.fp = meta or {}, fp
+
+    def source(self, label: str) -> str | None:
+        if self.fp is not None:
+            return _sources.source_of(dict(self.fp.functions).get(label))
+        refs = self.meta.get("sources")
+        return _sources.read(self.store, refs.get(label), self.secret) if isinstance(refs, dict) else None
+
+    def shown(self, label: str) -> str | None:
+        if self.fp is not None:
+            return dict(self.fp.shown).get(label)
+        values = self.meta.get("shown")
+        found = values.get(label) if isinstance(values, dict) else None
+        # Metadata is untrusted: only short text is shown, escaped by whoever prints it.
+        return found if isinstance(found, str) and len(found) <= 200 else None
+
+
+def _with_texts(diffs: list[Difference], old: _Texts, new: _Texts) -> list[Difference]:
+    """``diffs`` with the changed lines of each changed function and both values of each changed
+    global, where both sides know them."""
+    out = []
+    for d in diffs:
+        if d.change == "changed" and d.kind in ("function", "helper", "method"):
+            a, b = old.source(f"function {d.name}"), new.source(f"function {d.name}")
+            if a is not None and b is not None and a != b:
+                d = replace(d, diff=_sources.diff_lines(a, b))
+        elif d.change == "changed" and d.kind == "global":
+            a, b = old.shown(f"global {d.name}"), new.shown(f"global {d.name}")
+            if a is not None and b is not None:
+                d = replace(d, shown=(a, b))
+        out.append(d)
+    return out
+
+
+def _secret_of(m: Any) -> Any:
+    if m is not None:
+        return m.options.secret
+    from fncache._options import secret_from
+
+    try:
+        return secret_from(None)
+    except Exception:  # a malformed $FNCACHE_SECRET: sources cannot be checked, so none is shown
+        return b"\0"
+
+
 def _current_side(m: Any, args: tuple[Any, ...] | None = None,
                   kwargs: dict[str, Any] | None = None) -> tuple[_Side, str | None]:
     """(the side of memoized function ``m`` for this call, its key); no call: code only.
@@ -272,7 +332,9 @@ class Explanation:
             n = self.entries
             lines = [f"{head}: miss; nearest of {n} entr{'y' if n == 1 else 'ies'}"
                      f" is {(self.nearest or '?')[:12]} ({_when(self.nearest_created)}):"]
-            lines += [f"  - {d}" for d in self.differences]
+            for d in self.differences:
+                lines.append(f"  - {d}")
+                lines += [f"      {line}" for line in d.diff]
         for label, why in sorted(self.by_name.items()):
             kind, _, name = label.partition(" ")
             lines.append(f"  note: {kind} `{name}` is keyed by name, not content ({why})")
@@ -306,6 +368,10 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
             best = (*score, e, diffs)
     assert best is not None
     nearest, diffs = best[3], best[4]
+    if m.version is None:
+        secret = _secret_of(m)
+        diffs = _with_texts(diffs, _Texts(store, secret, meta=nearest.meta),
+                            _Texts(store, secret, fp=m._fingerprint()))
     if not diffs:
         diffs = [Difference(
             "unrecorded", "code, arguments and Python version all match the entry: what differs "
@@ -378,7 +444,9 @@ class FunctionExplanation:
                 lines.append(f"{what}: same as the reference")
             else:
                 lines.append(f"{what}:")
-                lines += [f"      - {d}" for d in v.differences]
+                for d in v.differences:
+                    lines.append(f"      - {d}")
+                    lines += [f"          {line}" for line in d.diff]
         return "\n".join(lines)
 
 
@@ -460,13 +528,18 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
     newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
     order = sorted(groups, key=lambda i: -newest[i])
     root = _root(function_id)
+    secret = _secret_of(m)
+    latest = {i: max(es, key=lambda e: float(e.created or 0)) for i, es in groups.items()}
     if m is not None:
         reference, _ = _current_side(m)
+        now = _Texts(store, secret, fp=m._fingerprint() if m.version is None else None)
     else:
         reference = sides[order[0]]
+        now = _Texts(store, secret, meta=latest[order[0]].meta)
     versions = []
     for ident in order:
-        diffs = _differences(sides[ident], reference, root)
+        diffs = _with_texts(_differences(sides[ident], reference, root),
+                            _Texts(store, secret, meta=latest[ident].meta), now)
         versions.append(CodeVersion(ident, len(groups[ident]), newest[ident],
                                     current=m is not None and not diffs, differences=diffs))
     if m is None:

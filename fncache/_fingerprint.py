@@ -43,7 +43,16 @@ from fncache import _hasher, _usercode
 from fncache._code_digest import code_digest
 from fncache._errors import ArgumentTypeError
 from fncache._usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
-from fncache._walk import _MISSING, IGNORED, REBOUND, SLOW_REHASH, STATE, _Walk, holds_user_code
+from fncache._walk import (
+    _MISSING,
+    IGNORED,
+    REBOUND,
+    SLOW_REHASH,
+    STATE,
+    _Walk,
+    describe,
+    holds_user_code,
+)
 
 __all__ = [
     "Fingerprint",
@@ -88,6 +97,11 @@ class Fingerprint:
     #: (_thread.lock)"``); :attr:`by_name` lists it with the state the function writes.
     infrastructure: tuple[str, ...] = ()
     _unpicklable: tuple[Any, ...] = ()
+    #: For ``explain``: the user functions it covers by label (their sources are kept with entries)
+    #: and each global value read as a person reads it (``"0.5"``; ``"pandas.DataFrame (160.0 MB)
+    #: [digest]"`` for a long one).
+    functions: tuple[tuple[str, Any], ...] = ()
+    shown: tuple[tuple[str, str], ...] = ()
     #: Mutable values read that are slow to re-hash, as checked on every use: ``(where, what,
     #: seconds)``, e.g. ``("global DF", "pandas.DataFrame (160.0 MB)", 0.0102)``.
     slow: tuple[tuple[str, str, float], ...] = ()
@@ -231,6 +245,8 @@ def _result(walk: _Walk) -> Fingerprint:
         _private=private,
         infrastructure=tuple(sorted(walk.by_name)),
         _unpicklable=tuple(walk.unpicklable_values),
+        functions=tuple(sorted(walk.functions.items())),
+        shown=tuple(sorted(walk.shown.items())),
     )
 
 
@@ -246,18 +262,8 @@ def _measured(walk: _Walk) -> tuple[tuple[str, str, float], ...]:
             continue  # it hashed during the walk; a failure now is the next use's to report
         spent = time.perf_counter() - start
         if spent > SLOW_REHASH:
-            out.append((where, _describe(value), spent))
+            out.append((where, describe(value), spent))
     return tuple(out)
-
-
-def _describe(value: Any) -> str:
-    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
-    t = type(value)
-    what = f"{t.__module__}.{t.__qualname__}"
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        what += f" ({size / 1e6:.1f} MB)"
-    return what
 
 
 # (function, where) pairs already reported as slow: once per process each.

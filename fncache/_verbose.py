@@ -151,6 +151,8 @@ class MissReasons:
         words = [_short(d) for d in best[:SHOWN]]
         if len(best) > SHOWN:
             words.append(f"+{len(best) - SHOWN} more")
+        if any(d.kind in ("function", "helper", "method") and d.change == "changed" for d in best):
+            words.append("explain() shows the diff")
         return ", ".join(words)
 
 

@@ -81,6 +81,30 @@ REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOB
 IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
 
 
+#: ``explain`` shows a global's value itself when its repr is at most this long (else its type).
+SHOWN_REPR = 80
+
+
+def describe(value: Any) -> str:
+    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
+    t = type(value)
+    what = f"{t.__module__}.{t.__qualname__}"
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        what += f" ({size / 1e6:.1f} MB)"
+    return what
+
+
+def shown(value: Any, digest: str) -> str:
+    """How ``explain`` shows a global's value: its repr when short and of plain data (numbers,
+    strings, tuples of them: a repr that cannot be slow), else its type, size and digest."""
+    if _is_immutable(value):
+        text = repr(value)
+        if len(text) <= SHOWN_REPR:
+            return text
+    return f"{describe(value)} [{digest[:12]}]"
+
+
 def _is_immutable(v: Any) -> bool:
     t = type(v)
     if t in _IMMUTABLE:
@@ -177,6 +201,10 @@ class _Walk:
         self.state: dict[int, Any] = state or {}  # what mark_state() recorded for this root
         self.private: list[int] = []  # ids of mutable values read through closures and defaults
         self.by_name: dict[str, None] = {}
+        # For explain: the user functions visited, by label (their source is kept with each entry),
+        # and how each global read reads to a person (a short repr, else its type, size and digest).
+        self.functions: dict[str, types.FunctionType] = {}
+        self.shown: dict[str, str] = {}
         self.unpicklable_values: list[Any] = []
         self.where = "the function"
         # A root function's namespace is named first: it is the one written without a prefix. A
@@ -475,6 +503,7 @@ class _Walk:
             return label
         code = fn.__code__
         qual = label.split(" ", 1)[1]
+        self.functions[label] = fn
         self.attr_watches.append((fn, "__code__", code))
         self.attr_watches.append((fn, "__defaults__", fn.__defaults__))
         self.attr_watches.append((fn, "__kwdefaults__", fn.__kwdefaults__))
@@ -534,6 +563,8 @@ class _Walk:
             else:
                 token = self.read(value, glabel, all_names)
             self.components[glabel] = _hasher.digest(token).hex()
+            if value is not _MISSING and token[:1] == ("value",):
+                self.shown[glabel] = shown(value, self.components[glabel])
         for imp in imports:
             self.visit_import(imp, g, all_names)
         return label

@@ -165,6 +165,15 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
     )
 
 
+def _sweep_sources(store: Store) -> None:
+    """Remove the kept sources (explain's diffs) no remaining entry refers to."""
+    from fncache._sources import unused
+
+    doomed = unused(store)
+    if doomed:
+        store.delete_sources(doomed)
+
+
 def _remove(store: Store, targets: list[EntryInfo]) -> tuple[int, int]:
     """(entries removed, their bytes), in batches: a shared store deletes a batch in a few
     requests, not one or two per entry. Entries another process removed first do not count (their
@@ -291,6 +300,7 @@ def _database_bytes(store: Store) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     store = _store_from(args)
     entries = list(store.listing())
+    sources = store.source_sizes()
     values = _size_of(entries)
     # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
     database = _database_bytes(store)
@@ -310,6 +320,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         "orphans": orphans,
         "orphan_bytes": orphan_bytes,
         "pythons": pythons,
+        "sources": len(sources),
+        "source_bytes": sum(sources.values()),
     }
     text = "\n".join([
         f"store:     {store.url} ({store.kind})",
@@ -318,6 +330,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"values, {database} of database)",
         f"functions: {data['functions']}",
         f"pythons:   {_pythons_text(pythons)}",
+        f"sources:   {len(sources)} function versions, {_human_size(sum(sources.values()))}"
+        " (kept for explain's diffs; clear and prune remove those no entry needs)",
         f"orphans:   {orphans} files, {_human_size(orphan_bytes)}"
         " (no entry owns them; removed by clear and prune)",
         *([f"damaged:   {damaged} (unreadable metadata; `fncache clear` removes them)"]
@@ -411,8 +425,10 @@ def cmd_clear(args: argparse.Namespace) -> int:
         return 1
     if filtered:
         removed, freed = _remove(store, targets)
+        _sweep_sources(store)
     else:  # everything, damaged entries and entries added meanwhile included
         removed, freed = store.clear(), _size_of(targets)
+        _sweep_sources(store)
     swept, swept_bytes = store.sweep_orphans()
     _emit(args, {"removed": removed, "bytes": freed, "orphans_removed": swept,
                  "orphan_bytes": swept_bytes},
@@ -437,6 +453,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print("nothing removed")
         return 1
     removed, freed = _remove(store, targets)
+    _sweep_sources(store)
     swept, swept_bytes = store.sweep_orphans()
     _emit(args, {"removed": removed, "bytes": freed, "orphans_removed": swept,
                  "orphan_bytes": swept_bytes},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -19,14 +20,14 @@ from fncache._explain import (
 )
 from fncache.stores.memory import MemoryStore
 
-from .helpers import import_source, load_harness
+from .helpers import import_source, load_harness, run_py, write
 
 harness = load_harness()
 
 #: What explain() says for each scenario of the fixture project once version 2 is in place.
 REASONS = {
     "main_helper": ["helper `scale_main` changed"],
-    "main_constant": ["global `THRESHOLD` changed"],
+    "main_constant": ["global `THRESHOLD` changed: 0.5 -> 0.6"],
     "default_arg": ["function `default_arg` (its code, defaults or decorators) changed",
                     "argument `k` changed"],
     "closure_add": ["closure variable `n` of `make_adder.<locals>.add` changed"],
@@ -39,7 +40,7 @@ REASONS = {
     "arg_method": ["argument `shape` changed"],
     "local_helper": ["helper `helpers.normalize` changed"],
     "helper_of_helper": ["helper `helpers._inner` changed"],
-    "module_constant": ["global `helpers.LIMIT` changed"],
+    "module_constant": ["global `helpers.LIMIT` changed: 10 -> 11"],
     "attr_read": ["attribute `settings.SCALE` changed"],
     "package_helper": ["helper `mypkg.core.compute` changed"],
     "package_attr_chain": ["helper `mypkg.tools.clean` changed"],
@@ -179,7 +180,7 @@ def test_entry_of_another_python_is_named_as_such(store):
 
     m = fncache.memoize(store=store)(f)
     m(1)
-    entry = next(iter(m.store.entries()))
+    entry = next(e for e in m.store.entries() if e.function == m.function_id)
     meta = dict(entry.meta, python="3.10",
                 components={label: "0" * 32 for label in entry.meta["components"]})
     m.store.delete(entry.key)
@@ -232,7 +233,7 @@ def test_explain_function_by_module_name(store, tmp_path):
         sys.path.remove(str(tmp_path))
         sys.modules.pop("ex_bymodule", None)
     assert r.status == "stale" and r.function == "ex_bymodule:g"
-    assert [str(d) for d in r.versions[0].differences] == ["global `T` changed"]
+    assert [str(d) for d in r.versions[0].differences] == ["global `T` changed: 1 -> 2"]
     gone = explain_function(store, "ex_bymodule:g")  # no longer importable
     assert gone.status == "unknown" and "no module named 'ex_bymodule'" in (gone.error or "")
     assert gone.entries == 1 and gone.versions[0].differences == []
@@ -288,3 +289,166 @@ def test_explain_survives_poisoned_metadata(tmp_path):
         store.add(f"{i:032x}", b"junk", meta)
     report = f.explain(2)
     assert report.status != "hit" and "x" in str(report)
+
+
+# ---------------------------------------------------------------------------------------------
+# The change itself: sources kept in the store, diffs and values
+# ---------------------------------------------------------------------------------------------
+
+_JOB = '''
+import sys
+
+import fncache
+
+THRESHOLD = {threshold}
+TABLE = list(range(1000))
+
+
+def helper(x):
+    {comment}return x * {factor}
+
+
+@fncache.memoize(store=sys.argv[1] if len(sys.argv) > 1 else "cache")
+def step(x):
+    return helper(x) + THRESHOLD + len(TABLE)
+
+
+if __name__ == "__main__":
+    print(step(3), step(4))
+'''
+
+
+def _job(tmp_path, threshold="0.5", factor="2", comment="", table="list(range(1000))"):
+    source = _JOB.format(threshold=threshold, factor=factor, comment=comment)
+    (tmp_path / "job.py").write_text(source.replace("list(range(1000))", table))
+
+
+def _explain_in_new_process(tmp_path):
+    api = run_py(tmp_path / "explain_api.py", cwd=tmp_path).stdout
+    cli = subprocess.run([sys.executable, "-m", "fncache", "explain", "job:step", "--dir", "cache"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    return api, cli.stdout
+
+
+@pytest.mark.slow
+def test_explain_shows_the_changed_lines_from_a_new_process_after_the_old_file_is_gone(tmp_path):
+    """v1 runs; the file is rewritten as v2 (v1's text exists only in the store); a new process's
+    explain (API and CLI) shows the helper's old and new lines and the constant's two values."""
+    write(tmp_path / "explain_api.py", "import job\nprint(job.step.explain(3))\n")
+    _job(tmp_path)
+    run_py(tmp_path / "job.py", "cache", cwd=tmp_path)
+    _job(tmp_path, threshold="0.7", factor="3")
+    api, cli = _explain_in_new_process(tmp_path)
+    for text in (api, cli):
+        assert "helper `helper` changed" in text
+        assert "-    return x * 2" in text and "+    return x * 3" in text
+        assert "global `THRESHOLD` changed: 0.5 -> 0.7" in text
+        assert "def helper(x):" in text  # a line of context names where the change is
+    # One copy of each function's source for the two entries of v1 (content-addressed).
+    data = json.loads(subprocess.run([sys.executable, "-m", "fncache", "info", "--dir", "cache",
+                                      "--json"], cwd=tmp_path, capture_output=True, text=True,
+                                     timeout=120).stdout)
+    assert data["entries"] == 2 and data["sources"] == 2  # step and helper
+
+
+@pytest.mark.slow
+def test_a_comment_only_edit_shows_no_diff_and_a_long_value_its_type(tmp_path):
+    """A comment-only edit keeps the key (a hit, nothing to show); a long global is shown by type
+    and digest, never by a repr of its content."""
+    write(tmp_path / "explain_api.py", "import job\nprint(job.step.explain(3))\n")
+    _job(tmp_path)
+    run_py(tmp_path / "job.py", "cache", cwd=tmp_path)
+    _job(tmp_path, comment="# doubles x\n    ")
+    api, _ = _explain_in_new_process(tmp_path)
+    assert ": hit" in api and "return x" not in api
+    _job(tmp_path, table="list(range(1001))")
+    api, _ = _explain_in_new_process(tmp_path)
+    assert "global `TABLE` changed: builtins.list [" in api and "-> builtins.list [" in api
+    assert "999" not in api
+
+
+def test_a_planted_or_missing_source_is_never_shown(tmp_path):
+    """A source whose text does not hash to its address (planted, damaged) is not shown: the
+    change is still named, without lines. A symlink in place of the sources folder is never
+    followed, for writing or reading."""
+    import os
+    from pathlib import Path
+
+    store = str(tmp_path / "cache")
+    src = "def f(x):\n    return x + {}\n"
+    m = fncache.memoize(store=store)(_compiled(src.format(1), {}))
+    m(1)
+    entry = next(iter(m.store.entries()))
+    key = entry.meta["sources"]["function " + m.function_id.rpartition(":")[2]]
+    kept = Path(store) / "sources" / f"{key}.src"
+    assert kept.read_text() == src.format(1)
+    kept.write_text("def f(x):\n    return 'planted'\n")
+    new = fncache.memoize(store=store)(_compiled(src.format(2), {}))
+    diffs = new.explain(1).differences
+    assert [d.kind for d in diffs if d.kind != "argument"] == ["function"]
+    assert all(not d.diff for d in diffs) and "planted" not in str(new.explain(1))
+    kept.write_text(src.format(1))
+    assert any(d.diff for d in new.explain(1).differences)  # the genuine text is shown again
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / f"{key}.src").write_text(src.format(1))
+    os.rename(Path(store) / "sources", tmp_path / "moved")
+    os.symlink(outside, Path(store) / "sources")
+    assert all(not d.diff for d in new.explain(1).differences)
+    new(1)  # stores an entry: its sources are not written through the link
+    assert [p.name for p in outside.iterdir()] == [f"{key}.src"]
+
+
+def _compiled(source, scope):
+    import linecache
+
+    name = f"<explain-test-{len(linecache.cache)}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    exec(compile(source, name, "exec"), scope)
+    return scope["f"]
+
+
+@pytest.mark.slow
+def test_clear_and_prune_remove_the_sources_no_entry_needs(tmp_path):
+    """Sources are kept per function version; clearing a function's entries removes its sources,
+    leaving those that other entries still use."""
+    _job(tmp_path)
+    run_py(tmp_path / "job.py", "cache", cwd=tmp_path)
+    _job(tmp_path, factor="3")
+    run_py(tmp_path / "job.py", "cache", cwd=tmp_path)  # a second version of helper
+
+    def info():
+        out = subprocess.run([sys.executable, "-m", "fncache", "info", "--dir", "cache", "--json"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        return json.loads(out.stdout)
+
+    assert info()["sources"] == 3  # step once, helper twice
+    done = subprocess.run([sys.executable, "-m", "fncache", "clear", "--dir", "cache", "--function",
+                           "job:step", "--yes"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert info()["sources"] == 0 and info()["entries"] == 0
+
+
+@pytest.mark.parametrize("kind", ["disk", "memory", "tiered"])
+def test_stores_keep_sources_apart_from_their_entries(kind, tmp_path):
+    """put/get/sizes/delete of kept sources: idempotent, never an entry, gone with clear()."""
+    from fncache.stores import open_store
+
+    url = {"disk": str(tmp_path / "d"), "memory": "memory://",
+           "tiered": f"{tmp_path / 'near'},{tmp_path / 'far'}"}[kind]
+    store = open_store(url)
+    assert store.keeps_sources
+    a, b = "a" * 32, "b" * 32
+    store.put_source(a, b"def f(): pass\n")
+    store.put_source(a, b"def f(): pass\n")
+    store.put_source(b, b"x")
+    assert store.get_source(a) == b"def f(): pass\n" and store.get_source("c" * 32) is None
+    assert store.source_sizes() == {a: 14, b: 1}
+    assert len(store) == 0 and list(store.listing()) == []
+    assert store.delete_sources([a, "c" * 32]) == 1 and store.source_sizes() == {b: 1}
+    if kind != "memory":  # a file name is an address, nothing else
+        with pytest.raises(ValueError):
+            store.put_source("../escape", b"x")
+        assert not (tmp_path / "escape").exists()

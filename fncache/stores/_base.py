@@ -402,6 +402,30 @@ class Store:
         """
         raise NotImplementedError
 
+    # -- kept sources (explain's diffs, see fncache._sources) ------------------------------------
+    #: Whether the store keeps function sources beside its entries. Default: no (``explain`` then
+    #: names a changed function without its lines); the disk and memory stores do.
+    keeps_sources: bool = False
+
+    def put_source(self, address: str, text: bytes) -> None:
+        """Keep ``text`` at ``address`` (32 lowercase hex characters, the text's content address).
+
+        Idempotent, atomic: a reader sees the whole text or nothing. Never an entry (``entries``,
+        ``listing`` and ``len`` do not show it). Default: nothing is kept."""
+
+    def get_source(self, address: str) -> bytes | None:
+        """The text kept at ``address``, or ``None``. Untrusted: the caller checks it against its
+        address. Never larger than the caller's limit (``fncache._sources.MAX_SOURCE``)."""
+        return None
+
+    def source_sizes(self) -> dict[str, int]:
+        """Every kept source: ``{address: bytes}``."""
+        return {}
+
+    def delete_sources(self, addresses: Iterator[str] | list[str]) -> int:
+        """Remove the sources at ``addresses`` (absent ones are skipped); how many were removed."""
+        return 0
+
     def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
         """(count, bytes) of stored data that belongs to no entry and is older than ``grace``
         seconds (left by writers killed mid-write); ``(0, 0)`` where a store cannot leave any."""

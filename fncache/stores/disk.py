@@ -68,6 +68,7 @@ from fncache.stores._diskcache import (
     _parse_meta,
 )
 from fncache.stores._diskfs import UnsafeFile, make_private_dirs, unsafe_ancestors
+from fncache.stores._disksources import SourceFiles
 from fncache.stores._lock import LeaseLock
 
 __all__ = ["COLUMNS", "ORPHAN_GRACE", "DiskStore"]
@@ -161,6 +162,7 @@ class DiskStore(Store):
             options["size_limit"] = size_limit
         super().__init__(url, **options)
         self.directory = url
+        self._sources = SourceFiles(url)
         self._db: _Diskcache | None = None
         self._ids: tuple[int, int, int] | None = None
         self._open_lock = threading.Lock()
@@ -494,6 +496,24 @@ class DiskStore(Store):
             sql("DELETE FROM Cache WHERE rowid = ?", (rows[0][0],))
             doom(rows[0][1])
         return True
+
+    # -- kept sources (explain's diffs): files under ``sources/`` (see _disksources) -------------
+    keeps_sources = True
+
+    def put_source(self, address: str, text: bytes) -> None:
+        self._guard("write", lambda _: self.db, None)  # the store's directory, made as for an entry
+        self._sources.put(address, text)
+
+    def get_source(self, address: str) -> bytes | None:
+        from fncache._sources import MAX_SOURCE
+
+        return self._sources.get(address, MAX_SOURCE)
+
+    def source_sizes(self) -> dict[str, int]:
+        return self._sources.sizes()
+
+    def delete_sources(self, addresses: Any) -> int:
+        return self._sources.delete(list(addresses))
 
     def clear(self) -> int:
         """Remove every entry (and lock); returns how many entries there were.

@@ -30,6 +30,25 @@ class MemoryStore(Store):
         self._leases: dict[str, tuple[str, float]] = {}
         # key -> (last use, number of uses), from record_use
         self._uses: dict[str, tuple[float, int]] = {}
+        self._sources: dict[str, bytes] = {}
+
+    keeps_sources = True
+
+    def put_source(self, address: str, text: bytes) -> None:
+        with self._lock:
+            self._sources.setdefault(address, bytes(text))
+
+    def get_source(self, address: str) -> bytes | None:
+        with self._lock:
+            return self._sources.get(address)
+
+    def source_sizes(self) -> dict[str, int]:
+        with self._lock:
+            return {a: len(t) for a, t in self._sources.items()}
+
+    def delete_sources(self, addresses: Any) -> int:
+        with self._lock:
+            return sum(self._sources.pop(a, None) is not None for a in list(addresses))
 
     def _live(self, key: str) -> tuple[bytes, dict[str, Any], float, float | None] | None:
         item = self._data.get(key)
@@ -96,6 +115,7 @@ class MemoryStore(Store):
             n = len(self._data)
             self._data.clear()
             self._uses.clear()
+            self._sources.clear()
             return n
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:

@@ -237,6 +237,23 @@ class TieredStore(Store):
         return result
 
     # -- reading ---------------------------------------------------------------------------------
+    # Kept sources (explain's diffs) live in the nearest tier: they help the reader who runs explain.
+    @property
+    def keeps_sources(self) -> bool:  # type: ignore[override]
+        return self.tiers[0].keeps_sources
+
+    def put_source(self, address: str, text: bytes) -> None:
+        self.tiers[0].put_source(address, text)
+
+    def get_source(self, address: str) -> bytes | None:
+        return self.tiers[0].get_source(address)
+
+    def source_sizes(self) -> dict[str, int]:
+        return self.tiers[0].source_sizes()
+
+    def delete_sources(self, addresses: Any) -> int:
+        return self.tiers[0].delete_sources(addresses)
+
     def get(self, key: str) -> Any:
         """The value from the nearest tier that has it; nothing is copied (nothing is checked)."""
         return self._find(key, None, False)
