@@ -12,9 +12,10 @@ A file modified within the file system's timestamp granularity of now could be r
 with the same size and timestamps ("racy git"): the digest of a file younger than two seconds is
 not kept, and the next use reads it again.
 
-Folders are listed in one ``os.scandir`` pass per directory (symlinked directories are not
-followed, as ``os.walk`` does not follow them). The table lives in the process; its records are
-not persisted, so the first use of a file in a new process reads it.
+Folders are listed in one ``os.scandir`` pass per directory. A folder given to ``fncache.file``
+or ``depends_on`` skips symlinked directories, as ``os.walk`` does (its keys are unchanged); a
+folder a lazy reader scans follows them, as polars and zarr do. The table lives in the process;
+its records are not persisted, so the first use of a file in a new process reads it.
 
 Concurrency: the table is shared by threads; a record is written whole under a lock, and a reader
 sees either no record or a complete one. Two threads missing on one file both read it.
@@ -69,17 +70,24 @@ def file_digest(path: str, st: os.stat_result | None = None) -> bytes:
     return d
 
 
-def tree_files(root: str) -> list[tuple[str, str, os.stat_result]]:
+def tree_files(root: str, follow: bool = False) -> list[tuple[str, str, os.stat_result]]:
     """Every file below directory ``root``: (relative name with ``/``, absolute path, stat).
 
     In ``os.walk`` order with sorted names: a directory's files, then each subdirectory's.
+    ``follow``: descend into symlinked directories too (as polars and zarr do when they list a
+    folder), each real directory once; without it they are skipped, as ``os.walk`` skips them.
     """
     out: list[tuple[str, str, os.stat_result]] = []
-    _walk(root, "", out)
+    seen: set[tuple[int, int]] | None = None
+    if follow:
+        st = os.stat(root)
+        seen = {(st.st_dev, st.st_ino)}
+    _walk(root, "", out, seen)
     return out
 
 
-def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]]) -> None:
+def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
+          seen: set[tuple[int, int]] | None) -> None:
     with os.scandir(path) as it:
         entries = sorted(it, key=lambda e: e.name)
     subdirs = []
@@ -87,10 +95,15 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]]) -> No
         if e.is_dir():
             if not e.is_symlink():
                 subdirs.append(e)
+            elif seen is not None:
+                st = e.stat()
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    subdirs.append(e)
             continue
         out.append((rel + e.name, e.path, e.stat()))
     for e in subdirs:
-        _walk(e.path, rel + e.name + "/", out)
+        _walk(e.path, rel + e.name + "/", out, seen)
 
 
 def path_digest(path: str | os.PathLike[str]) -> bytes:
@@ -118,19 +131,21 @@ def expand_glob(pattern: str) -> tuple[str, list[tuple[str, str, os.stat_result]
     """The files a glob pattern can match now: (literal base directory, [(name relative to it,
     absolute path, stat)]).
 
-    A superset on purpose: the pattern is matched with ``fnmatch``, whose ``*`` also crosses ``/``
-    and matches names starting with a dot, against every file below the pattern's literal prefix.
-    A reader's own glob (polars', Arrow's) matches no more than that, so no file it reads is left
-    out of a key; a file it would skip costs at worst a needless miss.
+    A superset on purpose: the part of the pattern from its first glob character on is matched
+    with ``fnmatch``, whose ``*`` also crosses ``/`` and matches names starting with a dot, against
+    every file below the pattern's literal prefix (symlinked folders followed). A reader's own glob
+    (polars', Arrow's) matches no more than that, so no file it reads is left out of a key; a file
+    it would skip costs at worst a needless miss. Glob characters in the working directory are
+    literal, as they are to the reader (only the pattern as written is a pattern).
     """
-    p = os.path.abspath(pattern)
-    parts = p.split(os.sep)
-    i = next(k for k, part in enumerate(parts) if has_magic(part))
-    base = os.sep.join(parts[:i]) or os.sep
+    parts = pattern.replace(os.sep, "/").split("/")
+    i = next((k for k, part in enumerate(parts) if has_magic(part)), len(parts))
+    base = os.path.abspath("/".join(parts[:i]) or ("/" if pattern.startswith("/") else "."))
+    rest = "/".join(parts[i:])
     if not os.path.isdir(base):
         return base, []
-    found = [(rel, full, st) for rel, full, st in tree_files(base)
-             if fnmatch.fnmatchcase(full, p)]
+    found = [(rel, full, st) for rel, full, st in tree_files(base, follow=True)
+             if fnmatch.fnmatchcase(rel, rest)]
     return base, found
 
 

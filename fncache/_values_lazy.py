@@ -84,15 +84,16 @@ def _path_content(obj: Any, path: str, glob: bool) -> tuple[Any, ...]:
     """What the files a reader finds at ``path`` hold now: a glob's matches, a folder's files (by
     name relative to it), a file, or nothing."""
     p = _local_path(obj, path)
-    if glob and _digests.has_magic(p):
-        _, found = _digests.expand_glob(p)
+    if glob and _digests.has_magic(path):
+        _, found = _digests.expand_glob(path[len("file://"):] if path.startswith("file://")
+                                        else path)
         return ("glob", _digests.digests(found))
     try:
         st = os.stat(p)
     except FileNotFoundError:
         return ("missing",)
     if os.path.isdir(p):
-        return ("dir", _digests.digests(_digests.tree_files(p)))
+        return ("dir", _digests.digests(_digests.tree_files(p, follow=True)))
     return ("file", _digests.file_digest(p, st))
 
 

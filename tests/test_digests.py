@@ -95,3 +95,27 @@ def test_glob_expansion_is_a_superset(tmp_path: Path) -> None:
     assert base == str(tmp_path)
     assert [rel for rel, _, _ in found] == [".h.parquet", "x.parquet", "sub/y.parquet"]
     assert _digests.expand_glob(str(tmp_path / "missing" / "*.csv"))[1] == []
+
+
+def test_following_symlinked_folders_visits_each_once(tmp_path: Path) -> None:
+    """``follow=True`` descends into a symlinked folder, and a link back up (a cycle) is not
+    walked again."""
+    (tmp_path / "top").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "f").write_text("f")
+    os.symlink(tmp_path / "other", tmp_path / "top" / "link")
+    os.symlink(tmp_path / "top", tmp_path / "other" / "back")
+    names = [rel for rel, _, _ in _digests.tree_files(str(tmp_path / "top"), follow=True)]
+    assert names == ["link/f"]
+    assert _digests.tree_files(str(tmp_path / "top")) == []
+
+
+def test_glob_characters_in_the_working_directory_are_literal(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative pattern run from a folder whose name has glob characters matches below it."""
+    here = tmp_path / "run[1]"
+    (here / "data").mkdir(parents=True)
+    (here / "data" / "a.csv").write_text("a")
+    monkeypatch.chdir(here)
+    base, found = _digests.expand_glob("data/*.csv")
+    assert base == str(here / "data") and [rel for rel, _, _ in found] == ["a.csv"]

@@ -343,3 +343,20 @@ def test_file_wrapper_is_accepted_by_the_readers(tmp_path: Path) -> None:
     assert np.load(fncache.file(tmp_path / "a.npy"), mmap_mode="r").tolist() == [3, 4]
     assert os.fspath(p) == str(tmp_path / "a.parquet")
     assert repr(p) == f"fncache.file({str(tmp_path / 'a.parquet')!r})"
+
+
+def test_scanned_folder_follows_symlinked_folders(tmp_path: Path) -> None:
+    """polars reads through a symlinked subfolder of a scanned folder or glob, so a file changed
+    there changes the key."""
+    pl = pytest.importorskip("polars")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "top").mkdir()
+    _write(tmp_path / "top" / "t.parquet", [1])
+    _write(tmp_path / "real" / "r.parquet", [2])
+    os.symlink(tmp_path / "real", tmp_path / "top" / "link")
+    folder, pattern = str(tmp_path / "top"), str(tmp_path / "top" / "**" / "*.parquet")
+    assert pl.scan_parquet(folder).collect()["a"].sum() == 3
+    before = [fncache.hash(pl.scan_parquet(folder)), fncache.hash(pl.scan_parquet(pattern))]
+    _write(tmp_path / "real" / "r.parquet", [5])
+    after = [fncache.hash(pl.scan_parquet(folder)), fncache.hash(pl.scan_parquet(pattern))]
+    assert before[0] != after[0] and before[1] != after[1]
