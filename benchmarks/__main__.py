@@ -17,7 +17,8 @@ takes several minutes). The default run takes about two minutes.
 
 Benchmarks: hit, miss, hash, large, frame, compress, scale, import, listing (``fncache ls`` on S3
 and Redis against writing the entries; starts SeaweedFS and redis-server on loopback, as the tests
-do, and leaves itself out where they are not installed).
+do, and leaves itself out where they are not installed), lazy (a warm call with a polars scan and
+with ``fncache.file`` of a 200 MB file, against a ``stat`` and a full read).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any, NamedTuple
 import fncache
 from benchmarks import _funcs, _state
 
-NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing")
+NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing", "lazy")
 Row = dict[str, Any]
 
 
@@ -600,6 +601,10 @@ def main(argv: list[str] | None = None) -> int:
                 from benchmarks._listing import bench_listing
 
                 new = bench_listing(where, args.quick, row=_row, stat=_stat, const=_const)
+            elif name == "lazy":
+                from benchmarks._lazy import bench_lazy
+
+                new = bench_lazy(where, args.quick, measure=_measure, row=_row, stat=_stat)
             else:
                 new = globals()[f"bench_{name}"](where, args.quick)
             # Removed at once: files left for the kernel to write back would slow the next ones.

@@ -14,7 +14,8 @@ pickling decides instead (logged at DEBUG): at worst a needless miss, never an e
 
 One module per library: :mod:`fncache._values_arrow` (pyarrow, and the Arrow form of polars and
 pandas columns), :mod:`fncache._values_pandas`, :mod:`fncache._values_polars`,
-:mod:`fncache._values_torch`. numpy arrays are handled here, as the others reuse them.
+:mod:`fncache._values_torch`; values that point at files (polars scans, Arrow datasets, h5py,
+zarr) in :mod:`fncache._values_lazy`. numpy arrays are handled here, as the others reuse them.
 """
 
 from __future__ import annotations
@@ -164,6 +165,10 @@ def resolve(t: type) -> Any:
 
         if is_proxy(t):
             return proxy_handler
+    from fncache._values_lazy import resolve as lazy_reader  # polars scans, datasets, h5py, zarr
+
+    if (found := lazy_reader(t)) is not None:
+        return found
     np = sys.modules.get("numpy")
     if np is not None and "numpy.ma" in sys.modules and issubclass(t, np.ma.MaskedArray):
         return _guarded(masked_array_token)

@@ -3,12 +3,14 @@
 A memoized ``load(path)`` keyed by the path string returns a stale result once the file is edited.
 Wrapping the argument, ``load(fncache.file("data.csv"))``, keys the call by the file's base name and
 the digest of its bytes (a directory: every file below it, by relative name), while the function still
-receives something ``open``, pathlib and pandas accept (an :class:`os.PathLike`).
+receives something ``open``, pathlib, pandas, polars and numpy accept (a ``str`` that is also an
+:class:`os.PathLike`).
 
 The base name, not the full path, is keyed so that the same data in another checkout or on another
-machine shares entries; the content digest is reused while the file's size and modification time stay
-the same (the cache that ``depends_on=`` uses). The digest is taken when the key is made, just before
-the function runs: a file rewritten while the function reads it is the caller's race, as with any input.
+machine shares entries; the content digest is reused while the file's stat signature (size, mtime,
+ctime, inode, device) stays the same: the table of :mod:`fncache._digests`, shared with
+``depends_on=`` and the lazy readers. The digest is taken when the key is made, just before the
+function runs: a file rewritten while the function reads it is the caller's race, as with any input.
 
 ``memoize(files=["path"])`` does the same for parameters that always take files: their values are
 wrapped here (:func:`file_argument`) when the key is made, and the function still gets them as passed.
@@ -24,10 +26,11 @@ from __future__ import annotations
 
 import io
 import os
+import pathlib
 import sys
 from typing import Any
 
-from fncache import _depends
+from fncache import _digests
 from fncache._errors import ArgumentTypeError, UnhashableArgument
 
 __all__ = ["File", "file", "file_argument", "is_stream", "refuse_stream"]
@@ -36,18 +39,26 @@ _STREAM_HINT = ("pass its path as fncache.file(path), or declare the parameter w
                 "@fncache.memoize(files=[...]); reading a stream to key it would consume it")
 
 
-class File(os.PathLike):  # type: ignore[type-arg]
-    """A path whose fncache key is the file's name and content. Behaves as the path everywhere else."""
+class File(str):
+    """A path whose fncache key is the file's name and content. Behaves as the path everywhere else.
 
-    __slots__ = ("path",)
+    A ``str`` subclass (and an :class:`os.PathLike`): readers that accept only ``str`` or
+    ``pathlib.Path`` (polars' ``read_parquet``/``scan_parquet``, numpy's memory maps) take it as the
+    path it spells; it compares and hashes as that string.
+    """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        if isinstance(path, File):
-            path = path.path
+    __slots__ = ()
+
+    def __new__(cls, path: str | os.PathLike[str]) -> File:
         if not isinstance(path, (str, os.PathLike)):
             raise ArgumentTypeError(
                 f"fncache.file: path must be a str or os.PathLike, got {type(path).__name__}")
-        self.path: str = os.fspath(path)
+        return super().__new__(cls, str.__str__(path) if isinstance(path, str) else os.fspath(path))
+
+    @property
+    def path(self) -> str:
+        """The path as a plain ``str``."""
+        return str.__str__(self)
 
     def __fspath__(self) -> str:
         return self.path
@@ -58,18 +69,16 @@ class File(os.PathLike):  # type: ignore[type-arg]
     def __repr__(self) -> str:
         return f"fncache.file({self.path!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, File) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash((File, self.path))
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (File, (self.path,))
 
+    def resolve(self, strict: bool = False) -> pathlib.Path:
+        """The absolute path, as ``pathlib.Path.resolve`` gives it (numpy's ``memmap`` asks)."""
+        return pathlib.Path(self.path).resolve(strict=strict)
+
     def __fncache_token__(self) -> tuple[str, bytes]:
         name = os.path.basename(os.path.normpath(self.path))
-        return (name, _depends.path_digest(self.path))
+        return (name, _digests.path_digest(self.path))
 
 
 def file(path: str | os.PathLike[str]) -> File:

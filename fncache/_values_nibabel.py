@@ -29,7 +29,7 @@ def is_proxy(t: type) -> bool:
 
 def proxy_handler(h: Any, obj: Any) -> Any:
     """The proxy's state with its file name replaced by the file's content digest."""
-    from fncache._depends import path_digest
+    from fncache._digests import path_digest
 
     getstate = getattr(obj, "__getstate__", None)
     state = getstate() if getstate is not None else None

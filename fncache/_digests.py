@@ -1,0 +1,160 @@
+"""The one table of file digests: (path, stat signature) -> xxh3-128 of the file's bytes.
+
+Everything in fncache that keys a value by what a file holds asks here: ``fncache.file``,
+``memoize(files=...)``, ``depends_on=`` and the lazy readers (:mod:`fncache._values_lazy`: polars
+scans, Arrow datasets, memmaps, h5py, zarr). A digest is reused while the file's *stat signature*
+is unchanged: size, ``mtime_ns``, ``ctime_ns``, inode and device. ``mtime`` alone is not enough:
+it can be set back by hand (``touch -d``, ``os.utime``, an archive extractor) while ``ctime``
+cannot, and a file replaced by another (an atomic rename) has another inode. So a warm call costs
+one ``stat`` per file, and a changed file is read once, in 1 MiB chunks.
+
+A file modified within the file system's timestamp granularity of now could be rewritten again
+with the same size and timestamps ("racy git"): the digest of a file younger than two seconds is
+not kept, and the next use reads it again.
+
+Folders are listed in one ``os.scandir`` pass per directory. A folder given to ``fncache.file``
+or ``depends_on`` skips symlinked directories, as ``os.walk`` does (its keys are unchanged); a
+folder a lazy reader scans follows them, as polars and zarr do. The table lives in the process;
+its records are not persisted, so the first use of a file in a new process reads it.
+
+Concurrency: the table is shared by threads; a record is written whole under a lock, and a reader
+sees either no record or a complete one. Two threads missing on one file both read it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat as _stat
+import threading
+import time
+
+import xxhash
+
+__all__ = ["clear", "digests", "expand_glob", "file_digest", "has_magic", "path_digest", "signature",
+           "tree_files"]
+
+Signature = tuple[int, int, int, int, int]
+
+_table: dict[str, tuple[Signature, bytes]] = {}
+_lock = threading.Lock()
+_CHUNK = 1 << 20
+_RACY_NS = 2_000_000_000
+_MAGIC = frozenset("*?[")
+
+
+def signature(st: os.stat_result) -> Signature:
+    """What says a file is unchanged: size, mtime and ctime in ns, inode, device."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def file_digest(path: str, st: os.stat_result | None = None) -> bytes:
+    """xxh3-128 of the bytes of the file at absolute ``path`` (``st``: its ``os.stat``, if known).
+
+    Raises ``OSError`` if the file cannot be stat'ed or read.
+    """
+    if st is None:
+        st = os.stat(path)
+    sig = signature(st)
+    found = _table.get(path)
+    if found is not None and found[0] == sig:
+        return found[1]
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    d: bytes = h.digest()
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+        with _lock:
+            _table[path] = (sig, d)
+    return d
+
+
+def tree_files(root: str, follow: bool = False) -> list[tuple[str, str, os.stat_result]]:
+    """Every file below directory ``root``: (relative name with ``/``, absolute path, stat).
+
+    In ``os.walk`` order with sorted names: a directory's files, then each subdirectory's.
+    ``follow``: descend into symlinked directories too (as polars and zarr do when they list a
+    folder), each real directory once; without it they are skipped, as ``os.walk`` skips them.
+    """
+    out: list[tuple[str, str, os.stat_result]] = []
+    seen: set[tuple[int, int]] | None = None
+    if follow:
+        st = os.stat(root)
+        seen = {(st.st_dev, st.st_ino)}
+    _walk(root, "", out, seen)
+    return out
+
+
+def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
+          seen: set[tuple[int, int]] | None) -> None:
+    with os.scandir(path) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    subdirs = []
+    for e in entries:
+        if e.is_dir():
+            if not e.is_symlink():
+                subdirs.append(e)
+            elif seen is not None:
+                st = e.stat()
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    subdirs.append(e)
+            continue
+        out.append((rel + e.name, e.path, e.stat()))
+    for e in subdirs:
+        _walk(e.path, rel + e.name + "/", out, seen)
+
+
+def path_digest(path: str | os.PathLike[str]) -> bytes:
+    """Digest of a file's content, or of a directory's files (relative names and contents), or of
+    a missing path as missing."""
+    from fncache import _hasher
+
+    p = os.path.abspath(os.fspath(path))
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return _hasher.digest(("missing-path",))
+    if _stat.S_ISDIR(st.st_mode):
+        parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p))
+        return _hasher.digest(("dir", parts))
+    return _hasher.digest(("file", file_digest(p, st)))
+
+
+def has_magic(pattern: str) -> bool:
+    """Whether ``pattern`` has glob characters (``*``, ``?``, ``[``)."""
+    return not _MAGIC.isdisjoint(pattern)
+
+
+def expand_glob(pattern: str) -> tuple[str, list[tuple[str, str, os.stat_result]]]:
+    """The files a glob pattern can match now: (literal base directory, [(name relative to it,
+    absolute path, stat)]).
+
+    A superset on purpose: the part of the pattern from its first glob character on is matched
+    with ``fnmatch``, whose ``*`` also crosses ``/`` and matches names starting with a dot, against
+    every file below the pattern's literal prefix (symlinked folders followed). A reader's own glob
+    (polars', Arrow's) matches no more than that, so no file it reads is left out of a key; a file
+    it would skip costs at worst a needless miss. Glob characters in the working directory are
+    literal, as they are to the reader (only the pattern as written is a pattern).
+    """
+    parts = pattern.replace(os.sep, "/").split("/")
+    i = next((k for k, part in enumerate(parts) if has_magic(part)), len(parts))
+    base = os.path.abspath("/".join(parts[:i]) or ("/" if pattern.startswith("/") else "."))
+    rest = "/".join(parts[i:])
+    if not os.path.isdir(base):
+        return base, []
+    found = [(rel, full, st) for rel, full, st in tree_files(base, follow=True)
+             if fnmatch.fnmatchcase(rel, rest)]
+    return base, found
+
+
+def digests(files: list[tuple[str, str, os.stat_result]]) -> tuple[tuple[str, bytes], ...]:
+    """(relative name, content digest) of each listed file."""
+    return tuple((rel, file_digest(full, st)) for rel, full, st in files)
+
+
+def clear() -> None:
+    """Forget every record (tests; a record is otherwise replaced when its file changes)."""
+    with _lock:
+        _table.clear()

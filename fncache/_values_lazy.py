@@ -1,0 +1,287 @@
+"""Keys for lazy readers: values that point at files and read them later.
+
+A polars ``LazyFrame`` from ``scan_parquet("sales/*.parquet")``, a ``pyarrow.dataset`` over a folder,
+an h5py dataset or a zarr array holds file *names*; its pickle (or query plan) stays the same when the
+files are rewritten, so keying it by its pickle gives a stale hit. Each such value is keyed here by
+what it does with the files (the plan, the names relative to the folder scanned, the format and
+read options) plus the content digest of every file it can read, from the one table of
+:mod:`fncache._digests`: a warm call costs one ``stat`` per file.
+
+What each reader is keyed by:
+
+* **polars LazyFrame** whose plan scans files (``scan_parquet``, ``scan_csv``, ``scan_ipc``,
+  ``scan_ndjson``, and joins/unions/concats of them): the plan's JSON serialization (``Cache`` node
+  ids, which are random per process, replaced by their order of appearance) and, per source path,
+  the files it names *now*: a glob is expanded at call time (a superset of polars' own matching, see
+  :func:`fncache._digests.expand_glob`), a folder is every file below it, so a file added to the
+  folder is a miss. A plan that scans no file (``df.lazy()``) keeps the key of its pickle.
+* **pyarrow.dataset.FileSystemDataset**: its pickle (fragments with their paths and partition
+  expressions, schema, format and read options, file system) plus each listed file's content. The
+  file list is the one discovered when the dataset was made, which is what it reads. A
+  ``UnionDataset`` is its children.
+* **h5py File/Group/Dataset** opened read-only with the default driver: the object's name in the
+  file and the file's content. A file opened for writing (unflushed changes are not in the file),
+  an in-memory or file-object driver, virtual or external datasets and external links (other files)
+  are refused.
+* **zarr Array/Group** on a local store: the node's path and metadata and every file below it.
+
+Refused with :class:`~fncache.UnhashableArgument` (naming the remedies: ``fncache.file(path)`` and
+reading inside the function, ``.load()``/``.collect()`` first, or ``fncache.ref``), never keyed by
+name: remote sources (``s3://``, ``gs://``, ``http(s)://``...), polars plans reading through a Python
+function (``scan_pyarrow_dataset``, IO plugins) or from open file objects, ``pq.ParquetFile`` (it
+does not say which file it has open), filtered Arrow datasets, h5py handles whose file was replaced
+since it was opened.
+
+numpy memmaps are not handled here: they are keyed by the mapped bytes (:mod:`fncache._buffers`),
+which are the file's content as the array reads it.
+
+The file digests are taken when the key is made, just before the function runs: a file rewritten
+while the function reads it is the caller's race, as with any input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from fncache import _digests
+from fncache._buffers import token
+from fncache._errors import UnhashableArgument
+
+__all__ = ["resolve"]
+
+Handler = Callable[[Any, Any], Any]
+
+_REMEDY = ("pass the path as fncache.file(path) and open it inside the function, materialize it "
+           "first (.collect(), .load(), .to_table(), [()]), or name its version with "
+           "fncache.ref(value, token)")
+_REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_POLARS_FORMATS = frozenset({"Parquet", "Csv", "Ipc", "NDJson"})
+
+
+def _refuse(obj: Any, why: str) -> UnhashableArgument:
+    t = type(obj)
+    return UnhashableArgument(f"a {t.__module__}.{t.__qualname__} is not keyed: {why}; {_REMEDY}",
+                              type_name=t.__qualname__)
+
+
+def _local_path(obj: Any, path: str) -> str:
+    """``path`` as an absolute local path; a remote URL is refused (its name is not its content)."""
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    elif _REMOTE.match(path):
+        raise _refuse(obj, f"it reads the remote object {path!r}, and fncache cannot tell "
+                           "whether it changed")
+    return os.path.abspath(path)
+
+
+def _path_content(obj: Any, path: str, glob: bool) -> tuple[Any, ...]:
+    """What the files a reader finds at ``path`` hold now: a glob's matches, a folder's files (by
+    name relative to it), a file, or nothing."""
+    p = _local_path(obj, path)
+    if glob and _digests.has_magic(path):
+        _, found = _digests.expand_glob(path[len("file://"):] if path.startswith("file://")
+                                        else path)
+        return ("glob", _digests.digests(found))
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return ("missing",)
+    if os.path.isdir(p):
+        return ("dir", _digests.digests(_digests.tree_files(p, follow=True)))
+    return ("file", _digests.file_digest(p, st))
+
+
+# ---------------------------------------------------------------------------------------------
+# polars
+# ---------------------------------------------------------------------------------------------
+
+
+def _lazyframe_token(h: Any, lf: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the JSON form is deprecated, and the one we can read
+        try:
+            text = lf.serialize(format="json")
+        except Exception as e:  # an open file object in the plan, or a newer polars
+            raise _refuse(lf, f"its plan cannot be inspected ({e})") from e
+    plan = json.loads(text)
+    contents: list[Any] = []
+    caches: dict[str, int] = {}
+    _walk_plan(lf, plan, contents, caches)
+    if not contents:
+        return NotImplemented  # no file is read: the pickle holds everything (today's key)
+    return token("polars.LazyFrame", json.dumps(plan, sort_keys=True, separators=(",", ":")),
+                 tuple(contents))
+
+
+def _walk_plan(lf: Any, node: Any, contents: list[Any], caches: dict[str, int]) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _walk_plan(lf, item, contents, caches)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key == "PythonScan":
+            raise _refuse(lf, "its plan reads through a Python function (scan_pyarrow_dataset, an "
+                              "IO plugin), whose files fncache cannot see")
+        if key == "Cache" and isinstance(value, dict) and isinstance(value.get("id"), str):
+            # A random id per process: the same plan must give the same key everywhere.
+            value["id"] = caches.setdefault(value["id"], len(caches))
+        if key == "Scan" and isinstance(value, dict) and "sources" in value:
+            _scan(lf, value, contents)
+        _walk_plan(lf, value, contents, caches)
+
+
+def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
+    sources = scan["sources"]
+    if not isinstance(sources, dict) or len(sources) != 1:
+        raise _refuse(lf, f"its plan has sources fncache does not know ({str(sources)[:80]})")
+    (kind, items), = sources.items()
+    if kind == "Buffers":
+        return  # the bytes are in the plan itself
+    if kind != "Paths":
+        raise _refuse(lf, f"its plan reads {kind}, which fncache cannot key")
+    scan_type = scan.get("scan_type")
+    formats = set(scan_type) if isinstance(scan_type, dict) else {str(scan_type)}
+    if not formats <= _POLARS_FORMATS:
+        raise _refuse(lf, f"its plan scans {sorted(formats)}, which fncache does not read")
+    args = scan.get("unified_scan_args") or {}
+    glob = bool(args.get("glob", True))
+    for item in items:
+        path = item.get("inner") if isinstance(item, dict) else item
+        if not isinstance(path, str):
+            raise _refuse(lf, f"its plan has a source fncache does not know ({str(item)[:80]})")
+        contents.append((path, _path_content(lf, path, glob)))
+
+
+# ---------------------------------------------------------------------------------------------
+# pyarrow
+# ---------------------------------------------------------------------------------------------
+
+
+def _arrow_dataset_token(h: Any, d: Any) -> Any:
+    import pyarrow.dataset as ds
+    from pyarrow import fs
+
+    if isinstance(d, ds.UnionDataset):
+        return token("pyarrow.UnionDataset", tuple(d.children))
+    if not isinstance(d.filesystem, fs.LocalFileSystem):
+        raise _refuse(d, f"it reads from {type(d.filesystem).__name__}, whose objects fncache "
+                         "cannot tell changed")
+    try:
+        state = d.__reduce__()[1]
+    except ValueError as e:  # a filtered or projected dataset cannot list its fragments
+        raise _refuse(d, f"{e} (pass the filter as an argument and apply it inside the "
+                         "function)") from e
+    files = tuple((p, _path_content(d, p, False)) for p in d.files)
+    return token("pyarrow.FileSystemDataset", state, files)
+
+
+def _parquet_file_token(h: Any, pf: Any) -> Any:
+    raise _refuse(pf, "a pyarrow.parquet.ParquetFile does not say which file it has open")
+
+
+# ---------------------------------------------------------------------------------------------
+# h5py
+# ---------------------------------------------------------------------------------------------
+
+
+def _h5py_token(h: Any, obj: Any) -> Any:
+    import h5py
+
+    f = obj.file
+    if not f.id.valid:
+        raise _refuse(obj, "its file is closed")
+    if f.mode != "r":
+        raise _refuse(obj, "its file is open for writing: changes not yet flushed are not in "
+                           "the file (open it with mode='r')")
+    if f.driver != "sec2":
+        raise _refuse(obj, f"its file is open with the {f.driver!r} driver, not on a local path")
+    path = os.path.abspath(f.filename)
+    try:
+        now = os.stat(path)
+        opened = os.fstat(f.id.get_vfd_handle())
+    except OSError as e:
+        raise _refuse(obj, f"its file cannot be read ({e})") from e
+    if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        raise _refuse(obj, f"{path!r} was replaced since the file was opened (reopen it)")
+    if isinstance(obj, h5py.Dataset):
+        _h5py_check_dataset(obj)
+    else:
+        _h5py_check_group(obj)
+    return token(f"h5py.{type(obj).__name__}", obj.name, _digests.file_digest(path, now))
+
+
+def _h5py_check_dataset(d: Any) -> None:
+    if d.is_virtual or d.external:
+        raise _refuse(d, f"the dataset {d.name!r} reads other files (virtual or external storage)")
+
+
+def _h5py_check_group(g: Any) -> None:
+    import h5py
+
+    def visit(name: str, link: Any) -> None:
+        if isinstance(link, h5py.ExternalLink):
+            raise _refuse(g, f"{name!r} is an external link to {link.filename!r}")
+        if isinstance(link, h5py.HardLink):
+            found = g.get(name)
+            if isinstance(found, h5py.Dataset):
+                _h5py_check_dataset(found)
+
+    g.visititems_links(visit)
+
+
+# ---------------------------------------------------------------------------------------------
+# zarr
+# ---------------------------------------------------------------------------------------------
+
+
+def _zarr_token(h: Any, node: Any) -> Any:
+    try:
+        from zarr.storage import LocalStore
+    except ImportError as e:  # zarr 2: its stores are not read here
+        raise _refuse(node, "fncache reads zarr 3 local stores only") from e
+    store = node.store
+    if not isinstance(store, LocalStore):
+        if type(store).__name__ in ("MemoryStore", "GpuMemoryStore"):
+            return NotImplemented  # the data is in the process: its pickle holds it
+        raise _refuse(node, f"it lives in a {type(store).__name__}, not on a local folder")
+    where = os.path.join(os.fspath(store.root), node.path) if node.path else os.fspath(store.root)
+    metadata = node.metadata.to_dict()
+    return token(f"zarr.{type(node).__name__}", node.path, json.dumps(
+        metadata, sort_keys=True, default=repr), _path_content(node, where, False))
+
+
+# ---------------------------------------------------------------------------------------------
+# Dispatch
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve(t: type) -> Handler | None:
+    """The handler for lazy reader type ``t`` from an already imported library, or ``None``."""
+    module = t.__module__
+    pl = sys.modules.get("polars")
+    if pl is not None and issubclass(t, pl.LazyFrame):
+        return _lazyframe_token
+    if module.startswith("pyarrow."):
+        ds = sys.modules.get("pyarrow.dataset")
+        if ds is not None and issubclass(t, (ds.FileSystemDataset, ds.UnionDataset)):
+            return _arrow_dataset_token
+        pq = sys.modules.get("pyarrow.parquet")
+        if pq is not None and issubclass(t, pq.ParquetFile):
+            return _parquet_file_token
+    if module.startswith("h5py."):
+        h5py = sys.modules.get("h5py")
+        if h5py is not None and issubclass(t, (h5py.Dataset, h5py.Group)):
+            return _h5py_token
+    if module.startswith("zarr."):
+        zarr = sys.modules.get("zarr")
+        if zarr is not None and issubclass(t, (zarr.Array, zarr.Group)):
+            return _zarr_token
+    return None
