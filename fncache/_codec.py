@@ -415,10 +415,10 @@ def decode(
         if frame.checked_for == key:
             return _decode_read(frame, key, secret)
         frame = bytes(frame)  # checked for another key: checked again below (and rejected)
-    view = memoryview(frame)
-    h, flags, header_end = _parse(view)
-    body_view = _verified_body(view, h, flags, header_end, key.encode(), secret, verify_buffers)
-    return _load(frame, h, body_view), h
+    head, rest, h, flags, header_end = _split(frame)
+    pickled, buffers = _verified_body(head, rest, h, flags, header_end, key.encode(), secret,
+                                      verify_buffers)
+    return _load(frame, h, pickled, buffers), h
 
 
 def verify(key: str, frame: Any, *, secret: bytes | None = None) -> bool:
@@ -434,13 +434,13 @@ def verify(key: str, frame: Any, *, secret: bytes | None = None) -> bool:
                 _read_body(frame, key, secret)
                 return True
             frame = bytes(frame)
-        view = memoryview(frame).cast("B")
-        h, flags, header_end = _parse(view)
-        body = _verified_body(view, h, flags, header_end, key.encode(), secret, True)
+        head, rest, h, flags, header_end = _split(frame)
+        pickled, buffers = _verified_body(head, rest, h, flags, header_end, key.encode(), secret,
+                                          True)
     except IntegrityError:
         return False
     # A compressed body's length is known only once decompressed (decode checks it then).
-    return bool(h.compression) or body.nbytes >= _body_length(h)
+    return bool(h.compression) or pickled.nbytes + buffers.nbytes >= _body_length(h)
 
 
 def _body_length(h: Header) -> int:
@@ -450,60 +450,94 @@ def _body_length(h: Header) -> int:
     return h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
 
 
-def _verified_body(view: memoryview, h: Header, flags: int, header_end: int, kb: bytes,
-                   secret: bytes | None, verify_buffers: bool) -> memoryview:
-    """The body of a frame whose padding, signature and checksums were checked (see decode)."""
-    header = view[:header_end]
-    check = view[header_end : header_end + _CHECK]
+def _split(frame: Any) -> tuple[memoryview, memoryview, Header, int, int]:
+    """(head, buffers, header, flags, end of the buffer-length table) of a frame.
+
+    ``head`` is the header, trailer and body up to the end of the pickle (and its padding) of an
+    uncompressed frame with out-of-band buffers, the whole frame otherwise; ``buffers`` the rest.
+    Everything that is checked and then unpickled or decompressed comes from ``head``, which for a
+    memory map (a file that others may be able to write) is a private copy taken before any
+    check: a writer of the file cannot change what runs after it was verified. Only the mapped
+    out-of-band buffers stay shared; they are raw bytes, never unpickled (see ``decode``).
+    """
+    view = memoryview(frame).cast("B")
+    h, flags, header_end = _parse(view)
+    end = _head_end(h, flags, view.nbytes)
+    if isinstance(frame, _MAPPED_TYPES):
+        head = memoryview(bytes(view[:end]))
+        # Parsed again from the private copy: the header read from the map may have changed since.
+        h, flags, header_end = _parse(head)
+        if _head_end(h, flags, view.nbytes) != end:
+            raise IntegrityError("entry changed while it was read")
+    else:
+        head = view[:end]
+    return head, view[end:], h, flags, header_end
+
+
+def _head_end(h: Header, flags: int, size: int) -> int:
+    """Where the part of a ``size``-byte frame that is unpickled (or decompressed) ends."""
+    if flags & _HEADCHECK and not h.compression and h.buffer_lens:
+        return min(size, h.body_offset + h.pickle_len + _pad(h.pickle_len))
+    return size
+
+
+def _verified_body(head: memoryview, rest: memoryview, h: Header, flags: int, header_end: int,
+                   kb: bytes, secret: bytes | None,
+                   verify_buffers: bool) -> tuple[memoryview, memoryview]:
+    """(body in ``head``, buffers) of a frame whose padding, signature and checksums were checked
+    (see decode); ``head`` and ``rest`` as :func:`_split` gives them."""
+    header = head[:header_end]
+    check = head[header_end : header_end + _CHECK]
     mac_at = header_end + (2 * _CHECK if flags & _HEADCHECK else _CHECK)
     # The padding before the body is not hashed: it must be zero, so that no byte of a frame can
     # change unnoticed (a frame cut short here fails its checksum below instead).
-    padding = view[mac_at + (_MAC if flags & _SIGNED else 0) : h.body_offset]
+    padding = head[mac_at + (_MAC if flags & _SIGNED else 0) : h.body_offset]
     if padding != bytes(padding.nbytes):
         raise IntegrityError("entry header padding is not zero (corrupted)")
-    body_view = view[h.body_offset :]
+    body = head[h.body_offset :]
     if secret:
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
-        mac = bytes(view[mac_at : mac_at + _MAC])
-        if not hmac.compare_digest(mac, _mac(secret, kb, header, [body_view])):
+        mac = bytes(head[mac_at : mac_at + _MAC])
+        if not hmac.compare_digest(mac, _mac(secret, kb, header, [body, rest])):
             raise IntegrityError("entry signature does not match (tampered, or another secret)")
     if flags & _HEADCHECK:
-        split = h.pickle_len + _pad(h.pickle_len)
         if not verify_buffers:
-            ok = _checksum(kb, header, [body_view[:split]]) == view[mac_at - _CHECK : mac_at]
+            ok = _checksum(kb, header, [body]) == head[mac_at - _CHECK : mac_at]
         else:
-            full, at_head = _checksums(kb, header, body_view[:split], [body_view[split:]])
-            ok = full == check and at_head == view[mac_at - _CHECK : mac_at]
+            full, at_head = _checksums(kb, header, body, [rest])
+            ok = full == check and at_head == head[mac_at - _CHECK : mac_at]
     else:
-        ok = _checksum(kb, header, [body_view]) == check
+        ok = _checksum(kb, header, [body, rest]) == check
     if not ok:
         raise IntegrityError("entry checksum does not match (corrupted or truncated)")
-    return body_view
+    return body, rest
 
 
-def _load(frame: Any, h: Header, body_view: memoryview) -> Any:
-    """Unpickle a verified body: decompressed, or with its buffers in place (copied once if the
-    frame is read-only bytes, so the arrays are writable)."""
+def _load(frame: Any, h: Header, body: memoryview, rest: memoryview) -> Any:
+    """Unpickle a verified body (``body``: the pickle, or the whole body of a frame without
+    buffers; ``rest``: the out-of-band buffers): decompressed, or with its buffers in place
+    (copied once if the frame is read-only bytes, so the arrays are writable)."""
     if h.compression:
         try:
-            body: Any = memoryview(bytearray(_decompress(h.compression, body_view)))
+            data: Any = memoryview(bytearray(_decompress(h.compression, body)))
         except Exception as e:
             raise IntegrityError(f"entry does not decompress: {e}") from e
-    elif h.buffer_lens:
-        body = body_view
-        if body.readonly and not isinstance(frame, _MAPPED_TYPES):
-            body = memoryview(bytearray(body))
-    else:
-        body = body_view
-    if body.nbytes < _body_length(h):
+        if data.nbytes < _body_length(h):
+            raise IntegrityError("entry body is shorter than its header says")
+        if not h.buffer_lens:
+            return pickle.loads(data[: h.pickle_len])
+        body, rest = data[: h.pickle_len + _pad(h.pickle_len)], data[h.pickle_len + _pad(h.pickle_len):]
+    elif body.nbytes + rest.nbytes < _body_length(h):
         raise IntegrityError("entry body is shorter than its header says")
     if not h.buffer_lens:
         return pickle.loads(body[: h.pickle_len])
+    if rest.readonly and not isinstance(frame, _MAPPED_TYPES):
+        rest = memoryview(bytearray(rest))
     buffers = []
-    pos = h.pickle_len + _pad(h.pickle_len)
+    pos = 0
     for n in h.buffer_lens:
-        buffers.append(body[pos : pos + n])
+        buffers.append(rest[pos : pos + n])
         pos += n + _pad(n)
     return pickle.loads(body[: h.pickle_len], buffers=buffers)
 

@@ -133,6 +133,9 @@ class Options:
         if mmap_mode not in (None, "r"):
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         _check_store(store, store_options)
+        signing = secret_from(secret)
+        if signing is not None and mmap_mode == "r":
+            warn_mapped_and_signed()
         return cls(
             store=tuple(store) if isinstance(store, list) else store,
             ignore=tuple(sorted(ignore)),
@@ -141,7 +144,7 @@ class Options:
             expire=expire,
             lock=lock,
             lock_timeout=float(lock_timeout),
-            secret=secret_from(secret),
+            secret=signing,
             compress=_codec.check_compress(compress),
             on_unhashable=on_unhashable,
             on_store_error=on_store_error,
@@ -184,6 +187,28 @@ class Options:
     def replace(self, **changes: Any) -> Options:
         """A copy with some fields changed (already-validated values only)."""
         return dataclasses.replace(self, **changes)
+
+
+_WARNED_MAPPED: list[bool] = []
+
+
+def warn_mapped_and_signed() -> None:
+    """Say once per process what a secret cannot protect under ``mmap_mode="r"``.
+
+    Kept rather than refused or silently copied: mapping is what the option is for, and what a
+    writer of the file can still do to a mapped array (change its numbers, truncate the file) runs
+    no code. The pickle is always verified and loaded from a private copy (see ``_codec._split``).
+    """
+    if _WARNED_MAPPED:
+        return
+    _WARNED_MAPPED.append(True)
+    import logging
+
+    logging.getLogger("fncache").warning(
+        "mmap_mode='r' with a secret: the signature is checked when an entry is loaded, but the "
+        "mapped array bytes stay shared with the store's file; anyone who can write that file "
+        "can change the array's values afterwards, or truncate it and kill this process with "
+        "SIGBUS (no code can run). Leave mmap_mode unset where others can write the store.")
 
 
 #: The names ``memoize`` accepts as options.

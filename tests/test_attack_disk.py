@@ -411,3 +411,88 @@ def test_entry_of_one_key_copied_or_swapped_to_another_is_rejected(tmp_path, cap
         assert f(2) == func(2)
     assert len(fncache_warnings(caplog)) >= 2
     assert f(1) == func(1) and f(2) == func(2)
+
+
+# -- checked bytes are never read again: a value file rewritten in place during the check ----------
+
+_REWRITER = r"""
+import os, sys
+path, offset, data = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+sys.stdin.readline()                      # the victim is between its signature check and its load
+fd = os.open(path, os.O_WRONLY)
+os.pwrite(fd, data, offset)               # in place: the victim's shared mapping sees it at once
+os.close(fd)
+print("done", flush=True)
+"""
+
+
+def _mapped_result(x: int) -> dict[str, Any]:
+    import numpy as np
+
+    return {"array": np.full(50_000, x, dtype=np.int64), "note": "n" * 600}
+
+
+def _forged_head(frame: bytes, key: str, payload: bytes) -> tuple[int, bytes]:
+    """(offset, bytes) that rewrite a frame's pickle to ``payload`` with a matching head checksum:
+    what someone who can write the value file (and knows the key from its row) can compute."""
+    import xxhash
+
+    from fncache import _codec
+
+    h = _codec.read_header(frame)
+    header_end = 40 + 8 * len(h.buffer_lens)
+    split = h.pickle_len + (-h.pickle_len % 64)
+    assert len(payload) <= h.pickle_len
+    body = payload + bytes(split - len(payload))  # pickle stops at its STOP opcode
+    check = xxhash.xxh3_128(key.encode() + frame[:header_end] + body).digest()
+    # head checksum (16 bytes after the full one), then the body from its start: one write.
+    region = bytearray(frame[header_end + 16 : h.body_offset + split])
+    region[:16] = check
+    region[h.body_offset - header_end - 16 :] = body
+    return header_end + 16, bytes(region)
+
+
+def test_mapped_entry_rewritten_in_place_after_its_signature_check_never_runs(tmp_path, monkeypatch):
+    """mmap_mode="r" with a secret: a writer of the value file who rewrites its pickle (and head
+    checksum) right after the signature was checked cannot make the signed process load it."""
+    import hmac
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=SECRET, mmap_mode="r")(_mapped_result)
+    f(7)
+    key = f.key(7)
+    (filename,) = _sql(cache, "SELECT filename FROM Cache WHERE key = ?", (key,))[0]
+    path = cache / filename
+    offset, data = _forged_head(path.read_bytes(), key, pickle.dumps(Plant(marker)))
+    rewriter = subprocess.Popen([sys.executable, "-c", _REWRITER, str(path), str(offset), data.hex()],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    real = hmac.compare_digest
+    rewrites = []
+
+    def rewrite_during_the_check(a: Any, b: Any) -> bool:
+        # The signature has just been computed: the rewrite lands between the check and the load.
+        if not rewrites:
+            assert rewriter.stdin is not None and rewriter.stdout is not None
+            rewriter.stdin.write("go\n")
+            rewriter.stdin.flush()
+            rewrites.append(rewriter.stdout.readline())
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", rewrite_during_the_check)
+    try:
+        value = f(7)
+    finally:
+        monkeypatch.undo()
+        rewriter.kill()
+        rewriter.wait()
+    assert rewrites == ["done\n"], "the rewrite did not happen during the read"
+    assert not marker.exists()
+    assert value["note"] == "n" * 600 and np.array_equal(value["array"], np.full(50_000, 7))
+    # The file was rewritten: the next read rejects it and recomputes, still without running it.
+    assert f(7)["note"] == "n" * 600
+    assert not marker.exists()

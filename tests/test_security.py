@@ -177,3 +177,17 @@ def test_without_a_secret_a_bare_planted_pickle_is_not_loaded(tmp_path, caplog):
             assert f(7) == small_value(7)
         assert len(fncache_warnings(caplog)) == 1
     assert not marker.exists()
+
+
+def test_a_secret_with_mmap_mode_says_what_it_cannot_protect(tmp_path, caplog, monkeypatch):
+    """mmap_mode="r" under a secret is allowed, and warned once: mapped arrays stay shared."""
+    from fncache import _options
+
+    monkeypatch.setattr(_options, "_WARNED_MAPPED", [])
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        fncache.memoize(store=str(tmp_path / "c"), mmap_mode="r")(small_value)
+        assert fncache_warnings(caplog) == []
+        fncache.memoize(store=str(tmp_path / "c"), secret=SECRET, mmap_mode="r")(small_value)
+        fncache.memoize(store=str(tmp_path / "c"), secret=SECRET, mmap_mode="r")(small_value)
+    (warning,) = fncache_warnings(caplog)
+    assert "mmap_mode='r' with a secret" in warning and "SIGBUS" in warning

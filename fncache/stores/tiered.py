@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import mmap
 import os
 import threading
 import time
@@ -262,8 +263,12 @@ class TieredStore(Store):
             if value is _SKIPPED or value is None:
                 continue
             self._served.last = (key, i)
-            if check is not None and check(key, value):
-                self._copy(i, key, value)
+            if check is not None:
+                # What is copied is what was checked: a memory map (a file others may write) is
+                # copied to private bytes first, then checked, then those bytes are written.
+                data = bytes(value) if isinstance(value, mmap.mmap) else value
+                if check(key, data):
+                    self._copy(i, key, data)
             return value
         return None
 
