@@ -16,12 +16,20 @@ from typing import Any
 
 import xxhash
 
-from fncache import _hasher
+from fncache import _forks, _hasher
 
 __all__ = ["depends_digest", "path_digest"]
 
 _cache: dict[tuple[str, int, int, int, int], bytes] = {}
 _lock = threading.Lock()
+
+
+def _fresh_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+_forks.on_fork(_fresh_lock)
 _CHUNK = 1 << 20
 _RACY_NS = 2_000_000_000
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
+from fncache import _forks
 from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
 from fncache._errors import LockTimeout
@@ -149,6 +150,14 @@ class MissPath:
         self._flights_lock = threading.Lock()
         self._aflights: dict[Any, Any] = {}
         self.finished = 0  # computations ended in this process (see steps)
+        _forks.track(self)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: no flight of the parent's threads is in progress here (their owners
+        were left behind), and a lock they held would never be released."""
+        self._flights = {}
+        self._flights_lock = threading.Lock()
+        self._aflights = {}
 
     # -- the steps -----------------------------------------------------------------------------
     def steps(self, ck: CallKey, *, finished: int | None = None, loop: Any = None,

@@ -8,6 +8,7 @@ once (a WARNING on the ``fncache`` logger), removed and recomputed.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import multiprocessing
 import os
@@ -627,3 +628,104 @@ def test_prune_on_a_size_limited_disk_store_keeps_recently_read_entries(tmp_path
     assert all(e.accessed is not None for e in store.entries())
     assert prune_to_size(store, 150) == 2
     assert [e.key for e in store.entries()] == [keys[0]]
+
+
+# -- fork while a thread computes ------------------------------------------------------------------
+
+_FORK_DURING_A_COMPUTATION = r"""
+import json, os, signal, sys, threading
+import fncache
+
+store = sys.argv[1]
+parent = os.getpid()
+inside, release = threading.Event(), threading.Event()
+
+@fncache.memoize(store=store)
+def work(x):
+    if os.getpid() == parent and threading.current_thread() is not threading.main_thread():
+        inside.set()
+        release.wait()            # the parent's thread stays inside the computation
+    return {"x": x, "pid": os.getpid()}
+
+t = threading.Thread(target=work, args=(1,))
+t.start()
+inside.wait()
+fncache.key_for(work, 2)          # the key machinery is in use too
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)              # a hang is a failure, not a stuck test run
+    first = work(1)               # the key the parent's thread is computing
+    other = work(2)
+    print(json.dumps({"child": [first["x"], other["x"], first["pid"] == os.getpid()]}), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+release.set()
+t.join()
+print(json.dumps({"status": status, "parent": work(1)["x"]}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["disk", "memory"])
+def test_child_forked_while_a_thread_computes_the_same_key_returns(tmp_path, kind):
+    """A process forked while one of its threads computes a key: the child's own call of that key
+    computes it there and returns (it used to wait forever for the inherited in-flight entry)."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "fork_during.py", _FORK_DURING_A_COMPUTATION)
+    store = str(tmp_path / "cache") if kind == "disk" else "memory://"
+    lines = [json.loads(line) for line in run_py(script, store, timeout=120).stdout.splitlines()]
+    assert lines == [{"child": [1, 2, True]}, {"status": 0, "parent": 1}]
+
+
+_FORK_WHILE_LOCKS_ARE_HELD = r"""
+import json, os, signal, sys, threading
+import fncache
+from fncache import _depends, _fingerprint, _hasher, _usage, stores
+from fncache.stores import tiered
+
+held, release = threading.Event(), threading.Event()
+LOCKS = [_hasher._registry_lock, _fingerprint._fp_lock, _depends._lock, stores._cache_lock,
+         tiered._breakers_lock, _usage._logs_lock]
+
+def hold():                       # a thread inside each of fncache's module-level critical sections
+    for lock in LOCKS:
+        lock.acquire()
+    held.set()
+    release.wait()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)
+    f = fncache.memoize(store=[sys.argv[1], "memory://"], depends_on=[sys.argv[2]])(lambda x: x + 1)
+    print(json.dumps([f(1), f(1), f.cache_info().hits]), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+release.set()
+print(json.dumps(status), flush=True)
+"""
+
+
+def test_child_forked_while_module_locks_are_held_can_use_fncache(tmp_path):
+    """Every module-level lock is fresh in a forked child: a child forked while other threads were
+    inside fncache (opening a store, hashing, fingerprinting) still computes, stores and hits."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "fork_locks.py", _FORK_WHILE_LOCKS_ARE_HELD)
+    (tmp_path / "input.txt").write_text("data")
+    out = run_py(script, str(tmp_path / "cache"), str(tmp_path / "input.txt"), timeout=120)
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [[2, 2, 1], 0]
+
+
+def test_every_module_level_lock_is_reset_in_a_forked_child():
+    """A lock made at module level in fncache belongs to a module that resets it at fork."""
+    import re
+
+    package = Path(fncache.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        locks = re.findall(r"(?m)^(_\w+) = threading\.R?Lock\(\)", source)
+        for name in locks:
+            assert re.search(rf"(?m)^\s+{name} = threading\.R?Lock\(\)", source) and \
+                "_forks.on_fork(" in source, f"{path.name}: {name} is not reset at fork"

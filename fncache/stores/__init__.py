@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fncache import _forks
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store, join_parts, store_error
 from fncache.stores._lock import LeaseLock
@@ -136,6 +137,14 @@ def public_config(
 # Re-entrant: opening a tiered store opens its tiers through open_store.
 _cache_lock = threading.RLock()
 _open: dict[tuple[str, bool, Any], Store] = {}
+
+
+def _fresh_cache_lock() -> None:
+    global _cache_lock
+    _cache_lock = threading.RLock()
+
+
+_forks.on_fork(_fresh_cache_lock)
 
 
 def default_store_url() -> str:

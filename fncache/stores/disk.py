@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from fncache import _forks
 from fncache._codec import read_frame
 from fncache._errors import StoreError
 from fncache.stores._base import (
@@ -163,6 +164,7 @@ class DiskStore(Store):
         self._db: _Diskcache | None = None
         self._ids: tuple[int, int, int] | None = None
         self._open_lock = threading.Lock()
+        _forks.track(self)
         self._size_limited = size_limit is not None
         self._writes = 0
         self._warned_exposed = False
@@ -598,6 +600,10 @@ class DiskStore(Store):
             ttl=timeout,
             release=lambda token: self._guard("lock", lambda: self.db.lease_release(name, token)),
         )
+
+    def reset_after_fork(self) -> None:
+        """A forked child starts with a free open lock (a parent thread may have held it)."""
+        self._open_lock = threading.Lock()
 
     def close(self) -> None:
         db, self._db = self._db, None

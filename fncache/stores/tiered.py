@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from fncache import _forks
 from fncache._errors import ConfigError
 from fncache.stores._base import ORPHAN_GRACE, EntryInfo, Store, entry_info, now
 
@@ -136,6 +137,16 @@ class _Breaker:
 
 _breakers: weakref.WeakKeyDictionary[Store, _Breaker] = weakref.WeakKeyDictionary()
 _breakers_lock = threading.Lock()
+
+
+def _fresh_breaker_locks() -> None:
+    global _breakers_lock
+    _breakers_lock = threading.Lock()
+    for breaker in list(_breakers.values()):
+        breaker._lock = threading.Lock()
+
+
+_forks.on_fork(_fresh_breaker_locks)
 
 
 def _breaker(store: Store) -> _Breaker:
