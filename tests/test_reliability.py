@@ -729,3 +729,84 @@ def test_every_module_level_lock_is_reset_in_a_forked_child():
         for name in locks:
             assert re.search(rf"(?m)^\s+{name} = threading\.R?Lock\(\)", source) and \
                 "_forks.on_fork(" in source, f"{path.name}: {name} is not reset at fork"
+
+
+# -- a paused writer -------------------------------------------------------------------------------
+
+_HOLD_WRITE_LOCK = r"""
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN IMMEDIATE")     # as an sqlite3 shell, or a process stopped inside a write
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+_PAUSED_WRITER_VICTIM = r"""
+import json, logging, pathlib, sys
+import fncache
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+store, timeout, policy = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+marker = pathlib.Path(store).parent / "runs"  # the same in every run: part of the key
+
+@fncache.memoize(store=store, store_options={"timeout": timeout}, on_store_error=policy)
+def double(x):
+    marker.write_text(marker.read_text() + f"{x} " if marker.exists() else f"{x} ")
+    return 2 * x
+
+out = {"hit": double(1)}
+try:
+    out["miss"] = double(2)
+except fncache.StoreError as e:
+    out["raised"] = str(e)
+out["info"] = [double.cache_info().hits, double.cache_info().misses]
+print(json.dumps(out), flush=True)
+"""
+
+
+@contextlib.contextmanager
+def _write_lock_held(db: Path) -> Iterator[None]:
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_WRITE_LOCK, str(db)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("policy", ["log", "raise"])
+def test_a_paused_writer_delays_neither_opening_nor_a_hit_and_bounds_a_write(tmp_path, policy):
+    """An sqlite3 client holding BEGIN IMMEDIATE on the store: a new process opens the store and
+    hits without waiting for it; its miss waits the store's timeout, then is a logged miss (the
+    value returned, not stored) or, with on_store_error="raise", raises StoreError."""
+    from .helpers import run_py, write
+
+    cache = tmp_path / "cache"
+    runs = tmp_path / "runs"
+    script = write(tmp_path / "victim.py", _PAUSED_WRITER_VICTIM)
+    run_py(script, str(cache), "10", "log")  # computes and stores 1 and 2
+    assert runs.read_text() == "1 2 "
+    with _write_lock_held(cache / "cache.db"):
+        # Hits: with a timeout of 10 minutes, any wait for the write lock would hang the run.
+        hit = json.loads(run_py(script, str(cache), "600", "log").stdout)
+    assert hit == {"hit": 2, "miss": 4, "info": [2, 0]} and runs.read_text() == "1 2 "
+    with contextlib.closing(sqlite3.connect(cache / "cache.db", isolation_level=None)) as con:
+        con.execute("DELETE FROM Cache WHERE rowid = (SELECT MAX(rowid) FROM Cache"
+                    " WHERE fncache_meta IS NOT NULL)")  # the entry of 2: its call misses next
+    with _write_lock_held(cache / "cache.db"):
+        proc = run_py(script, str(cache), "0.5", policy)
+    out = json.loads(proc.stdout)
+    assert out["hit"] == 2 and runs.read_text() == "1 2 2 "  # 2 computed, 1 still a hit
+    if policy == "log":
+        assert out["miss"] == 4 and "WARNING" in proc.stderr and "database is locked" in proc.stderr
+    else:
+        assert "miss" not in out and "database is locked" in out["raised"]
+    # Nothing was stored meanwhile; once the writer is gone, results are stored as usual.
+    run_py(script, str(cache), "10", "log")
+    assert runs.read_text() == "1 2 2 2 "
+    final = json.loads(run_py(script, str(cache), "10", "log").stdout)
+    assert final["info"] == [2, 0] and runs.read_text() == "1 2 2 2 "

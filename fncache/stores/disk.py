@@ -63,6 +63,7 @@ from fncache.stores._diskcache import (
     _SELECT_VALUE,
     _UPDATE_ROW,
     COLUMNS,
+    DEFAULT_TIMEOUT,
     _Diskcache,
     _entry,
     _parse_meta,
@@ -144,7 +145,9 @@ class DiskStore(Store):
     """A diskcache-backed store in ``directory`` (created with mode 0700, parents too).
 
     Options: ``size_limit`` (bytes; least recently used entries are evicted past it, default
-    unlimited), and any other keyword is passed to :class:`diskcache.Cache`.
+    unlimited), ``timeout`` (seconds a write waits for the database's write lock before it fails,
+    default 10; reads and opening an existing store never wait for it), and any other keyword is
+    passed to :class:`diskcache.Cache`.
     """
 
     kind = "disk"
@@ -189,6 +192,8 @@ class DiskStore(Store):
         opts = dict(self.options)
         limit = opts.pop("size_limit", None)
         moved = False
+        # Opening waits at most the store's timeout in all (a paused writer must not hang us).
+        deadline = time.monotonic() + float(opts.get("timeout", DEFAULT_TIMEOUT))
         for attempt in range(50):
             db_path = os.path.join(self.directory, DB_NAME)
             found = None
@@ -215,7 +220,7 @@ class DiskStore(Store):
                     continue
                 # Processes opening a new cache at once race on its schema; diskcache does not
                 # retry that part, so we do.
-                if "locked" not in str(e) or attempt == 49:
+                if "locked" not in str(e) or attempt == 49 or time.monotonic() > deadline:
                     raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
                 time.sleep(0.01 * (attempt + 1))
             except OSError as e:
