@@ -50,7 +50,7 @@ import xxhash
 from fncache._errors import ConfigError, IntegrityError
 
 __all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "encode_parts",
-           "read_frame", "read_header", "verify"]
+           "frame_size", "read_frame", "read_header", "verify"]
 
 MAGIC = b"FNC\x01"
 _FIXED = struct.Struct("<4sB3xddQII")
@@ -308,7 +308,10 @@ def _allocate(size: int) -> Any:
     private = getattr(mmap, "MAP_PRIVATE", None)
     if size < _HUGE_PAGE or private is None:
         return bytearray(size)
-    return mmap.mmap(-1, size, flags=private)
+    try:
+        return mmap.mmap(-1, size, flags=private)
+    except OSError as e:  # ENOMEM: as a bytearray of that size would fail
+        raise MemoryError(f"cannot allocate {size} bytes: {e}") from None
 
 
 def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher: Any,
@@ -329,39 +332,56 @@ def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher
     return True
 
 
+def frame_size(header: Any) -> int | None:
+    """The exact size in bytes of the uncompressed frame that starts with ``header`` (its fixed
+    part and buffer-length table), or None for a compressed one (its size is known only once it
+    is read). Raises :class:`IntegrityError` if ``header`` is not a frame's."""
+    return _size_of(_parse(memoryview(header).cast("B"))[0])
+
+
+def _size_of(h: Header) -> int | None:
+    if h.compression:
+        return None
+    return h.body_offset + h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
+
+
 def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str, *,
                chunk: int = _CHUNK) -> ReadFrame | Any:
     """The ``size`` bytes ``readinto`` (a file's) yields, checked for ``key`` as they are read.
 
-    An uncompressed frame with out-of-band buffers whose checksums match comes back as a
-    :class:`ReadFrame`, which :func:`decode` trusts for ``key`` without hashing it again.
-    Anything else (not such a frame, damaged, another key's) comes back as one writable buffer,
-    unchecked, for :func:`decode` to check (and reject). ``None`` if the source runs dry before
-    ``size`` bytes (a file truncated meanwhile: not a whole frame). ``chunk``: bytes per read.
+    The header is read first: a source that is not a frame, or whose ``size`` is not the one its
+    header gives (a planted sparse file of gigabytes holding a small frame), raises
+    :class:`IntegrityError` before anything else is read or hashed. An uncompressed frame with
+    out-of-band buffers whose checksums match comes back as a :class:`ReadFrame`, which
+    :func:`decode` trusts for ``key`` without hashing it again. Anything else (damaged, another
+    key's) comes back as one writable buffer, unchecked, for :func:`decode` to check (and
+    reject). ``None`` if the source runs dry before ``size`` bytes (a file truncated meanwhile:
+    not a whole frame). ``chunk``: bytes per read.
     """
     fixed = bytearray(min(size, _FIXED.size))
     if not _fill(readinto, memoryview(fixed), None, chunk):
         return None
-    layout = None
-    if len(fixed) == _FIXED.size:
-        magic, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(fixed)
-        if magic == MAGIC and flags & (_HEADCHECK | _ZSTD | _LZ4) == _HEADCHECK:
-            body = _body_offset(flags, nbuf)
-            head_end = body + plen + _pad(plen)
-            if head_end <= size:
-                layout = body, head_end
-    if layout is None:
-        return _read_rest(memoryview(fixed), readinto, size, chunk)
-    body, head_end = layout
+    if len(fixed) < _FIXED.size or fixed[:4] != MAGIC:
+        raise IntegrityError("not an fncache entry (bad magic or truncated header)")
+    _, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(fixed)
+    body = _body_offset(flags, nbuf)
+    if body > size:
+        raise IntegrityError("truncated entry header")
+    prefix = bytearray(body)
+    prefix[: _FIXED.size] = fixed
+    if not _fill(readinto, memoryview(prefix)[_FIXED.size :], None, chunk):
+        return None
+    expected = frame_size(prefix)
+    if expected is not None and expected != size:
+        raise IntegrityError(f"entry is {size} bytes, its header says {expected}")
+    if flags & (_HEADCHECK | _ZSTD | _LZ4) != _HEADCHECK or not nbuf:
+        return _read_rest(memoryview(prefix), readinto, size, chunk)
+    head_end = body + plen + _pad(plen)
     head = _allocate(head_end)
     view = memoryview(head).cast("B")
-    view[: _FIXED.size] = fixed
+    view[:body] = prefix
     header_end = _FIXED.size + 8 * nbuf
-    if not _fill(readinto, view[_FIXED.size : body], None, chunk):
-        return None
     lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
-    if head_end + sum(n + _pad(n) for n in lens) != size:
-        return _read_rest(view[:body], readinto, size, chunk)
     hasher = xxhash.xxh3_128(key.encode())
     hasher.update(view[:header_end])
     if not _fill(readinto, view[body:], hasher, chunk):
@@ -462,9 +482,15 @@ def _split(frame: Any) -> tuple[memoryview, memoryview, Header, int, int]:
     """
     view = memoryview(frame).cast("B")
     h, flags, header_end = _parse(view)
+    expected = _size_of(h)
+    if expected is not None and expected != view.nbytes:
+        raise IntegrityError(f"entry is {view.nbytes} bytes, its header says {expected}")
     end = _head_end(h, flags, view.nbytes)
     if isinstance(frame, _MAPPED_TYPES):
-        head = memoryview(bytes(view[:end]))
+        try:
+            head = memoryview(bytes(view[:end]))
+        except MemoryError:
+            raise IntegrityError(f"entry too large to load ({end} bytes of pickle)") from None
         # Parsed again from the private copy: the header read from the map may have changed since.
         h, flags, header_end = _parse(head)
         if _head_end(h, flags, view.nbytes) != end:

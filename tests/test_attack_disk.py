@@ -496,3 +496,87 @@ def test_mapped_entry_rewritten_in_place_after_its_signature_check_never_runs(tm
     # The file was rewritten: the next read rejects it and recomputes, still without running it.
     assert f(7)["note"] == "n" * 600
     assert not marker.exists()
+
+
+# -- planted files larger than their header says ---------------------------------------------------
+
+
+def _bytes_read() -> int:
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io (Linux)")
+@pytest.mark.parametrize("mmap_mode", [None, "r"], ids=["read", "mmap"])
+@SECRETS
+def test_sparse_value_file_larger_than_its_header_is_rejected_unread(tmp_path, caplog, mmap_mode,
+                                                                      secret):
+    """A value file grown to 8 GiB (sparse: no blocks) behind a small frame's header is damage:
+    refused from its header without reading or hashing the rest, removed, and recomputed once."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret, mmap_mode=mmap_mode)(_big)
+    f(4)
+    (filename,) = _sql(cache, "SELECT filename FROM Cache WHERE key = ?", (f.key(4),))[0]
+    os.truncate(cache / filename, 8 << 30)  # what a planted sparse file looks like
+    before = _bytes_read()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == _big(4)
+    assert _bytes_read() - before < 64 << 20  # not the 8 GiB
+    assert any("header says" in w for w in fncache_warnings(caplog))
+    # Removed: the next call hits the recomputed entry quietly.
+    caplog.clear()
+    hits = f.cache_info().hits
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == _big(4)
+    assert fncache_warnings(caplog) == [] and f.cache_info().hits == hits + 1
+
+
+_HUGE_CONSISTENT_FRAME = r"""
+import json, logging, os, resource, struct, sys
+import numpy as np
+import fncache
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+store = sys.argv[1]
+
+@fncache.memoize(store=store)
+def arrays(x):
+    return np.full(200_000, x, dtype=np.uint8)
+
+if sys.argv[2] == "plant":
+    arrays(1)
+    print(json.dumps(arrays.key(1)))
+    sys.exit()
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # 2 GiB: the planted buffer cannot fit
+first = arrays(1)
+second = arrays(1)
+print(json.dumps([int(first[0]), int(second[-1]), arrays.cache_info().hits]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "truncate"), reason="needs sparse files")
+def test_frame_too_large_to_read_is_damage_not_kept(tmp_path):
+    """A planted frame whose header is consistent with its (sparse) size but which cannot be read
+    into memory (MemoryError) is damage: removed, so later calls do not pay again."""
+    import struct
+
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "huge.py", _HUGE_CONSISTENT_FRAME)
+    cache = tmp_path / "cache"
+    key = json.loads(run_py(script, str(cache), "plant").stdout)
+    (filename,) = _sql(cache, "SELECT filename FROM Cache WHERE key = ?", (key,))[0]
+    path = cache / filename
+    frame = path.read_bytes()
+    from fncache import _codec
+
+    h = _codec.read_header(frame)
+    assert len(h.buffer_lens) == 1
+    huge = 4 << 30
+    with open(path, "r+b") as out:
+        out.seek(40)
+        out.write(struct.pack("<Q", huge))  # the buffer's length, as the header says it
+    os.truncate(path, h.body_offset + h.pickle_len + (-h.pickle_len % 64) + huge)
+    proc = run_py(script, str(cache), "read", timeout=300)
+    assert json.loads(proc.stdout.splitlines()[-1]) == [1, 1, 1], proc.stderr
+    assert "too large to read" in proc.stderr, proc.stderr

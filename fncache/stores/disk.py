@@ -39,7 +39,7 @@ from typing import Any
 
 from fncache import _forks
 from fncache._codec import read_frame
-from fncache._errors import StoreError
+from fncache._errors import IntegrityError, StoreError
 from fncache.stores._base import (
     ORPHAN_GRACE,
     EntryInfo,
@@ -124,6 +124,8 @@ def _read_file(fd: int, key: str) -> Any:
     """
     with open(fd, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
+        # From 1 MiB up the codec reads the header first and refuses (IntegrityError) a file whose
+        # size is not what the header gives, before reading or hashing the rest.
         if size >= _CHECKED_READ_MIN:
             return read_frame(f.readinto, size, key)
         buf = bytearray(size)
@@ -329,7 +331,15 @@ class DiskStore(Store):
             except UnsafeFile as e:
                 self._reject(db, key, rowid, mode, filename, str(e))
                 return None
-            found = read_file(fd, key)
+            try:
+                found = read_file(fd, key)
+            except (IntegrityError, MemoryError) as e:
+                # Refused from its header (its size is not the one the header gives: a planted
+                # sparse file), or too large to read here: damage, removed so no call pays again.
+                reason = str(e) if isinstance(e, IntegrityError) else "too large to read"
+                log.warning("entry %s in %s is damaged (%s); removed", key, self.directory, reason)
+                self._remove_row(db, rowid, key, mode, filename)
+                return None
         else:
             # diskcache's pickle or text modes, or anything else: never loaded, never trusted.
             self._reject(db, key, rowid, mode, filename, f"storage mode {mode!r}, not raw bytes")
@@ -343,6 +353,10 @@ class DiskStore(Store):
         is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
         log.warning("entry %s in %s is not one fncache wrote (%s); removed without reading it",
                     key, self.directory, reason)
+        self._remove_row(db, rowid, key, mode, filename)
+
+    @staticmethod
+    def _remove_row(db: _Diskcache, rowid: int, key: str, mode: object, filename: object) -> None:
         with db.transact() as (sql, doom):
             # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
             if sql("DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?",
