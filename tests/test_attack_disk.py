@@ -329,11 +329,13 @@ def _store_with_escape(tmp_path: pathlib.Path, kind: str, secret: bytes | None =
 @pytest.mark.parametrize("kind", ESCAPES)
 def test_read_of_an_escaping_value_file_touches_nothing_outside(tmp_path, caplog, kind, mmap_mode,
                                                                 secret):
-    """A row naming a file outside the store (or a link or FIFO) is refused without blocking."""
+    """A row naming a file outside the store (or a symlink or FIFO) is refused without blocking; a
+    hard link to a file elsewhere is a regular file, read, and rejected by its checksum."""
     f, victims = _store_with_escape(tmp_path, kind, secret, mmap_mode=mmap_mode)
     with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == small_value(3)
-    assert any("not one fncache wrote" in w for w in fncache_warnings(caplog)), fncache_warnings(caplog)
+    expected = "rejected and removed" if kind == "hard link" else "not one fncache wrote"
+    assert any(expected in w for w in fncache_warnings(caplog)), fncache_warnings(caplog)
     _untouched(victims)
     with _no_hang():
         assert f(3) == small_value(3)
@@ -580,3 +582,32 @@ def test_frame_too_large_to_read_is_damage_not_kept(tmp_path):
     proc = run_py(script, str(cache), "read", timeout=300)
     assert json.loads(proc.stdout.splitlines()[-1]) == [1, 1, 1], proc.stderr
     assert "too large to read" in proc.stderr, proc.stderr
+
+
+# -- hard-linked backups ---------------------------------------------------------------------------
+
+
+@SECRETS
+@pytest.mark.parametrize("mmap_mode", [None, "r"], ids=["read", "mmap"])
+def test_hard_linked_backup_leaves_both_copies_readable(tmp_path, caplog, mmap_mode, secret):
+    """After ``cp -al`` (rsnapshot, ``rsync --link-dest``) every value file has two links: both the
+    store and its backup still hit, and nothing is rejected or removed."""
+    import shutil
+    import subprocess
+
+    if shutil.which("cp") is None:
+        pytest.skip("needs cp")
+    cache, backup = tmp_path / "cache", tmp_path / "backup"
+    f = fncache.memoize(store=str(cache), secret=secret, mmap_mode=mmap_mode)(_big)
+    for x in range(3):
+        f(x)
+    subprocess.run(["cp", "-al", str(cache), str(backup)], check=True)
+    files = [p for p in cache.rglob("*.val")]
+    assert len(files) == 3 and all(p.stat().st_nlink == 2 for p in files)
+    g = fncache.memoize(store=str(backup), secret=secret, mmap_mode=mmap_mode)(_big)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        for x in range(3):
+            assert f(x) == _big(x) and g(x) == _big(x)
+    assert fncache_warnings(caplog) == []
+    assert f.cache_info().hits == 3 and g.cache_info().hits == 3 and g.cache_info().misses == 0
+    assert all(p.stat().st_nlink == 2 for p in files)  # nothing removed or rewritten

@@ -8,7 +8,11 @@ Nothing here ever touches a file outside the store because of that:
   ``xx/yy/<28 hex>.val``; anything else is refused before any system call;
 * its directory must resolve (``realpath``) to ``<store>/xx/yy`` itself: no symlinked sub-directory;
 * it is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink fails, a FIFO does not block) and must
-  be a regular file with one link (``fstat``: no hard link to a file elsewhere);
+  be a regular file (``fstat``). Several hard links are accepted: ``cp -al``, rsnapshot and
+  ``rsync --link-dest`` backups make them, and what is read is verified by its checksum (and
+  signature) anyway; a link to a file elsewhere gives its bytes to the codec, which rejects them,
+  and fncache never writes into an existing file (new files are created ``O_EXCL``) nor removes
+  more than the name in the store;
 * removal unlinks only that name: never a directory, never what a symlink points to.
 
 Not for: protecting against someone who can replace the store directory itself (its parents must
@@ -167,8 +171,6 @@ class ValueFiles:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafeFile(f"value file {name!r} is not a regular file")
-            if st.st_nlink != 1:  # a hard link to a file elsewhere; fncache never makes those
-                raise UnsafeFile(f"value file {name!r} has {st.st_nlink} links")
         except BaseException:
             os.close(fd)
             raise
