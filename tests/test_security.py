@@ -191,3 +191,86 @@ def test_a_secret_with_mmap_mode_says_what_it_cannot_protect(tmp_path, caplog, m
         fncache.memoize(store=str(tmp_path / "c"), secret=SECRET, mmap_mode="r")(small_value)
     (warning,) = fncache_warnings(caplog)
     assert "mmap_mode='r' with a secret" in warning and "SIGBUS" in warning
+
+
+# -- credentials with special characters ---------------------------------------------------------
+
+ODD = ["@", "#", "/", "?", ",", ":", "%"]
+
+
+def _odd_url(c: str, where: str) -> tuple[str, list[str]]:
+    """A store URL whose password holds ``c`` (unescaped, as users paste them), and the pieces
+    of that password that must never be shown."""
+    password = f"Zq7hd{c}Xk9wv"
+    url = {"userinfo": f"redis://user:{password}@127.0.0.1:1/0",
+           "query": f"redis://127.0.0.1:1/0?password={password}"}[where]
+    return url, ["Zq7hd", "Xk9wv"]
+
+
+def _shows_none(text: str, pieces: list[str]) -> None:
+    for piece in pieces:
+        assert piece not in text, f"{piece!r} shown in: {text}"
+
+
+@pytest.mark.parametrize("where", ["userinfo", "query"])
+@pytest.mark.parametrize("c", ODD)
+def test_odd_passwords_are_never_shown_in_process(tmp_path, caplog, c, where):
+    """A password holding ``@ # / ? , : %`` shows in no repr, error, log or pickle, whether the
+    client library can parse the URL (a store) or not (a ConfigError)."""
+    pytest.importorskip("redis")
+    from fncache.stores import public_config, redact
+
+    url, pieces = _odd_url(c, where)
+    _shows_none(redact(url), pieces)
+    _shows_none(repr(public_config(url, {})), pieces)
+    _shows_none(redact(f"{tmp_path},{url}"), pieces)
+    with caplog.at_level(logging.DEBUG, logger="fncache"):
+        try:
+            f = fncache.memoize(store=url, lock=True)(small_value)
+        except fncache.ConfigError as e:
+            _shows_none(str(e), pieces)
+            assert "store" in str(e)
+        else:
+            _shows_none(repr(f), pieces)
+            _shows_none(repr(f.store), pieces)
+            assert f(1) == small_value(1)  # port 1 refuses: a logged miss
+            for piece in pieces:
+                assert piece.encode() not in pickle.dumps(f)
+    _shows_none(caplog.text, pieces)
+
+
+@pytest.mark.parametrize("c", ODD)
+def test_odd_passwords_are_never_shown_by_the_command_line_or_the_environment(tmp_path, c):
+    """``fncache info`` on such a URL, and ``FNCACHE_STORE`` holding one, show no part of it."""
+    pytest.importorskip("redis")
+    from .helpers import cli
+
+    url, pieces = _odd_url(c, "userinfo")
+    proc = cli("info", "--store", url)
+    _shows_none(proc.stdout + proc.stderr, pieces)
+    script = tmp_path / "job.py"
+    script.write_text("import fncache\n"
+                      "try:\n"
+                      "    f = fncache.memoize(lambda x: x)\n"
+                      "    print(f(1), repr(f))\n"
+                      "except fncache.ConfigError as e:\n"
+                      "    print('ConfigError', e)\n")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, FNCACHE_STORE=url))
+    assert proc.returncode == 0, proc.stderr
+    _shows_none(proc.stdout + proc.stderr, pieces)
+
+
+def test_a_comma_inside_a_password_does_not_split_tiers(tmp_path):
+    """Tiers given as one string split at commas between URLs, never inside a userinfo."""
+    from fncache.stores.tiered import split_tiers
+
+    url = "redis://user:pa,ss@127.0.0.1:6379/0"
+    assert split_tiers(f"{tmp_path},{url}") == [str(tmp_path), url]
+    assert split_tiers(f"{url},s3://bucket/p") == [url, "s3://bucket/p"]
+    assert split_tiers(url) is None
+    assert split_tiers(f"{tmp_path}/a,redis://127.0.0.1/0,{tmp_path}/b") == [
+        f"{tmp_path}/a", "redis://127.0.0.1/0", f"{tmp_path}/b"]

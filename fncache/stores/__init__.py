@@ -89,16 +89,54 @@ def _is_secret(name: Any) -> bool:
     return lowered in _SECRET_EXACT or any(word in lowered for word in _SECRET_WORDS)
 
 
-def redact(url: str) -> str:
-    """``url`` with any password (``user:PASSWORD@``, ``?password=``) replaced by ``***``.
+_SCHEME_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_QUERY_SECRET_NAME = re.compile(r"(?i)[?&][^=&#]*(?:password|secret|token)[^=&#]*=")
 
-    For messages and ``repr``: a URL given by the user is shown this way wherever fncache shows it.
-    Tiers (URLs joined by commas) are redacted one by one.
+
+def _url_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each ``scheme://...`` in ``text``, each running to the next one's scheme."""
+    starts = [m.start() for m in _SCHEME_START.finditer(text)]
+    if not starts:
+        return []
+    return list(zip(starts, [*starts[1:], len(text)], strict=True))
+
+
+def _hide(url: str, mask: str) -> str:
+    """``text`` with every URL's password (userinfo and secret query values) replaced by ``mask``
+    (``"***"``), or removed with its ``:`` (``""``).
+
+    Conservative by design, not the client's parse: a password may hold ``@ # / ? , &`` (given
+    unescaped, the client library would read only part of it, and another part would show), so
+    the userinfo runs from the ``://`` to the *last* ``@`` before the next URL, and a secret query
+    value to the end of its URL. Anything else a URL holds there is hidden too, never the reverse.
     """
-    if "," in url:
-        return ",".join(redact(part) for part in url.split(","))
-    url = _USERINFO_PASSWORD.sub(r"\1:***@", url)
-    return _QUERY_SECRET.sub(r"\1***", url)
+    spans = _url_spans(url)
+    if not spans:
+        return url
+    out = [url[: spans[0][0]]]
+    for start, end in spans:
+        part = url[start:end]
+        head = part.index("://") + 3
+        m = _QUERY_SECRET_NAME.search(part, head)
+        if m:
+            part = part[: m.end()] + mask if mask else part[: m.start()]
+        at = part.rfind("@", head)
+        colon = part.find(":", head, at) if at >= 0 else -1
+        if colon >= 0 and mask:
+            part = part[:colon] + ":" + mask + part[at:]
+        elif colon >= 0:  # removed; an empty user goes with its ``@``
+            part = part[:colon] + part[at + (colon == head) :]
+        out.append(part)
+    return "".join(out)
+
+
+def redact(url: str) -> str:
+    """``url`` with any password (``user:PASSWORD@``, ``?password=...``) replaced by ``***``.
+
+    For messages and ``repr``: a URL given by the user is shown this way wherever fncache shows it,
+    whatever characters the password holds (see :func:`_hide`). Tiers joined by commas too.
+    """
+    return _hide(url, "***")
 
 
 def _strip(options: Any) -> Any:
@@ -126,6 +164,7 @@ def public_config(
         cleaned = ",".join(clean) if isinstance(store, str) else clean
         return cleaned, _strip(dict(options))
     if isinstance(store, str) and "://" in store:
+        store = _hide(store, "")  # first: the client-style parse below could keep a part of one
         if store.startswith(("redis://", "rediss://", "unix://")):
             from fncache.stores._redis_config import split_password
 

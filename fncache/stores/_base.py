@@ -414,7 +414,9 @@ class Store:
         return (_reopen, (self.url, self.options))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.url!r})"
+        from fncache.stores import redact
+
+        return f"{type(self).__name__}({redact(self.url)!r})"
 
 
 def now() -> float:
