@@ -90,10 +90,18 @@ async def _enter(guard: Any) -> Any:
         return await loop.run_in_executor(None, guard.__enter__)
     wait, guard.wait = guard.wait, 0.0  # acquire() makes one attempt
     deadline, delay = loop.time() + wait, 0.001
+    seen = None
     try:
         while not guard.acquire():
+            if seen is None:
+                seen = (guard.holder(),)
             if loop.time() >= deadline:
-                raise LockTimeout(f"lock not acquired within {wait:.1f}s")
+                # As LeaseLock.acquire: a lease that changed hands is waited for anew.
+                holder = guard.holder()
+                if (holder,) == seen:
+                    raise LockTimeout(f"lock not acquired within {wait:.1f}s")
+                seen, deadline = (holder,), loop.time() + wait
+                continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
     finally:

@@ -810,3 +810,82 @@ def test_a_paused_writer_delays_neither_opening_nor_a_hit_and_bounds_a_write(tmp
     assert runs.read_text() == "1 2 2 2 "
     final = json.loads(run_py(script, str(cache), "10", "log").stdout)
     assert final["info"] == [2, 0] and runs.read_text() == "1 2 2 2 "
+
+
+# -- a killed lock holder and its waiters ----------------------------------------------------------
+
+_LOCKED_JOB = r"""
+import logging, os, pathlib, sys, time
+import fncache
+
+logging.basicConfig(level=logging.INFO, format=f"{os.getpid()} %(asctime)s %(message)s")
+store, here = sys.argv[1], pathlib.Path(sys.argv[3])
+
+@fncache.memoize(store=store, lock=True, lock_timeout=20, ignore=["role"])
+def slow(x, role):
+    if role == "holder":
+        (here / "holder-started").touch()
+        time.sleep(3600)                       # killed while it computes
+    with open(here / "computed", "a") as f:    # one line per computation by a waiter
+        f.write(f"{os.getpid()}\n")
+    while not (here / "release").exists():     # still computing while the others' waits run out
+        time.sleep(0.01)
+    return {"x": x}
+
+print("calling", flush=True)
+print(slow(7, sys.argv[2]), flush=True)
+"""
+
+
+def _wait_until(condition: Any, what: str, limit: float = 300) -> None:
+    """Wait for a condition (the limit only catches a hang, it is no timing margin)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_after_a_lock_holder_is_killed_one_waiter_computes(tmp_path):
+    """lock=True: the holder of a key is SIGKILLed while several processes wait; once its lease
+    runs out one waiter takes it over and computes, and the others wait for that one (their own
+    waits running out meanwhile) and share its result: one computation, not one per waiter.
+
+    (The new holder computes until every other waiter's own wait of 20 s has run out, which
+    happens a few seconds after the take-over, and well within the new holder's 20 s lease.)"""
+    import signal
+    import sys
+
+    from .helpers import write
+
+    script = write(tmp_path / "locked.py", _LOCKED_JOB)
+    store = str(tmp_path / "cache")
+    env = dict(os.environ)
+    env.pop("FNCACHE_DISABLE", None)
+
+    def start(role: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(script), store, role, str(tmp_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    holder = start("holder")
+    _wait_until((tmp_path / "holder-started").exists, "the holder to start computing")
+    waiters = [start("waiter") for _ in range(4)]
+    try:
+        for w in waiters:
+            assert w.stdout is not None and w.stdout.readline() == "calling\n"
+        called = time.monotonic()  # every waiter's wait started before this, or right after
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        computed = tmp_path / "computed"
+        _wait_until(computed.exists, "a waiter to take the lease over")
+        # Past every other waiter's own wait (20 s from its call): unfixed, each computes now.
+        time.sleep(max(0.0, called + 21 - time.monotonic()))
+        (tmp_path / "release").touch()
+        outs = [w.communicate(timeout=300) for w in waiters]
+        results = [o[0] for o in outs]
+    finally:
+        for p in (holder, *waiters):
+            p.kill()
+            p.wait()
+    assert [r.splitlines()[-1] for r in results] == ["{'x': 7}"] * 4
+    assert len(computed.read_text().splitlines()) == 1, "\n".join(o[1] for o in outs)
