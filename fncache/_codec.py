@@ -53,6 +53,8 @@ __all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "enco
            "frame_size", "read_frame", "read_header", "verify"]
 
 MAGIC = b"FNC\x01"
+#: What the readers take: one secret, or several (a rotation: any of them is accepted), or None.
+Secrets = bytes | tuple[bytes, ...] | None
 _FIXED = struct.Struct("<4sB3xddQII")
 _SIGNED, _ZSTD, _LZ4, _HEADCHECK = 1, 2, 4, 8
 _LEN = struct.Struct("<Q")
@@ -163,6 +165,16 @@ def _mac(secret: bytes, key: bytes, header: Any, body: list[Any]) -> bytes:
     for part in body:
         m.update(part)
     return m.digest()
+
+
+def _check_mac(mac: bytes, secret: bytes | tuple[bytes, ...], key: bytes, header: Any,
+               body: list[Any]) -> None:
+    """Raise :class:`IntegrityError` unless ``mac`` is the signature under ``secret`` (or under
+    any of several: a rotation, the signing secret first, then older ones still accepted)."""
+    for one in (secret,) if isinstance(secret, bytes) else secret:
+        if hmac.compare_digest(mac, _mac(one, key, header, body)):
+            return
+    raise IntegrityError("entry signature does not match (tampered, or another secret)")
 
 
 def _checksum(key: bytes, header: Any, body: list[Any]) -> bytes:
@@ -412,11 +424,12 @@ def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None],
 
 
 def decode(
-    frame: Any, key: str, *, secret: bytes | None = None, verify_buffers: bool = True
+    frame: Any, key: str, *, secret: Secrets = None, verify_buffers: bool = True
 ) -> tuple[Any, Header]:
     """``(value, header)`` from a frame stored under ``key``.
 
-    The checksum (and, with ``secret``, the MAC) is verified before unpickling; any mismatch, truncation
+    The checksum (and, with ``secret``, the MAC) is verified before unpickling (``secret`` may be
+    several, a rotation: a MAC under any of them is accepted); any mismatch, truncation
     or unsigned entry under a secret raises :class:`IntegrityError` and nothing is unpickled. Errors
     raised while unpickling a verified frame (a class that no longer exists) propagate as they are.
     A buffer-carrying frame given as read-only ``bytes`` is copied once so the arrays it yields are
@@ -441,7 +454,7 @@ def decode(
     return _load(frame, h, pickled, buffers), h
 
 
-def verify(key: str, frame: Any, *, secret: bytes | None = None) -> bool:
+def verify(key: str, frame: Any, *, secret: Secrets = None) -> bool:
     """Whether ``frame`` passes every check :func:`decode` makes before unpickling, for ``key``.
 
     Nothing is unpickled or decompressed: this is the verification half of :func:`decode`, for
@@ -508,7 +521,7 @@ def _head_end(h: Header, flags: int, size: int) -> int:
 
 
 def _verified_body(head: memoryview, rest: memoryview, h: Header, flags: int, header_end: int,
-                   kb: bytes, secret: bytes | None,
+                   kb: bytes, secret: Secrets,
                    verify_buffers: bool) -> tuple[memoryview, memoryview]:
     """(body in ``head``, buffers) of a frame whose padding, signature and checksums were checked
     (see decode); ``head`` and ``rest`` as :func:`_split` gives them."""
@@ -524,9 +537,7 @@ def _verified_body(head: memoryview, rest: memoryview, h: Header, flags: int, he
     if secret:
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
-        mac = bytes(head[mac_at : mac_at + _MAC])
-        if not hmac.compare_digest(mac, _mac(secret, kb, header, [body, rest])):
-            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+        _check_mac(bytes(head[mac_at : mac_at + _MAC]), secret, kb, header, [body, rest])
     if flags & _HEADCHECK:
         if not verify_buffers:
             ok = _checksum(kb, header, [body]) == head[mac_at - _CHECK : mac_at]
@@ -568,7 +579,7 @@ def _load(frame: Any, h: Header, body: memoryview, rest: memoryview) -> Any:
     return pickle.loads(body[: h.pickle_len], buffers=buffers)
 
 
-def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any, Header]:
+def _decode_read(frame: ReadFrame, key: str, secret: Secrets) -> tuple[Any, Header]:
     """:func:`decode` of a frame that :func:`read_frame` checked for ``key``: its MAC (with a
     secret) is checked, then it is unpickled with its buffers used in place."""
     h, body, rest = _read_body(frame, key, secret)
@@ -576,7 +587,7 @@ def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any,
 
 
 def _read_body(frame: ReadFrame, key: str,
-               secret: bytes | None) -> tuple[Header, memoryview, list[memoryview]]:
+               secret: Secrets) -> tuple[Header, memoryview, list[memoryview]]:
     """(header, body, buffers and their padding) of a frame :func:`read_frame` checked for
     ``key``, after checking its MAC with a secret."""
     head = memoryview(frame.head).cast("B")
@@ -587,10 +598,8 @@ def _read_body(frame: ReadFrame, key: str,
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
         mac_at = header_end + 2 * _CHECK
-        mac = bytes(head[mac_at : mac_at + _MAC])
-        if not hmac.compare_digest(mac, _mac(secret, key.encode(), head[:header_end],
-                                             [body, *rest])):
-            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+        _check_mac(bytes(head[mac_at : mac_at + _MAC]), secret, key.encode(), head[:header_end],
+                   [body, *rest])
     return h, body, rest
 
 

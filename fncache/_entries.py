@@ -40,6 +40,9 @@ __all__ = ["Counters", "Entries", "Strategies"]
 
 log = logging.getLogger("fncache")
 
+# Functions already warned about running without their secret in this process.
+_WARNED_UNSIGNED: set[str] = set()
+
 
 class Counters:
     """Hits, misses, stores and errors of one memoized function in this process."""
@@ -87,7 +90,15 @@ class Entries:
         self.report = strategies.report or self._report
         self._store: Store | None = options.store if isinstance(options.store, Store) else None
         #: ``check(key, frame)``: whether a frame passes decode's checks (see Store.get_checked)
-        self.check = functools.partial(_codec.verify, secret=options.secret)
+        self.check = functools.partial(_codec.verify, secret=options.accepted or None)
+        # Made with a secret elsewhere (a worker it was pickled to), but none here: computed
+        # every time, nothing read or written, rather than trusting unsigned entries.
+        self.off = options.signed and options.secret is None
+        if self.off and function not in _WARNED_UNSIGNED:
+            _WARNED_UNSIGNED.add(function)
+            log.warning("%s was memoized with a secret, but no secret is set in this process "
+                        "(FNCACHE_SECRET): its results are computed here and neither read from "
+                        "nor written to the store", function)
         self._warned: set[str] = set()
         # Keys whose verified entry this process could not unpickle (a module it lacks): they are
         # misses here, and the entry is replaced (never deleted) once a recompute has succeeded.
@@ -179,6 +190,8 @@ class Entries:
 
     def _lookup(self, key: str) -> tuple[bool, Any, bool]:
         """(found, value, whether to read again after a rejected copy)."""
+        if self.off:
+            return False, None, False
         try:
             frame = self.read(key)
         except Exception as e:  # any store failure is a miss (see failed)
@@ -189,7 +202,7 @@ class Entries:
         try:
             # A mapped frame's buffers are left unread (header and pickle are still verified):
             # reading them to check them would cost what mapping saves.
-            value, header = _codec.decode(frame, key, secret=self.options.secret,
+            value, header = _codec.decode(frame, key, secret=self.options.accepted or None,
                                           verify_buffers=type(frame) is not mmap.mmap)
         except IntegrityError as e:
             log.warning("%s: entry %s rejected and removed: %s", self.function, key, e)
@@ -219,7 +232,7 @@ class Entries:
         except Exception as e:  # any store failure is a miss (see failed)
             self.failed("lookup", e)
             return False
-        if frame is None:
+        if frame is None or self.off:
             return False
         try:
             header = _codec.read_header(frame)
@@ -252,6 +265,8 @@ class Entries:
 
         The metadata comes from ``meta_from`` (default ``ck``): the parts of the key as they stand.
         """
+        if self.off:
+            return
         created = time.time()
         opts = self.options
         try:

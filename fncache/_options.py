@@ -56,6 +56,17 @@ def disabled() -> bool:
     return _DISABLED[0]
 
 
+def secrets_from(secret: Any) -> tuple[bytes, ...]:
+    """Every accepted key, the signing one first: ``secret`` (one, or a list ``[new, old, ...]``
+    for a rotation) or ``$FNCACHE_SECRET``; empty when none is set."""
+    if isinstance(secret, (list, tuple)):
+        if not secret:
+            raise ConfigError("secret: expected a non-empty str or bytes, or a non-empty list of them")
+        return tuple(secret_from(s) or b"" for s in secret)
+    one = secret_from(secret)
+    return () if one is None else (one,)
+
+
 def secret_from(secret: str | bytes | None) -> bytes | None:
     """The signing key: ``secret`` or ``$FNCACHE_SECRET``, as bytes; None when neither is set."""
     if secret is None:
@@ -81,6 +92,10 @@ class Options:
     lock: bool = False
     lock_timeout: float = 600.0
     secret: bytes | None = dataclasses.field(default=None, repr=False)
+    #: every secret an entry may be signed with (``secret`` first, then older ones): for reading
+    accepted: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+    #: a secret was configured where the function was made; without one here it is not cached
+    signed: bool = False
     compress: str | None = None
     on_unhashable: str = "raise"
     on_store_error: str = "log"
@@ -101,7 +116,7 @@ class Options:
         expire: float | None = None,
         lock: bool = False,
         lock_timeout: float = 600.0,
-        secret: str | bytes | None = None,
+        secret: str | bytes | list[str | bytes] | tuple[str | bytes, ...] | None = None,
         compress: Any = None,
         on_unhashable: str = "raise",
         on_store_error: str = "log",
@@ -110,6 +125,7 @@ class Options:
         store_options: dict[str, Any] | None = None,
         verbose: bool | None = None,
         mmap_mode: str | None = None,
+        signed: bool = False,
     ) -> Options:
         """Check every option and return them as one frozen value; raises :class:`ConfigError`."""
         for name, names in (("ignore", ignore), ("files", files)):
@@ -133,7 +149,10 @@ class Options:
         if mmap_mode not in (None, "r"):
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         _check_store(store, store_options)
-        signing = secret_from(secret)
+        accepted = secrets_from(secret)
+        signing = accepted[0] if accepted else None
+        if not isinstance(signed, bool):
+            raise ConfigError(f"signed: expected True or False, got {signed!r}")
         if signing is not None and mmap_mode == "r":
             warn_mapped_and_signed()
         return cls(
@@ -145,6 +164,8 @@ class Options:
             lock=lock,
             lock_timeout=float(lock_timeout),
             secret=signing,
+            accepted=accepted,
+            signed=signed or signing is not None,
             compress=_codec.check_compress(compress),
             on_unhashable=on_unhashable,
             on_store_error=on_store_error,
@@ -182,6 +203,9 @@ class Options:
             "store_options": public_options,
             "verbose": self.verbose,
             "mmap_mode": self.mmap_mode,
+            # Never the secret: whether there was one, so that a worker without it does not
+            # silently read and write unsigned entries for this function.
+            "signed": self.signed,
         }
 
     def replace(self, **changes: Any) -> Options:
@@ -212,7 +236,7 @@ def warn_mapped_and_signed() -> None:
 
 
 #: The names ``memoize`` accepts as options.
-NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+NAMES = frozenset(f.name for f in dataclasses.fields(Options)) - {"accepted"}
 
 
 def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
