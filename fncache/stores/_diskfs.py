@@ -29,6 +29,11 @@ import re
 import stat
 from collections.abc import Iterator
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: partial files wait for the grace period
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["UnsafeFile", "ValueFiles", "make_private_dirs", "unsafe_ancestors"]
 
 log = logging.getLogger("fncache")
@@ -141,7 +146,12 @@ class ValueFiles:
                     break
             else:
                 try:
-                    return name, os.open(self.path(name), _CREATE_FLAGS, 0o600)
+                    fd = os.open(self.path(name), _CREATE_FLAGS, 0o600)
+                    if fcntl is not None:
+                        # Held until the file is published or given up (see abandoned()): the
+                        # kernel drops it when the writer dies, even by SIGKILL.
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return name, fd
                 except UnsafeFile as e:
                     refused = str(e)
                 except FileNotFoundError:
@@ -174,6 +184,26 @@ class ValueFiles:
         except BaseException:
             os.close(fd)
             raise
+        return fd
+
+    def abandoned(self, name: str) -> int | None:
+        """A descriptor of value file ``name`` holding its write lock, if no writer holds it (the
+        one that created it died, or is done); None if a writer still does, or it is gone.
+
+        The caller closes it (releasing the lock) once it has removed or kept the file. Without
+        ``fcntl`` (not POSIX) every file reads as held.
+        """
+        if fcntl is None:
+            return None
+        try:
+            fd = os.open(self.path(name), _READ_FLAGS)
+        except (OSError, UnsafeFile):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
         return fd
 
     def exists(self, name: object) -> bool:

@@ -6,8 +6,10 @@ same row, ``fncache_meta``, which diskcache's own statements (all with explicit 
 ignore. One row per entry means one index entry and one write per store, and value and metadata
 appear and vanish together. Small values live in SQLite, values over 32 KiB in files beside it
 (``xx/yy/<hex>.val``); the file is written first and the row published in one transaction, so a
-crash leaves at most an orphan file, never a half-visible entry. Orphans older than
-:data:`ORPHAN_GRACE` are reported by ``fncache info`` and swept by ``fncache clear`` and ``prune``.
+crash leaves at most an orphan file, never a half-visible entry. A writer holds a lock
+(``flock``) on its file until the row is published; orphans (unreferenced files nobody holds,
+unwritten for 10 s, or any older than :data:`ORPHAN_GRACE`) are reported by ``fncache info`` and
+swept by ``fncache clear`` and ``prune``.
 
 Nothing in a row is trusted. diskcache's own reading (``Cache.get``) unpickles rows of its pickle
 mode before fncache could check anything, so it is never used: rows are read with the statements
@@ -86,6 +88,9 @@ _LIST_BATCH = 1_000
 # read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
 _CHECKED_READ_MIN = 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
+# A value file nobody writes to is an orphan (once unreferenced) only when it was last written this
+# long ago: covers the instant between creating a file and taking its lock.
+_SETTLED = 10.0
 
 
 def _corrupt(e: BaseException) -> bool:
@@ -446,11 +451,13 @@ class DiskStore(Store):
         )
         now_ = time.time()
         expire_time = None if expire is None else now_ + expire
+        fd = None
         if size < db.min_file_size:
             mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(join_parts(value))
             size = 0  # as diskcache: its size column counts file-backed bytes only
         else:
-            mode, filename, db_value = _MODE_BINARY, self._write_file(db, value), None
+            filename, fd = self._write_file(db, value)
+            mode, db_value = _MODE_BINARY, None
         try:
             # diskcache's transaction (BEGIN IMMEDIATE, retried while the database is busy) and its
             # cull of expired rows, as Cache.add does; files of replaced rows go after COMMIT.
@@ -477,11 +484,15 @@ class DiskStore(Store):
             if filename is not None:
                 db.files.remove(filename)  # never published
             raise
+        finally:
+            if fd is not None:
+                os.close(fd)  # its write lock: held until published or removed (see _orphans)
         return True
 
     @staticmethod
-    def _write_file(db: _Diskcache, value: Any) -> str:
-        """Write a large value to a new value file; its relative name."""
+    def _write_file(db: _Diskcache, value: Any) -> tuple[str, int]:
+        """Write a large value to a new value file: its relative name, and its descriptor, still
+        open and holding the file's write lock (the caller closes it once it is published)."""
         filename, fd = db.files.new()
         parts = value if isinstance(value, (list, tuple)) else [value]
         # Part by part (a frame's large buffers are written from where the result holds them), in
@@ -489,7 +500,7 @@ class DiskStore(Store):
         # data means one write call every few hundred bytes; one write of a whole 256 MB buffer
         # was measured here at twice the time of 1 MiB writes (median 308 ms against 126 ms).
         try:
-            with open(fd, "wb", buffering=0) as f:
+            with open(fd, "wb", buffering=0, closefd=False) as f:
                 for part in parts:
                     view = memoryview(part).cast("B")
                     pos = 0
@@ -497,8 +508,9 @@ class DiskStore(Store):
                         pos += f.write(view[pos : pos + _WRITE_CHUNK])
         except BaseException:
             db.files.remove(filename)
+            os.close(fd)
             raise
-        return filename
+        return filename, fd
 
     def delete(self, key: str) -> bool:
         """Remove the entry at ``key`` (its value file after the commit); atomic, idempotent."""
@@ -569,8 +581,13 @@ class DiskStore(Store):
 
     # -- orphaned value files --------------------------------------------------------------------
     def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
-        """(count, bytes) of value files that no row references, last written over ``grace``
-        seconds ago: left by writers killed between writing a file and publishing its row."""
+        """(count, bytes) of value files that no row references and no writer is writing: left
+        by writers killed while writing a file or before publishing its row.
+
+        A writer holds a lock on its file until the row is published (the kernel drops it if
+        the writer dies); an unreferenced file is an orphan once nobody holds it and it was last
+        written over 10 s ago, or, whoever holds it, over ``grace`` seconds ago (and for writers
+        that take no lock: older versions, systems without ``flock``)."""
         return self._guard("scan", self._orphans, grace, False)  # type: ignore[no-any-return]
 
     def sweep_orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
@@ -583,17 +600,32 @@ class DiskStore(Store):
 
     def _orphans(self, grace: float, remove: bool) -> tuple[int, int]:
         db = self.db
-        cutoff = time.time() - grace
-        old = [(name, st.st_size) for name, st in db.files.walk() if st.st_mtime < cutoff]
-        if not old:
+        t = time.time()
+        cutoff, settled = t - grace, t - _SETTLED
+        found = [(name, st.st_size, st.st_mtime < cutoff) for name, st in db.files.walk()
+                 if st.st_mtime < settled]
+        if not found:
             return 0, 0
         # Read after the walk: a row published meanwhile names a file younger than ``grace``.
         referenced = {r[0] for r in db.rows("SELECT filename FROM Cache WHERE filename IS NOT NULL",
                                             ())}
         count = nbytes = 0
-        for name, size in old:
-            if name in referenced or (remove and not db.files.remove(name)):
+        for name, size, old in found:
+            if name in referenced:
                 continue
+            fd = None if old else db.files.abandoned(name)
+            if not old and fd is None:
+                continue  # a live writer holds it: being written, or about to be published
+            try:
+                # Its lock is ours now: a writer that published it since the read above did
+                # so before letting go, so the row is seen here.
+                if fd is not None and db.rows("SELECT 1 FROM Cache WHERE filename = ?", (name,)):
+                    continue
+                if remove and not db.files.remove(name):
+                    continue
+            finally:
+                if fd is not None:
+                    os.close(fd)
             count += 1
             nbytes += size
         return count, nbytes
