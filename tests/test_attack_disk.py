@@ -611,3 +611,44 @@ def test_hard_linked_backup_leaves_both_copies_readable(tmp_path, caplog, mmap_m
     assert fncache_warnings(caplog) == []
     assert f.cache_info().hits == 3 and g.cache_info().hits == 3 and g.cache_info().misses == 0
     assert all(p.stat().st_nlink == 2 for p in files)  # nothing removed or rewritten
+
+
+# -- the database's journal files replaced ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+@pytest.mark.parametrize("kind", ["symlink", "directory", "FIFO"])
+def test_journal_file_replaced_by_a_non_regular_file_is_moved_aside(tmp_path, caplog, kind,
+                                                                     suffix):
+    """A cache.db-wal or -shm that is a symlink (to a file elsewhere), a directory or a FIFO is
+    moved aside with a WARNING, the database and its entries are kept, and clear works."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(_big)
+    assert f(1) == _big(1)
+    f.store.close()
+    victim = tmp_path / "victim"
+    victim.write_bytes(PRECIOUS)
+    odd = cache / f"cache.db{suffix}"
+
+    def plant() -> None:
+        if odd.is_file() or odd.is_symlink():
+            odd.unlink()
+        if kind == "symlink":
+            odd.symlink_to(victim)
+        elif kind == "directory":
+            odd.mkdir()
+        else:
+            os.mkfifo(odd)
+
+    plant()
+    g = fncache.memoize(store=str(cache))(_big)
+    with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
+        assert g(1) == _big(1) and g.cache_info().hits == 1  # the entry was kept
+    assert any("not a regular file" in w for w in fncache_warnings(caplog))
+    assert victim.read_bytes() == PRECIOUS
+    assert [p.name.split(".corrupt-")[0] for p in cache.glob("cache.db*.corrupt-*")] == [odd.name]
+    g.store.close()
+    plant()  # again, for the command line: clear works on such a store too
+    proc = cli("clear", "--dir", str(cache), "-y")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert victim.read_bytes() == PRECIOUS and len(list(cache.glob("cache.db*.corrupt-*"))) == 2

@@ -217,6 +217,7 @@ class DiskStore(Store):
                     self._quarantine("not a regular file", found.st_ino)
                     moved = True
                     continue
+                self._set_aside_odd_journals(db_path)
                 db = _Diskcache(self.directory, limit, opts)
                 self._ids = _identity(self.directory)
                 break
@@ -274,6 +275,30 @@ class DiskStore(Store):
                 pass
         log.warning("cache database %s is damaged (%s); moved it aside to %s and started a fresh "
                     "one", path, reason, os.path.basename(target))
+
+    def _set_aside_odd_journals(self, db_path: str) -> None:
+        """Move a ``cache.db-wal`` or ``-shm`` that is not a regular file (a symlink SQLite would
+        write through, a directory or FIFO on which every open fails) aside, as ``cache.db`` is;
+        the database itself is kept (such a file held none of its data) and SQLite makes a new one.
+        """
+        for suffix in ("-wal", "-shm"):
+            path = db_path + suffix
+            try:
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+            except FileNotFoundError:
+                continue
+            target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+            n = 1
+            while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
+                n += 1
+            target += "" if n == 1 else f"-{n}"
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                continue  # another process did it
+            log.warning("cache database file %s is not a regular file; moved it aside to %s",
+                        path, os.path.basename(target))
 
     def _guard(self, what: str, fn: Any, *args: Any) -> Any:
         for attempt in (0, 1):
