@@ -652,3 +652,36 @@ def test_journal_file_replaced_by_a_non_regular_file_is_moved_aside(tmp_path, ca
     proc = cli("clear", "--dir", str(cache), "-y")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert victim.read_bytes() == PRECIOUS and len(list(cache.glob("cache.db*.corrupt-*"))) == 2
+
+
+# -- names that listings show ----------------------------------------------------------------------
+
+
+def test_a_function_name_with_newlines_cannot_forge_lines_of_a_listing(tmp_path):
+    """A planted function name holding newlines (and other control characters) is listed on one
+    line by ``fncache ls`` and ``clear --dry-run``, its control characters escaped."""
+    from fncache.stores import open_store
+
+    cache = tmp_path / "cache"
+    store = open_store(str(cache))
+    store.add("a" * 32, b"v", {"function": "m:f", "created": time.time()})
+    store.add("b" * 32, b"v", {"function": "m:evil\nm:forged        99 1.0 GiB\r", "created": 1.0})
+    store.close()
+    out = cli("ls", "--dir", str(cache)).stdout
+    assert out.count("\n") == 3 and "m:evil\\x0am:forged" in out and "\r" not in out, out
+    out = cli("clear", "--dir", str(cache), "--dry-run").stdout
+    assert "m:evil\\x0am:forged" in out and "\nm:forged" not in out and "\n  m:forged" not in out
+
+
+def test_a_very_long_function_name_is_stored_and_listed_sound(tmp_path):
+    """A function whose name is longer than the metadata limit is stored, hit, and listed (its
+    name shortened), never read back as damaged."""
+    def long_named(x: int) -> int:
+        return x + 1
+
+    long_named.__qualname__ = "q" * 70_000
+    f = fncache.memoize(store=str(tmp_path / "cache"))(long_named)
+    assert f(1) == 2 and f(1) == 2 and f.cache_info().hits == 1
+    (entry,) = list(f.store.entries())
+    assert not entry.damaged and entry.meta["function"].endswith("\u2026")
+    assert "(damaged)" not in cli("ls", "--dir", str(tmp_path / "cache")).stdout
