@@ -30,10 +30,10 @@ from typing import Any
 
 from fncache import _codec
 from fncache._callkey import CallKey
-from fncache._errors import IntegrityError, StoreError
+from fncache._errors import ConfigError, IntegrityError, StoreError
 from fncache._options import Options
 from fncache._usage import UsageLog, log_for
-from fncache.stores import Store, open_store
+from fncache.stores import Store, env_store_error, open_store
 from fncache.stores._base import value_size
 
 __all__ = ["Counters", "Entries", "Strategies"]
@@ -109,7 +109,12 @@ class Entries:
     def store(self) -> Store:
         """The store, opened (lazily, once) from the options or the default."""
         if self._store is None:
-            self._store = open_store(self.options.store, **self.options.store_options)
+            try:
+                self._store = open_store(self.options.store, **self.options.store_options)
+            except ConfigError as e:
+                if self.options.store is not None:
+                    raise
+                raise env_store_error(e) from e  # the environment's store: name its variable
         return self._store
 
     # -- the failure policy --------------------------------------------------------------------
@@ -266,6 +271,11 @@ class Entries:
         The metadata comes from ``meta_from`` (default ``ck``): the parts of the key as they stand.
         """
         if self.off:
+            return
+        try:
+            self.store  # noqa: B018 - opened here, where its failure is a write failure
+        except Exception as e:
+            self.failed("write", e)
             return
         created = time.time()
         opts = self.options

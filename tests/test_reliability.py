@@ -889,3 +889,49 @@ def test_after_a_lock_holder_is_killed_one_waiter_computes(tmp_path):
             p.wait()
     assert [r.splitlines()[-1] for r in results] == ["{'x': 7}"] * 4
     assert len(computed.read_text().splitlines()) == 1, "\n".join(o[1] for o in outs)
+
+
+# -- the store named by the environment ------------------------------------------------------------
+
+_ENV_JOB = r"""
+import logging, fncache
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+f = fncache.memoize(lambda x: x + 1)
+print(f(1), f(1), flush=True)
+g = fncache.memoize(on_store_error="raise")(lambda x: x * 2)
+try:
+    print(g(1), flush=True)
+except fncache.StoreError as e:
+    print("StoreError", e, flush=True)
+"""
+
+
+@pytest.mark.parametrize("value", ["htp://host/x", "redis://host:notaport/0"])
+def test_a_malformed_fncache_store_is_a_store_failure_not_an_import_error(tmp_path, value):
+    """A malformed $FNCACHE_STORE, like an unreachable one, does not make decorating (importing)
+    fail: calls are logged misses naming the variable, or StoreError with on_store_error="raise"."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "env_job.py", _ENV_JOB)
+    proc = run_py(script, env={"FNCACHE_STORE": value})
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "2 2" and lines[1].startswith("StoreError") and "FNCACHE_STORE" in lines[1]
+    assert "WARNING" in proc.stderr and "FNCACHE_STORE" in proc.stderr
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("FNCACHE_STORE", "   ", "blank"), ("FNCACHE_DIR", "", "blank"),
+    ("FNCACHE_DIR", "relative/cache", "relative"), ("FNCACHE_STORE", "relative/cache", "relative")])
+def test_a_blank_or_relative_store_variable_warns(tmp_path, name, value, says):
+    """A blank $FNCACHE_STORE/$FNCACHE_DIR is ignored and a relative one used as given, each with
+    one WARNING naming the variable."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "env_job.py", _ENV_JOB)
+    env = {"FNCACHE_STORE": "", "FNCACHE_DIR": str(tmp_path / "default"), name: value}
+    if name == "FNCACHE_STORE" and not value.strip():
+        env["FNCACHE_DIR"] = str(tmp_path / "default")
+    proc = run_py(script, env=env, cwd=tmp_path)
+    assert proc.stdout.splitlines() == ["2 2", "2"]
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("WARNING")]
+    assert len([w for w in warnings if name in w and says in w]) == 1, proc.stderr

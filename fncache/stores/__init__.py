@@ -44,6 +44,7 @@ __all__ = [
     "check_store",
     "default_store",
     "default_store_url",
+    "env_store_error",
     "join_parts",
     "open_store",
     "public_config",
@@ -186,12 +187,35 @@ def _fresh_cache_lock() -> None:
 _forks.on_fork(_fresh_cache_lock)
 
 
+_WARNED_ENV: set[str] = set()
+
+
+def _from_env(name: str) -> str | None:
+    """``$name`` if it names a store; a blank value is ignored and a relative path used as
+    given, each with a WARNING (once per process): both are usually a mistake."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    problem = None
+    if not value.strip():
+        problem = "is set but blank: ignored"
+    elif "://" not in value and "," not in value and not os.path.isabs(os.path.expanduser(value)):
+        problem = (f"is a relative path: the cache is {os.path.abspath(value)!r}, and another in "
+                   "every other working directory")
+    if problem is not None and name not in _WARNED_ENV:
+        import logging
+
+        _WARNED_ENV.add(name)
+        logging.getLogger("fncache").warning("%s %s", name, problem)
+    return value if value.strip() else None
+
+
 def default_store_url() -> str:
     """``$FNCACHE_STORE``, else ``$FNCACHE_DIR``, else the user cache directory (``~/.cache/fncache``)."""
-    url = os.environ.get("FNCACHE_STORE")
+    url = _from_env("FNCACHE_STORE")
     if url:
         return url
-    directory = os.environ.get("FNCACHE_DIR")
+    directory = _from_env("FNCACHE_DIR")
     if directory:
         return directory
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -204,6 +228,12 @@ def default_store() -> str | Path:
     commas), a directory (``$FNCACHE_DIR``, the user cache) as a path, whose name may hold a comma."""
     url = default_store_url()
     return url if url == os.environ.get("FNCACHE_STORE") else Path(url)
+
+
+def env_store_error(e: ConfigError) -> ConfigError:
+    """``e`` (raised opening the default store) as the error of the variable that named it."""
+    name = "FNCACHE_STORE" if (os.environ.get("FNCACHE_STORE") or "").strip() else "FNCACHE_DIR"
+    return ConfigError(f"{name}: {e}")
 
 
 def _create(url: str, options: dict[str, Any], tiered: bool = False) -> Store:
@@ -295,7 +325,16 @@ def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return
     if store is None:
-        store = default_store()
+        # The store named by the environment is not the code's to answer for: a malformed
+        # $FNCACHE_STORE is a store failure at the first call (a logged miss, or StoreError with
+        # on_store_error="raise"), as an unreachable one is, not an error of every decoration.
+        # Options given in code are still checked now (their errors do not start "store:").
+        try:
+            check_store(default_store(), options)
+        except ConfigError as e:
+            if not str(e).startswith("store:"):
+                raise
+        return
     if split_tiers(store) is not None:
         open_store(store, **options)  # opens each tier's configuration; nothing connects or is created
         return
