@@ -50,9 +50,11 @@ import xxhash
 from fncache._errors import ConfigError, IntegrityError
 
 __all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "encode_parts",
-           "read_frame", "read_header", "verify"]
+           "frame_size", "read_frame", "read_header", "verify"]
 
 MAGIC = b"FNC\x01"
+#: What the readers take: one secret, or several (a rotation: any of them is accepted), or None.
+Secrets = bytes | tuple[bytes, ...] | None
 _FIXED = struct.Struct("<4sB3xddQII")
 _SIGNED, _ZSTD, _LZ4, _HEADCHECK = 1, 2, 4, 8
 _LEN = struct.Struct("<Q")
@@ -163,6 +165,16 @@ def _mac(secret: bytes, key: bytes, header: Any, body: list[Any]) -> bytes:
     for part in body:
         m.update(part)
     return m.digest()
+
+
+def _check_mac(mac: bytes, secret: bytes | tuple[bytes, ...], key: bytes, header: Any,
+               body: list[Any]) -> None:
+    """Raise :class:`IntegrityError` unless ``mac`` is the signature under ``secret`` (or under
+    any of several: a rotation, the signing secret first, then older ones still accepted)."""
+    for one in (secret,) if isinstance(secret, bytes) else secret:
+        if hmac.compare_digest(mac, _mac(one, key, header, body)):
+            return
+    raise IntegrityError("entry signature does not match (tampered, or another secret)")
 
 
 def _checksum(key: bytes, header: Any, body: list[Any]) -> bytes:
@@ -308,7 +320,10 @@ def _allocate(size: int) -> Any:
     private = getattr(mmap, "MAP_PRIVATE", None)
     if size < _HUGE_PAGE or private is None:
         return bytearray(size)
-    return mmap.mmap(-1, size, flags=private)
+    try:
+        return mmap.mmap(-1, size, flags=private)
+    except OSError as e:  # ENOMEM: as a bytearray of that size would fail
+        raise MemoryError(f"cannot allocate {size} bytes: {e}") from None
 
 
 def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher: Any,
@@ -329,39 +344,56 @@ def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher
     return True
 
 
+def frame_size(header: Any) -> int | None:
+    """The exact size in bytes of the uncompressed frame that starts with ``header`` (its fixed
+    part and buffer-length table), or None for a compressed one (its size is known only once it
+    is read). Raises :class:`IntegrityError` if ``header`` is not a frame's."""
+    return _size_of(_parse(memoryview(header).cast("B"))[0])
+
+
+def _size_of(h: Header) -> int | None:
+    if h.compression:
+        return None
+    return h.body_offset + h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
+
+
 def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str, *,
                chunk: int = _CHUNK) -> ReadFrame | Any:
     """The ``size`` bytes ``readinto`` (a file's) yields, checked for ``key`` as they are read.
 
-    An uncompressed frame with out-of-band buffers whose checksums match comes back as a
-    :class:`ReadFrame`, which :func:`decode` trusts for ``key`` without hashing it again.
-    Anything else (not such a frame, damaged, another key's) comes back as one writable buffer,
-    unchecked, for :func:`decode` to check (and reject). ``None`` if the source runs dry before
-    ``size`` bytes (a file truncated meanwhile: not a whole frame). ``chunk``: bytes per read.
+    The header is read first: a source that is not a frame, or whose ``size`` is not the one its
+    header gives (a planted sparse file of gigabytes holding a small frame), raises
+    :class:`IntegrityError` before anything else is read or hashed. An uncompressed frame with
+    out-of-band buffers whose checksums match comes back as a :class:`ReadFrame`, which
+    :func:`decode` trusts for ``key`` without hashing it again. Anything else (damaged, another
+    key's) comes back as one writable buffer, unchecked, for :func:`decode` to check (and
+    reject). ``None`` if the source runs dry before ``size`` bytes (a file truncated meanwhile:
+    not a whole frame). ``chunk``: bytes per read.
     """
     fixed = bytearray(min(size, _FIXED.size))
     if not _fill(readinto, memoryview(fixed), None, chunk):
         return None
-    layout = None
-    if len(fixed) == _FIXED.size:
-        magic, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(fixed)
-        if magic == MAGIC and flags & (_HEADCHECK | _ZSTD | _LZ4) == _HEADCHECK:
-            body = _body_offset(flags, nbuf)
-            head_end = body + plen + _pad(plen)
-            if head_end <= size:
-                layout = body, head_end
-    if layout is None:
-        return _read_rest(memoryview(fixed), readinto, size, chunk)
-    body, head_end = layout
+    if len(fixed) < _FIXED.size or fixed[:4] != MAGIC:
+        raise IntegrityError("not an fncache entry (bad magic or truncated header)")
+    _, flags, _, _, plen, nbuf, _ = _FIXED.unpack_from(fixed)
+    body = _body_offset(flags, nbuf)
+    if body > size:
+        raise IntegrityError("truncated entry header")
+    prefix = bytearray(body)
+    prefix[: _FIXED.size] = fixed
+    if not _fill(readinto, memoryview(prefix)[_FIXED.size :], None, chunk):
+        return None
+    expected = frame_size(prefix)
+    if expected is not None and expected != size:
+        raise IntegrityError(f"entry is {size} bytes, its header says {expected}")
+    if flags & (_HEADCHECK | _ZSTD | _LZ4) != _HEADCHECK or not nbuf:
+        return _read_rest(memoryview(prefix), readinto, size, chunk)
+    head_end = body + plen + _pad(plen)
     head = _allocate(head_end)
     view = memoryview(head).cast("B")
-    view[: _FIXED.size] = fixed
+    view[:body] = prefix
     header_end = _FIXED.size + 8 * nbuf
-    if not _fill(readinto, view[_FIXED.size : body], None, chunk):
-        return None
     lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
-    if head_end + sum(n + _pad(n) for n in lens) != size:
-        return _read_rest(view[:body], readinto, size, chunk)
     hasher = xxhash.xxh3_128(key.encode())
     hasher.update(view[:header_end])
     if not _fill(readinto, view[body:], hasher, chunk):
@@ -392,11 +424,12 @@ def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None],
 
 
 def decode(
-    frame: Any, key: str, *, secret: bytes | None = None, verify_buffers: bool = True
+    frame: Any, key: str, *, secret: Secrets = None, verify_buffers: bool = True
 ) -> tuple[Any, Header]:
     """``(value, header)`` from a frame stored under ``key``.
 
-    The checksum (and, with ``secret``, the MAC) is verified before unpickling; any mismatch, truncation
+    The checksum (and, with ``secret``, the MAC) is verified before unpickling (``secret`` may be
+    several, a rotation: a MAC under any of them is accepted); any mismatch, truncation
     or unsigned entry under a secret raises :class:`IntegrityError` and nothing is unpickled. Errors
     raised while unpickling a verified frame (a class that no longer exists) propagate as they are.
     A buffer-carrying frame given as read-only ``bytes`` is copied once so the arrays it yields are
@@ -415,13 +448,13 @@ def decode(
         if frame.checked_for == key:
             return _decode_read(frame, key, secret)
         frame = bytes(frame)  # checked for another key: checked again below (and rejected)
-    view = memoryview(frame)
-    h, flags, header_end = _parse(view)
-    body_view = _verified_body(view, h, flags, header_end, key.encode(), secret, verify_buffers)
-    return _load(frame, h, body_view), h
+    head, rest, h, flags, header_end = _split(frame)
+    pickled, buffers = _verified_body(head, rest, h, flags, header_end, key.encode(), secret,
+                                      verify_buffers)
+    return _load(frame, h, pickled, buffers), h
 
 
-def verify(key: str, frame: Any, *, secret: bytes | None = None) -> bool:
+def verify(key: str, frame: Any, *, secret: Secrets = None) -> bool:
     """Whether ``frame`` passes every check :func:`decode` makes before unpickling, for ``key``.
 
     Nothing is unpickled or decompressed: this is the verification half of :func:`decode`, for
@@ -434,13 +467,13 @@ def verify(key: str, frame: Any, *, secret: bytes | None = None) -> bool:
                 _read_body(frame, key, secret)
                 return True
             frame = bytes(frame)
-        view = memoryview(frame).cast("B")
-        h, flags, header_end = _parse(view)
-        body = _verified_body(view, h, flags, header_end, key.encode(), secret, True)
+        head, rest, h, flags, header_end = _split(frame)
+        pickled, buffers = _verified_body(head, rest, h, flags, header_end, key.encode(), secret,
+                                          True)
     except IntegrityError:
         return False
     # A compressed body's length is known only once decompressed (decode checks it then).
-    return bool(h.compression) or body.nbytes >= _body_length(h)
+    return bool(h.compression) or pickled.nbytes + buffers.nbytes >= _body_length(h)
 
 
 def _body_length(h: Header) -> int:
@@ -450,65 +483,103 @@ def _body_length(h: Header) -> int:
     return h.pickle_len + _pad(h.pickle_len) + sum(n + _pad(n) for n in h.buffer_lens)
 
 
-def _verified_body(view: memoryview, h: Header, flags: int, header_end: int, kb: bytes,
-                   secret: bytes | None, verify_buffers: bool) -> memoryview:
-    """The body of a frame whose padding, signature and checksums were checked (see decode)."""
-    header = view[:header_end]
-    check = view[header_end : header_end + _CHECK]
+def _split(frame: Any) -> tuple[memoryview, memoryview, Header, int, int]:
+    """(head, buffers, header, flags, end of the buffer-length table) of a frame.
+
+    ``head`` is the header, trailer and body up to the end of the pickle (and its padding) of an
+    uncompressed frame with out-of-band buffers, the whole frame otherwise; ``buffers`` the rest.
+    Everything that is checked and then unpickled or decompressed comes from ``head``, which for a
+    memory map (a file that others may be able to write) is a private copy taken before any
+    check: a writer of the file cannot change what runs after it was verified. Only the mapped
+    out-of-band buffers stay shared; they are raw bytes, never unpickled (see ``decode``).
+    """
+    view = memoryview(frame).cast("B")
+    h, flags, header_end = _parse(view)
+    expected = _size_of(h)
+    if expected is not None and expected != view.nbytes:
+        raise IntegrityError(f"entry is {view.nbytes} bytes, its header says {expected}")
+    end = _head_end(h, flags, view.nbytes)
+    if isinstance(frame, _MAPPED_TYPES):
+        try:
+            head = memoryview(bytes(view[:end]))
+        except MemoryError:
+            raise IntegrityError(f"entry too large to load ({end} bytes of pickle)") from None
+        # Parsed again from the private copy: the header read from the map may have changed since.
+        h, flags, header_end = _parse(head)
+        if _head_end(h, flags, view.nbytes) != end:
+            raise IntegrityError("entry changed while it was read")
+    else:
+        head = view[:end]
+    return head, view[end:], h, flags, header_end
+
+
+def _head_end(h: Header, flags: int, size: int) -> int:
+    """Where the part of a ``size``-byte frame that is unpickled (or decompressed) ends."""
+    if flags & _HEADCHECK and not h.compression and h.buffer_lens:
+        return min(size, h.body_offset + h.pickle_len + _pad(h.pickle_len))
+    return size
+
+
+def _verified_body(head: memoryview, rest: memoryview, h: Header, flags: int, header_end: int,
+                   kb: bytes, secret: Secrets,
+                   verify_buffers: bool) -> tuple[memoryview, memoryview]:
+    """(body in ``head``, buffers) of a frame whose padding, signature and checksums were checked
+    (see decode); ``head`` and ``rest`` as :func:`_split` gives them."""
+    header = head[:header_end]
+    check = head[header_end : header_end + _CHECK]
     mac_at = header_end + (2 * _CHECK if flags & _HEADCHECK else _CHECK)
     # The padding before the body is not hashed: it must be zero, so that no byte of a frame can
     # change unnoticed (a frame cut short here fails its checksum below instead).
-    padding = view[mac_at + (_MAC if flags & _SIGNED else 0) : h.body_offset]
+    padding = head[mac_at + (_MAC if flags & _SIGNED else 0) : h.body_offset]
     if padding != bytes(padding.nbytes):
         raise IntegrityError("entry header padding is not zero (corrupted)")
-    body_view = view[h.body_offset :]
+    body = head[h.body_offset :]
     if secret:
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
-        mac = bytes(view[mac_at : mac_at + _MAC])
-        if not hmac.compare_digest(mac, _mac(secret, kb, header, [body_view])):
-            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+        _check_mac(bytes(head[mac_at : mac_at + _MAC]), secret, kb, header, [body, rest])
     if flags & _HEADCHECK:
-        split = h.pickle_len + _pad(h.pickle_len)
         if not verify_buffers:
-            ok = _checksum(kb, header, [body_view[:split]]) == view[mac_at - _CHECK : mac_at]
+            ok = _checksum(kb, header, [body]) == head[mac_at - _CHECK : mac_at]
         else:
-            full, at_head = _checksums(kb, header, body_view[:split], [body_view[split:]])
-            ok = full == check and at_head == view[mac_at - _CHECK : mac_at]
+            full, at_head = _checksums(kb, header, body, [rest])
+            ok = full == check and at_head == head[mac_at - _CHECK : mac_at]
     else:
-        ok = _checksum(kb, header, [body_view]) == check
+        ok = _checksum(kb, header, [body, rest]) == check
     if not ok:
         raise IntegrityError("entry checksum does not match (corrupted or truncated)")
-    return body_view
+    return body, rest
 
 
-def _load(frame: Any, h: Header, body_view: memoryview) -> Any:
-    """Unpickle a verified body: decompressed, or with its buffers in place (copied once if the
-    frame is read-only bytes, so the arrays are writable)."""
+def _load(frame: Any, h: Header, body: memoryview, rest: memoryview) -> Any:
+    """Unpickle a verified body (``body``: the pickle, or the whole body of a frame without
+    buffers; ``rest``: the out-of-band buffers): decompressed, or with its buffers in place
+    (copied once if the frame is read-only bytes, so the arrays are writable)."""
     if h.compression:
         try:
-            body: Any = memoryview(bytearray(_decompress(h.compression, body_view)))
+            data: Any = memoryview(bytearray(_decompress(h.compression, body)))
         except Exception as e:
             raise IntegrityError(f"entry does not decompress: {e}") from e
-    elif h.buffer_lens:
-        body = body_view
-        if body.readonly and not isinstance(frame, _MAPPED_TYPES):
-            body = memoryview(bytearray(body))
-    else:
-        body = body_view
-    if body.nbytes < _body_length(h):
+        if data.nbytes < _body_length(h):
+            raise IntegrityError("entry body is shorter than its header says")
+        if not h.buffer_lens:
+            return pickle.loads(data[: h.pickle_len])
+        body, rest = data[: h.pickle_len + _pad(h.pickle_len)], data[h.pickle_len + _pad(h.pickle_len):]
+    elif body.nbytes + rest.nbytes < _body_length(h):
         raise IntegrityError("entry body is shorter than its header says")
     if not h.buffer_lens:
         return pickle.loads(body[: h.pickle_len])
+    if rest.readonly and not isinstance(frame, _MAPPED_TYPES):
+        rest = memoryview(bytearray(rest))
     buffers = []
-    pos = h.pickle_len + _pad(h.pickle_len)
+    pos = 0
     for n in h.buffer_lens:
-        buffers.append(body[pos : pos + n])
+        buffers.append(rest[pos : pos + n])
         pos += n + _pad(n)
     return pickle.loads(body[: h.pickle_len], buffers=buffers)
 
 
-def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any, Header]:
+def _decode_read(frame: ReadFrame, key: str, secret: Secrets) -> tuple[Any, Header]:
     """:func:`decode` of a frame that :func:`read_frame` checked for ``key``: its MAC (with a
     secret) is checked, then it is unpickled with its buffers used in place."""
     h, body, rest = _read_body(frame, key, secret)
@@ -516,7 +587,7 @@ def _decode_read(frame: ReadFrame, key: str, secret: bytes | None) -> tuple[Any,
 
 
 def _read_body(frame: ReadFrame, key: str,
-               secret: bytes | None) -> tuple[Header, memoryview, list[memoryview]]:
+               secret: Secrets) -> tuple[Header, memoryview, list[memoryview]]:
     """(header, body, buffers and their padding) of a frame :func:`read_frame` checked for
     ``key``, after checking its MAC with a secret."""
     head = memoryview(frame.head).cast("B")
@@ -527,10 +598,8 @@ def _read_body(frame: ReadFrame, key: str,
         if not h.signed:
             raise IntegrityError("entry is not signed, but a secret is configured")
         mac_at = header_end + 2 * _CHECK
-        mac = bytes(head[mac_at : mac_at + _MAC])
-        if not hmac.compare_digest(mac, _mac(secret, key.encode(), head[:header_end],
-                                             [body, *rest])):
-            raise IntegrityError("entry signature does not match (tampered, or another secret)")
+        _check_mac(bytes(head[mac_at : mac_at + _MAC]), secret, key.encode(), head[:header_end],
+                   [body, *rest])
     return h, body, rest
 
 

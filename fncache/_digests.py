@@ -31,6 +31,8 @@ import time
 
 import xxhash
 
+from fncache import _forks
+
 __all__ = ["clear", "digests", "expand_glob", "file_digest", "has_magic", "path_digest", "signature",
            "tree_files"]
 
@@ -38,6 +40,14 @@ Signature = tuple[int, int, int, int, int]
 
 _table: dict[str, tuple[Signature, bytes]] = {}
 _lock = threading.Lock()
+
+
+def _fresh_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+_forks.on_fork(_fresh_lock)
 _CHUNK = 1 << 20
 _RACY_NS = 2_000_000_000
 _MAGIC = frozenset("*?[")

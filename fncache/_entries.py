@@ -30,15 +30,18 @@ from typing import Any
 
 from fncache import _codec
 from fncache._callkey import CallKey
-from fncache._errors import IntegrityError, StoreError
+from fncache._errors import ConfigError, IntegrityError, StoreError
 from fncache._options import Options
 from fncache._usage import UsageLog, log_for
-from fncache.stores import Store, open_store
+from fncache.stores import Store, env_store_error, open_store
 from fncache.stores._base import value_size
 
 __all__ = ["Counters", "Entries", "Strategies"]
 
 log = logging.getLogger("fncache")
+
+# Functions already warned about running without their secret in this process.
+_WARNED_UNSIGNED: set[str] = set()
 
 
 class Counters:
@@ -87,7 +90,15 @@ class Entries:
         self.report = strategies.report or self._report
         self._store: Store | None = options.store if isinstance(options.store, Store) else None
         #: ``check(key, frame)``: whether a frame passes decode's checks (see Store.get_checked)
-        self.check = functools.partial(_codec.verify, secret=options.secret)
+        self.check = functools.partial(_codec.verify, secret=options.accepted or None)
+        # Made with a secret elsewhere (a worker it was pickled to), but none here: computed
+        # every time, nothing read or written, rather than trusting unsigned entries.
+        self.off = options.signed and options.secret is None
+        if self.off and function not in _WARNED_UNSIGNED:
+            _WARNED_UNSIGNED.add(function)
+            log.warning("%s was memoized with a secret, but no secret is set in this process "
+                        "(FNCACHE_SECRET): its results are computed here and neither read from "
+                        "nor written to the store", function)
         self._warned: set[str] = set()
         self._sources_kept: set[str] = set()  # source keys this process stored (see _sources)
         self._sources_last: tuple[Any, dict[str, str]] | None = None  # (fingerprint, its sources)
@@ -100,7 +111,12 @@ class Entries:
     def store(self) -> Store:
         """The store, opened (lazily, once) from the options or the default."""
         if self._store is None:
-            self._store = open_store(self.options.store, **self.options.store_options)
+            try:
+                self._store = open_store(self.options.store, **self.options.store_options)
+            except ConfigError as e:
+                if self.options.store is not None:
+                    raise
+                raise env_store_error(e) from e  # the environment's store: name its variable
         return self._store
 
     # -- the failure policy --------------------------------------------------------------------
@@ -184,6 +200,8 @@ class Entries:
 
     def _lookup(self, key: str) -> tuple[bool, Any, bool]:
         """(found, value, whether to read again after a rejected copy)."""
+        if self.off:
+            return False, None, False
         try:
             frame = self.read(key)
         except Exception as e:  # any store failure is a miss (see failed)
@@ -194,7 +212,7 @@ class Entries:
         try:
             # A mapped frame's buffers are left unread (header and pickle are still verified):
             # reading them to check them would cost what mapping saves.
-            value, header = _codec.decode(frame, key, secret=self.options.secret,
+            value, header = _codec.decode(frame, key, secret=self.options.accepted or None,
                                           verify_buffers=type(frame) is not mmap.mmap)
         except IntegrityError as e:
             log.warning("%s: entry %s rejected and removed: %s", self.function, key, e)
@@ -224,7 +242,7 @@ class Entries:
         except Exception as e:  # any store failure is a miss (see failed)
             self.failed("lookup", e)
             return False
-        if frame is None:
+        if frame is None or self.off:
             return False
         try:
             header = _codec.read_header(frame)
@@ -257,6 +275,13 @@ class Entries:
 
         The metadata comes from ``meta_from`` (default ``ck``): the parts of the key as they stand.
         """
+        if self.off:
+            return
+        try:
+            self.store  # noqa: B018 - opened here, where its failure is a write failure
+        except Exception as e:
+            self.failed("write", e)
+            return
         created = time.time()
         opts = self.options
         try:

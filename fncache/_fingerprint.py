@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fncache import _hasher, _usercode
+from fncache import _forks, _hasher, _usercode
 from fncache._code_digest import code_digest
 from fncache._errors import ArgumentTypeError
 from fncache._usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
@@ -187,6 +187,14 @@ _fp_cache: weakref.WeakKeyDictionary[Any, Fingerprint] = weakref.WeakKeyDictiona
 _fp_cache_versions: weakref.WeakKeyDictionary[Any, Fingerprint] = weakref.WeakKeyDictionary()
 _fp_lock = threading.Lock()
 _in_progress = threading.local()
+
+
+def _fresh_fp_lock() -> None:
+    global _fp_lock
+    _fp_lock = threading.Lock()
+
+
+_forks.on_fork(_fresh_fp_lock)
 
 
 # Objects that a memoized function was seen to modify while it ran (a log list, a counter, a memo

@@ -54,6 +54,7 @@ from typing import Any
 import cloudpickle
 import xxhash
 
+from fncache import _forks
 from fncache._errors import ArgumentTypeError, UnhashableArgument
 
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
@@ -85,6 +86,14 @@ def _Token(*args: Any) -> Any:  # noqa: N802 - reads as a constructor in reduce 
 
 _registry: dict[type, Callable[[Any], Any]] = {}
 _registry_lock = threading.Lock()
+
+
+def _fresh_registry_lock() -> None:
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+_forks.on_fork(_fresh_registry_lock)
 # Resolved handler per concrete type (None: let pickle do its default). Cleared on (un)register.
 _handlers: dict[type, Callable[[_Hasher, Any], Any] | None] = {}
 _refs: dict[int, tuple[Any, Any]] = {}

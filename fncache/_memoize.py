@@ -300,7 +300,7 @@ def memoize(
     expire: float | None = ...,
     lock: bool = ...,
     lock_timeout: float = ...,
-    secret: str | bytes | None = ...,
+    secret: str | bytes | list[str | bytes] | None = ...,
     compress: Any = ...,
     on_unhashable: str = ...,
     on_store_error: str = ...,
@@ -341,7 +341,10 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         lock: also compute each key once across *processes* (a store lock, expiring after
             ``lock_timeout``); threads of one process always compute a key once.
         secret: sign entries (HMAC-SHA256) and refuse unsigned or mis-signed ones; default
-            ``$FNCACHE_SECRET``. Never pickled with the function.
+            ``$FNCACHE_SECRET``. A list ``[new, old, ...]`` signs with the first and accepts
+            any (a rotation). Never pickled with the function: a worker without
+            ``$FNCACHE_SECRET`` warns once and does not cache it (no unsigned entry is read or
+            written there).
         compress: ``"zstd"``, ``"lz4"`` or ``True`` (zstd).
         on_unhashable: ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
             uncached, warn once).

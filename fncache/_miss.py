@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
+from fncache import _forks
 from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
 from fncache._errors import LockTimeout
@@ -89,10 +90,18 @@ async def _enter(guard: Any) -> Any:
         return await loop.run_in_executor(None, guard.__enter__)
     wait, guard.wait = guard.wait, 0.0  # acquire() makes one attempt
     deadline, delay = loop.time() + wait, 0.001
+    seen = None
     try:
         while not guard.acquire():
+            if seen is None:
+                seen = (guard.holder(),)
             if loop.time() >= deadline:
-                raise LockTimeout(f"lock not acquired within {wait:.1f}s")
+                # As LeaseLock.acquire: a lease that changed hands is waited for anew.
+                holder = guard.holder()
+                if (holder,) == seen:
+                    raise LockTimeout(f"lock not acquired within {wait:.1f}s")
+                seen, deadline = (holder,), loop.time() + wait
+                continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
     finally:
@@ -149,6 +158,14 @@ class MissPath:
         self._flights_lock = threading.Lock()
         self._aflights: dict[Any, Any] = {}
         self.finished = 0  # computations ended in this process (see steps)
+        _forks.track(self)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: no flight of the parent's threads is in progress here (their owners
+        were left behind), and a lock they held would never be released."""
+        self._flights = {}
+        self._flights_lock = threading.Lock()
+        self._aflights = {}
 
     # -- the steps -----------------------------------------------------------------------------
     def steps(self, ck: CallKey, *, finished: int | None = None, loop: Any = None,

@@ -56,6 +56,17 @@ def disabled() -> bool:
     return _DISABLED[0]
 
 
+def secrets_from(secret: Any) -> tuple[bytes, ...]:
+    """Every accepted key, the signing one first: ``secret`` (one, or a list ``[new, old, ...]``
+    for a rotation) or ``$FNCACHE_SECRET``; empty when none is set."""
+    if isinstance(secret, (list, tuple)):
+        if not secret:
+            raise ConfigError("secret: expected a non-empty str or bytes, or a non-empty list of them")
+        return tuple(secret_from(s) or b"" for s in secret)
+    one = secret_from(secret)
+    return () if one is None else (one,)
+
+
 def secret_from(secret: str | bytes | None) -> bytes | None:
     """The signing key: ``secret`` or ``$FNCACHE_SECRET``, as bytes; None when neither is set."""
     if secret is None:
@@ -82,6 +93,10 @@ class Options:
     lock: bool = False
     lock_timeout: float = 600.0
     secret: bytes | None = dataclasses.field(default=None, repr=False)
+    #: every secret an entry may be signed with (``secret`` first, then older ones): for reading
+    accepted: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+    #: a secret was configured where the function was made; without one here it is not cached
+    signed: bool = False
     compress: str | None = None
     on_unhashable: str = "raise"
     on_store_error: str = "log"
@@ -102,7 +117,7 @@ class Options:
         expire: float | None = None,
         lock: bool = False,
         lock_timeout: float = 600.0,
-        secret: str | bytes | None = None,
+        secret: str | bytes | list[str | bytes] | tuple[str | bytes, ...] | None = None,
         ignore_globals: Iterable[str] = (),
         compress: Any = None,
         on_unhashable: str = "raise",
@@ -112,6 +127,7 @@ class Options:
         store_options: dict[str, Any] | None = None,
         verbose: bool | None = None,
         mmap_mode: str | None = None,
+        signed: bool = False,
     ) -> Options:
         """Check every option and return them as one frozen value; raises :class:`ConfigError`."""
         for name, names in (("ignore", ignore), ("files", files), ("ignore_globals", ignore_globals)):
@@ -137,6 +153,12 @@ class Options:
         if mmap_mode not in (None, "r"):
             raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
         _check_store(store, store_options)
+        accepted = secrets_from(secret)
+        signing = accepted[0] if accepted else None
+        if not isinstance(signed, bool):
+            raise ConfigError(f"signed: expected True or False, got {signed!r}")
+        if signing is not None and mmap_mode == "r":
+            warn_mapped_and_signed()
         return cls(
             store=tuple(store) if isinstance(store, list) else store,
             ignore=tuple(sorted(ignore)),
@@ -146,7 +168,9 @@ class Options:
             expire=expire,
             lock=lock,
             lock_timeout=float(lock_timeout),
-            secret=secret_from(secret),
+            secret=signing,
+            accepted=accepted,
+            signed=signed or signing is not None,
             compress=_codec.check_compress(compress),
             on_unhashable=on_unhashable,
             on_store_error=on_store_error,
@@ -185,6 +209,9 @@ class Options:
             "store_options": public_options,
             "verbose": self.verbose,
             "mmap_mode": self.mmap_mode,
+            # Never the secret: whether there was one, so that a worker without it does not
+            # silently read and write unsigned entries for this function.
+            "signed": self.signed,
         }
 
     def replace(self, **changes: Any) -> Options:
@@ -192,8 +219,30 @@ class Options:
         return dataclasses.replace(self, **changes)
 
 
+_WARNED_MAPPED: list[bool] = []
+
+
+def warn_mapped_and_signed() -> None:
+    """Say once per process what a secret cannot protect under ``mmap_mode="r"``.
+
+    Kept rather than refused or silently copied: mapping is what the option is for, and what a
+    writer of the file can still do to a mapped array (change its numbers, truncate the file) runs
+    no code. The pickle is always verified and loaded from a private copy (see ``_codec._split``).
+    """
+    if _WARNED_MAPPED:
+        return
+    _WARNED_MAPPED.append(True)
+    import logging
+
+    logging.getLogger("fncache").warning(
+        "mmap_mode='r' with a secret: the signature is checked when an entry is loaded, but the "
+        "mapped array bytes stay shared with the store's file; anyone who can write that file "
+        "can change the array's values afterwards, or truncate it and kill this process with "
+        "SIGBUS (no code can run). Leave mmap_mode unset where others can write the store.")
+
+
 #: The names ``memoize`` accepts as options.
-NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+NAMES = frozenset(f.name for f in dataclasses.fields(Options)) - {"accepted"}
 
 
 def unknown_options(where: str, given: Iterable[str], names: Iterable[str]) -> str | None:

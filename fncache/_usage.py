@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from fncache import _forks
 from fncache.stores._base import Store, Use
 
 __all__ = ["INTERVAL", "UsageLog", "flush_all", "log_for"]
@@ -147,11 +148,12 @@ def flush_all() -> None:
 def _forget_in_child() -> None:
     # A forked child inherits its parent's batches: writing them too would count those uses twice.
     # A lock held by a parent thread at the fork stays held in the child: start with a fresh one.
+    global _logs_lock
+    _logs_lock = threading.Lock()
     for usage in _logs.values():
         usage._pending = {}
         usage._flushing = threading.Lock()
 
 
 atexit.register(flush_all)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
+_forks.on_fork(_forget_in_child)

@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from fncache import _forks
 from fncache._callkey import CallKey
 
 __all__ = ["SCAN_LIMIT", "JoblibLines", "MissReasons", "Verbose", "format_seconds"]
@@ -86,6 +87,11 @@ class MissReasons:
         self._known: list[tuple[float, str, Any]] = []  # (created, key, side), newest first
         self._scanned = False
         self._complete = False  # the scan saw the whole store
+        self._lock = threading.Lock()
+        _forks.track(self)
+
+    def reset_after_fork(self) -> None:
+        """A forked child starts with a free lock (a parent thread may have held it)."""
         self._lock = threading.Lock()
 
     def remember(self, ck: CallKey, created: float) -> None:

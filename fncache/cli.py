@@ -223,7 +223,8 @@ def _dry_run(args: argparse.Namespace, store: Store, targets: list[EntryInfo]) -
     total = _size_of(targets)
     lines = [f"would remove {_entries_word(len(targets))} ({_human_size(total)}) from {store.url}"
              + (":" if rows else "")]
-    lines += [f"  {g['function']:<50} {_entries_word(g['entries']):>12} {_human_size(g['bytes']):>11}"
+    lines += [f"  {_one_line(g['function']):<50} {_entries_word(g['entries']):>12} "
+              f"{_human_size(g['bytes']):>11}"
               for g in rows]
     _emit(args, {"would_remove": len(targets), "bytes": total, "functions": rows,
                  "keys": [t.key for t in targets]}, "\n".join(lines))
@@ -274,6 +275,15 @@ def _did_you_mean_function(name: str, names: list[str]) -> str:
 # Control characters but newline: function names come from a store that others may write, and a
 # planted name must not move the cursor, retitle or clear the terminal of whoever lists the store.
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c != 0x0A}
+
+
+_CONTROL_AND_NEWLINE = {**_CONTROL, 0x0A: "\\x0a"}
+
+
+def _one_line(text: str) -> str:
+    """A field read from the store (a function name) on one line: every control character,
+    newline included, as ``\\xNN``, so that a planted name cannot forge lines of a listing."""
+    return text.translate(_CONTROL_AND_NEWLINE)
 
 
 def _printable(text: str) -> str:
@@ -392,7 +402,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                                    reverse=True))
         used = "-" if g["used"] is None else _human_age(max(now - g["used"], 0.0))
         versions = ",".join(g["pythons"])
-        lines.append(f"{g['function']:<50} {g['entries']:>8} {_human_size(g['bytes']):>11}  "
+        lines.append(f"{_one_line(g['function']):<50} {g['entries']:>8} {_human_size(g['bytes']):>11}  "
                      f"{_human_age(now - g['newest']):<12}  {g['uses']:>6}  {used:<12}  {versions}")
     if not rows:
         lines = ["(no entries)"]

@@ -167,6 +167,10 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         self._mmap_mode = _check_mmap_mode(mmap_mode)
         # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
         mapping = "r" if self._mmap_mode == "r" and compress is None else None
+        if mapping is not None and options.secret is not None:
+            from fncache._options import warn_mapped_and_signed
+
+            warn_mapped_and_signed()
         lines = None
         if self._verbose >= 1:
             from fncache._callkey import function_id

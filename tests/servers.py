@@ -261,11 +261,21 @@ class S3Server:
         self.stop()
         assert self.start is not None and self.log is not None
         self.process = self.start()
-        _wait_for(self._ready, self.process, self.log, "weed mini", 60)
+        # A deadline only for a server that never comes back, far above a loaded machine's time.
+        _wait_for(self._writable, self.process, self.log, "weed mini", 300)
 
     def _ready(self) -> bool:
         # The bucket is created after the gateway starts listening: wait for both.
         self.filesystem().ls(self.bucket, refresh=True)
+        return True
+
+    def _writable(self) -> bool:
+        # After a restart the gateway lists before its volumes take writes: wait for a write too.
+        fs = self.filesystem()
+        fs.ls(self.bucket, refresh=True)
+        probe = f"{self.bucket}/.ready-{uuid.uuid4().hex}"
+        fs.pipe(probe, b"ready")
+        fs.rm(probe)
         return True
 
 

@@ -329,11 +329,13 @@ def _store_with_escape(tmp_path: pathlib.Path, kind: str, secret: bytes | None =
 @pytest.mark.parametrize("kind", ESCAPES)
 def test_read_of_an_escaping_value_file_touches_nothing_outside(tmp_path, caplog, kind, mmap_mode,
                                                                 secret):
-    """A row naming a file outside the store (or a link or FIFO) is refused without blocking."""
+    """A row naming a file outside the store (or a symlink or FIFO) is refused without blocking; a
+    hard link to a file elsewhere is a regular file, read, and rejected by its checksum."""
     f, victims = _store_with_escape(tmp_path, kind, secret, mmap_mode=mmap_mode)
     with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(3) == small_value(3)
-    assert any("not one fncache wrote" in w for w in fncache_warnings(caplog)), fncache_warnings(caplog)
+    expected = "rejected and removed" if kind == "hard link" else "not one fncache wrote"
+    assert any(expected in w for w in fncache_warnings(caplog)), fncache_warnings(caplog)
     _untouched(victims)
     with _no_hang():
         assert f(3) == small_value(3)
@@ -411,3 +413,275 @@ def test_entry_of_one_key_copied_or_swapped_to_another_is_rejected(tmp_path, cap
         assert f(2) == func(2)
     assert len(fncache_warnings(caplog)) >= 2
     assert f(1) == func(1) and f(2) == func(2)
+
+
+# -- checked bytes are never read again: a value file rewritten in place during the check ----------
+
+_REWRITER = r"""
+import os, sys
+path, offset, data = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+sys.stdin.readline()                      # the victim is between its signature check and its load
+fd = os.open(path, os.O_WRONLY)
+os.pwrite(fd, data, offset)               # in place: the victim's shared mapping sees it at once
+os.close(fd)
+print("done", flush=True)
+"""
+
+
+def _mapped_result(x: int) -> dict[str, Any]:
+    import numpy as np
+
+    return {"array": np.full(50_000, x, dtype=np.int64), "note": "n" * 600}
+
+
+def _forged_head(frame: bytes, key: str, payload: bytes) -> tuple[int, bytes]:
+    """(offset, bytes) that rewrite a frame's pickle to ``payload`` with a matching head checksum:
+    what someone who can write the value file (and knows the key from its row) can compute."""
+    import xxhash
+
+    from fncache import _codec
+
+    h = _codec.read_header(frame)
+    header_end = 40 + 8 * len(h.buffer_lens)
+    split = h.pickle_len + (-h.pickle_len % 64)
+    assert len(payload) <= h.pickle_len
+    body = payload + bytes(split - len(payload))  # pickle stops at its STOP opcode
+    check = xxhash.xxh3_128(key.encode() + frame[:header_end] + body).digest()
+    # head checksum (16 bytes after the full one), then the body from its start: one write.
+    region = bytearray(frame[header_end + 16 : h.body_offset + split])
+    region[:16] = check
+    region[h.body_offset - header_end - 16 :] = body
+    return header_end + 16, bytes(region)
+
+
+def test_mapped_entry_rewritten_in_place_after_its_signature_check_never_runs(tmp_path, monkeypatch):
+    """mmap_mode="r" with a secret: a writer of the value file who rewrites its pickle (and head
+    checksum) right after the signature was checked cannot make the signed process load it."""
+    import hmac
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    marker = tmp_path / "PWNED"
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=SECRET, mmap_mode="r")(_mapped_result)
+    f(7)
+    key = f.key(7)
+    (filename,) = _sql(cache, "SELECT filename FROM Cache WHERE key = ?", (key,))[0]
+    path = cache / filename
+    offset, data = _forged_head(path.read_bytes(), key, pickle.dumps(Plant(marker)))
+    rewriter = subprocess.Popen([sys.executable, "-c", _REWRITER, str(path), str(offset), data.hex()],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    real = hmac.compare_digest
+    rewrites = []
+
+    def rewrite_during_the_check(a: Any, b: Any) -> bool:
+        # The signature has just been computed: the rewrite lands between the check and the load.
+        if not rewrites:
+            assert rewriter.stdin is not None and rewriter.stdout is not None
+            rewriter.stdin.write("go\n")
+            rewriter.stdin.flush()
+            rewrites.append(rewriter.stdout.readline())
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", rewrite_during_the_check)
+    try:
+        value = f(7)
+    finally:
+        monkeypatch.undo()
+        rewriter.kill()
+        rewriter.wait()
+    assert rewrites == ["done\n"], "the rewrite did not happen during the read"
+    assert not marker.exists()
+    assert value["note"] == "n" * 600 and np.array_equal(value["array"], np.full(50_000, 7))
+    # The file was rewritten: the next read rejects it and recomputes, still without running it.
+    assert f(7)["note"] == "n" * 600
+    assert not marker.exists()
+
+
+# -- planted files larger than their header says ---------------------------------------------------
+
+
+def _bytes_read() -> int:
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io (Linux)")
+@pytest.mark.parametrize("mmap_mode", [None, "r"], ids=["read", "mmap"])
+@SECRETS
+def test_sparse_value_file_larger_than_its_header_is_rejected_unread(tmp_path, caplog, mmap_mode,
+                                                                      secret):
+    """A value file grown to 8 GiB (sparse: no blocks) behind a small frame's header is damage:
+    refused from its header without reading or hashing the rest, removed, and recomputed once."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache), secret=secret, mmap_mode=mmap_mode)(_big)
+    f(4)
+    (filename,) = _sql(cache, "SELECT filename FROM Cache WHERE key = ?", (f.key(4),))[0]
+    os.truncate(cache / filename, 8 << 30)  # what a planted sparse file looks like
+    before = _bytes_read()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == _big(4)
+    assert _bytes_read() - before < 64 << 20  # not the 8 GiB
+    assert any("header says" in w for w in fncache_warnings(caplog))
+    # Removed: the next call hits the recomputed entry quietly.
+    caplog.clear()
+    hits = f.cache_info().hits
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(4) == _big(4)
+    assert fncache_warnings(caplog) == [] and f.cache_info().hits == hits + 1
+
+
+_HUGE_CONSISTENT_FRAME = r"""
+import json, logging, os, resource, struct, sys
+import numpy as np
+import fncache
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+store = sys.argv[1]
+
+@fncache.memoize(store=store)
+def arrays(x):
+    return np.full(200_000, x, dtype=np.uint8)
+
+if sys.argv[2] == "plant":
+    arrays(1)
+    print(json.dumps(arrays.key(1)))
+    sys.exit()
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # 2 GiB: the planted buffer cannot fit
+first = arrays(1)
+second = arrays(1)
+print(json.dumps([int(first[0]), int(second[-1]), arrays.cache_info().hits]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "truncate"), reason="needs sparse files")
+def test_frame_too_large_to_read_is_damage_not_kept(tmp_path):
+    """A planted frame whose header is consistent with its (sparse) size but which cannot be read
+    into memory (MemoryError) is damage: removed, so later calls do not pay again."""
+    import struct
+
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "huge.py", _HUGE_CONSISTENT_FRAME)
+    cache = tmp_path / "cache"
+    key = json.loads(run_py(script, str(cache), "plant").stdout)
+    (filename,) = _sql(cache, "SELECT filename FROM Cache WHERE key = ?", (key,))[0]
+    path = cache / filename
+    frame = path.read_bytes()
+    from fncache import _codec
+
+    h = _codec.read_header(frame)
+    assert len(h.buffer_lens) == 1
+    huge = 4 << 30
+    with open(path, "r+b") as out:
+        out.seek(40)
+        out.write(struct.pack("<Q", huge))  # the buffer's length, as the header says it
+    os.truncate(path, h.body_offset + h.pickle_len + (-h.pickle_len % 64) + huge)
+    proc = run_py(script, str(cache), "read", timeout=300)
+    assert json.loads(proc.stdout.splitlines()[-1]) == [1, 1, 1], proc.stderr
+    assert "too large to read" in proc.stderr, proc.stderr
+
+
+# -- hard-linked backups ---------------------------------------------------------------------------
+
+
+@SECRETS
+@pytest.mark.parametrize("mmap_mode", [None, "r"], ids=["read", "mmap"])
+def test_hard_linked_backup_leaves_both_copies_readable(tmp_path, caplog, mmap_mode, secret):
+    """After ``cp -al`` (rsnapshot, ``rsync --link-dest``) every value file has two links: both the
+    store and its backup still hit, and nothing is rejected or removed."""
+    import shutil
+    import subprocess
+
+    if shutil.which("cp") is None:
+        pytest.skip("needs cp")
+    cache, backup = tmp_path / "cache", tmp_path / "backup"
+    f = fncache.memoize(store=str(cache), secret=secret, mmap_mode=mmap_mode)(_big)
+    for x in range(3):
+        f(x)
+    subprocess.run(["cp", "-al", str(cache), str(backup)], check=True)
+    files = [p for p in cache.rglob("*.val")]
+    assert len(files) == 3 and all(p.stat().st_nlink == 2 for p in files)
+    g = fncache.memoize(store=str(backup), secret=secret, mmap_mode=mmap_mode)(_big)
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        for x in range(3):
+            assert f(x) == _big(x) and g(x) == _big(x)
+    assert fncache_warnings(caplog) == []
+    assert f.cache_info().hits == 3 and g.cache_info().hits == 3 and g.cache_info().misses == 0
+    assert all(p.stat().st_nlink == 2 for p in files)  # nothing removed or rewritten
+
+
+# -- the database's journal files replaced ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+@pytest.mark.parametrize("kind", ["symlink", "directory", "FIFO"])
+def test_journal_file_replaced_by_a_non_regular_file_is_moved_aside(tmp_path, caplog, kind,
+                                                                     suffix):
+    """A cache.db-wal or -shm that is a symlink (to a file elsewhere), a directory or a FIFO is
+    moved aside with a WARNING, the database and its entries are kept, and clear works."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(_big)
+    assert f(1) == _big(1)
+    f.store.close()
+    victim = tmp_path / "victim"
+    victim.write_bytes(PRECIOUS)
+    odd = cache / f"cache.db{suffix}"
+
+    def plant() -> None:
+        if odd.is_file() or odd.is_symlink():
+            odd.unlink()
+        if kind == "symlink":
+            odd.symlink_to(victim)
+        elif kind == "directory":
+            odd.mkdir()
+        else:
+            os.mkfifo(odd)
+
+    plant()
+    g = fncache.memoize(store=str(cache))(_big)
+    with _no_hang(), caplog.at_level(logging.WARNING, logger="fncache"):
+        assert g(1) == _big(1) and g.cache_info().hits == 1  # the entry was kept
+    assert any("not a regular file" in w for w in fncache_warnings(caplog))
+    assert victim.read_bytes() == PRECIOUS
+    assert [p.name.split(".corrupt-")[0] for p in cache.glob("cache.db*.corrupt-*")] == [odd.name]
+    g.store.close()
+    plant()  # again, for the command line: clear works on such a store too
+    proc = cli("clear", "--dir", str(cache), "-y")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert victim.read_bytes() == PRECIOUS and len(list(cache.glob("cache.db*.corrupt-*"))) == 2
+
+
+# -- names that listings show ----------------------------------------------------------------------
+
+
+def test_a_function_name_with_newlines_cannot_forge_lines_of_a_listing(tmp_path):
+    """A planted function name holding newlines (and other control characters) is listed on one
+    line by ``fncache ls`` and ``clear --dry-run``, its control characters escaped."""
+    from fncache.stores import open_store
+
+    cache = tmp_path / "cache"
+    store = open_store(str(cache))
+    store.add("a" * 32, b"v", {"function": "m:f", "created": time.time()})
+    store.add("b" * 32, b"v", {"function": "m:evil\nm:forged        99 1.0 GiB\r", "created": 1.0})
+    store.close()
+    out = cli("ls", "--dir", str(cache)).stdout
+    assert out.count("\n") == 3 and "m:evil\\x0am:forged" in out and "\r" not in out, out
+    out = cli("clear", "--dir", str(cache), "--dry-run").stdout
+    assert "m:evil\\x0am:forged" in out and "\nm:forged" not in out and "\n  m:forged" not in out
+
+
+def test_a_very_long_function_name_is_stored_and_listed_sound(tmp_path):
+    """A function whose name is longer than the metadata limit is stored, hit, and listed (its
+    name shortened), never read back as damaged."""
+    def long_named(x: int) -> int:
+        return x + 1
+
+    long_named.__qualname__ = "q" * 70_000
+    f = fncache.memoize(store=str(tmp_path / "cache"))(long_named)
+    assert f(1) == 2 and f(1) == 2 and f.cache_info().hits == 1
+    (entry,) = list(f.store.entries())
+    assert not entry.damaged and entry.meta["function"].endswith("\u2026")
+    assert "(damaged)" not in cli("ls", "--dir", str(tmp_path / "cache")).stdout

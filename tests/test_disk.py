@@ -130,8 +130,9 @@ def _age(path: Path, seconds: float) -> None:
 
 @pytest.mark.slow
 def test_value_files_of_killed_writers_are_reported_and_swept_after_the_grace_period(tmp_path):
-    """A writer SIGKILLed mid-write leaves a value file no entry owns: info reports it once it is
-    older than the grace period, prune and clear remove it, and entries' own files stay."""
+    """A writer SIGKILLed mid-write leaves a value file no entry owns: info counts it once nobody
+    has written it for 10 s (its writer's lock is gone; no need to wait for the hour's grace),
+    prune and clear remove it; a file a live writer holds and entries' own files stay."""
     script, cache = _fill(tmp_path)
     proc = run_py(script, str(cache), "big", "100000")  # one healthy file-backed entry
     assert json.loads(proc.stdout)["ok"]
@@ -141,15 +142,22 @@ def test_value_files_of_killed_writers_are_reported_and_swept_after_the_grace_pe
 
     orphan = _kill_mid_write(script, cache, 200 * 2**20)
     assert len(store) == 1  # the killed write published nothing
+    # A writer at work (here, this process) holds its file's lock, however long ago it wrote.
+    live, fd = store.db.files.new()
+    os.write(fd, b"partial")
+    _age(Path(store.db.files.path(live)), 60)
     info = json.loads(cli("info", "--dir", str(cache), "--json").stdout)
-    assert info["orphans"] == 0  # younger than the grace period: maybe a writer still at work
-    _age(orphan, ORPHAN_GRACE + 60)
+    assert info["orphans"] == 0  # the killed writer's file was written just now
+    _age(orphan, 11)  # as 11 s after the kill
     info = json.loads(cli("info", "--dir", str(cache), "--json").stdout)
     assert (info["orphans"], info["orphan_bytes"]) == (1, orphan.stat().st_size)
 
     proc = cli("prune", "--dir", str(cache), "--max-size", "1GB", "-y")
     assert proc.returncode == 0 and "1 orphaned files" in proc.stdout, proc.stdout + proc.stderr
     assert not orphan.exists()
+    assert Path(store.db.files.path(live)).exists()  # still being written: never swept
+    os.close(fd)
+    store.db.files.remove(live)
     # Another orphan, for clear: a copy of the entry's file under a name no row references.
     copy = Path(store.db.files.path("ff/ee/" + "d" * 28 + ".val"))
     copy.parent.mkdir(parents=True)

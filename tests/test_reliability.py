@@ -8,6 +8,7 @@ once (a WARNING on the ``fncache`` logger), removed and recomputed.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import multiprocessing
 import os
@@ -627,3 +628,310 @@ def test_prune_on_a_size_limited_disk_store_keeps_recently_read_entries(tmp_path
     assert all(e.accessed is not None for e in store.entries())
     assert prune_to_size(store, 150) == 2
     assert [e.key for e in store.entries()] == [keys[0]]
+
+
+# -- fork while a thread computes ------------------------------------------------------------------
+
+_FORK_DURING_A_COMPUTATION = r"""
+import json, os, signal, sys, threading
+import fncache
+
+store = sys.argv[1]
+parent = os.getpid()
+inside, release = threading.Event(), threading.Event()
+
+@fncache.memoize(store=store)
+def work(x):
+    if os.getpid() == parent and threading.current_thread() is not threading.main_thread():
+        inside.set()
+        release.wait()            # the parent's thread stays inside the computation
+    return {"x": x, "pid": os.getpid()}
+
+t = threading.Thread(target=work, args=(1,))
+t.start()
+inside.wait()
+fncache.key_for(work, 2)          # the key machinery is in use too
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)              # a hang is a failure, not a stuck test run
+    first = work(1)               # the key the parent's thread is computing
+    other = work(2)
+    print(json.dumps({"child": [first["x"], other["x"], first["pid"] == os.getpid()]}), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+release.set()
+t.join()
+print(json.dumps({"status": status, "parent": work(1)["x"]}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["disk", "memory"])
+def test_child_forked_while_a_thread_computes_the_same_key_returns(tmp_path, kind):
+    """A process forked while one of its threads computes a key: the child's own call of that key
+    computes it there and returns (it used to wait forever for the inherited in-flight entry)."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "fork_during.py", _FORK_DURING_A_COMPUTATION)
+    store = str(tmp_path / "cache") if kind == "disk" else "memory://"
+    lines = [json.loads(line) for line in run_py(script, store, timeout=120).stdout.splitlines()]
+    assert lines == [{"child": [1, 2, True]}, {"status": 0, "parent": 1}]
+
+
+_FORK_WHILE_LOCKS_ARE_HELD = r"""
+import json, os, signal, sys, threading
+import fncache
+from fncache import _depends, _fingerprint, _hasher, _usage, stores
+from fncache.stores import tiered
+
+held, release = threading.Event(), threading.Event()
+LOCKS = [_hasher._registry_lock, _fingerprint._fp_lock, _depends._lock, stores._cache_lock,
+         tiered._breakers_lock, _usage._logs_lock]
+
+def hold():                       # a thread inside each of fncache's module-level critical sections
+    for lock in LOCKS:
+        lock.acquire()
+    held.set()
+    release.wait()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)
+    f = fncache.memoize(store=[sys.argv[1], "memory://"], depends_on=[sys.argv[2]])(lambda x: x + 1)
+    print(json.dumps([f(1), f(1), f.cache_info().hits]), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+release.set()
+print(json.dumps(status), flush=True)
+"""
+
+
+def test_child_forked_while_module_locks_are_held_can_use_fncache(tmp_path):
+    """Every module-level lock is fresh in a forked child: a child forked while other threads were
+    inside fncache (opening a store, hashing, fingerprinting) still computes, stores and hits."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "fork_locks.py", _FORK_WHILE_LOCKS_ARE_HELD)
+    (tmp_path / "input.txt").write_text("data")
+    out = run_py(script, str(tmp_path / "cache"), str(tmp_path / "input.txt"), timeout=120)
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [[2, 2, 1], 0]
+
+
+def test_every_module_level_lock_is_reset_in_a_forked_child():
+    """A lock made at module level in fncache belongs to a module that resets it at fork."""
+    import re
+
+    package = Path(fncache.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        locks = re.findall(r"(?m)^(_\w+) = threading\.R?Lock\(\)", source)
+        for name in locks:
+            assert re.search(rf"(?m)^\s+{name} = threading\.R?Lock\(\)", source) and \
+                "_forks.on_fork(" in source, f"{path.name}: {name} is not reset at fork"
+
+
+# -- a paused writer -------------------------------------------------------------------------------
+
+_HOLD_WRITE_LOCK = r"""
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN IMMEDIATE")     # as an sqlite3 shell, or a process stopped inside a write
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+_PAUSED_WRITER_VICTIM = r"""
+import json, logging, pathlib, sys
+import fncache
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+store, timeout, policy = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+marker = pathlib.Path(store).parent / "runs"  # the same in every run: part of the key
+
+@fncache.memoize(store=store, store_options={"timeout": timeout}, on_store_error=policy)
+def double(x):
+    marker.write_text(marker.read_text() + f"{x} " if marker.exists() else f"{x} ")
+    return 2 * x
+
+out = {"hit": double(1)}
+try:
+    out["miss"] = double(2)
+except fncache.StoreError as e:
+    out["raised"] = str(e)
+out["info"] = [double.cache_info().hits, double.cache_info().misses]
+print(json.dumps(out), flush=True)
+"""
+
+
+@contextlib.contextmanager
+def _write_lock_held(db: Path) -> Iterator[None]:
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_WRITE_LOCK, str(db)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("policy", ["log", "raise"])
+def test_a_paused_writer_delays_neither_opening_nor_a_hit_and_bounds_a_write(tmp_path, policy):
+    """An sqlite3 client holding BEGIN IMMEDIATE on the store: a new process opens the store and
+    hits without waiting for it; its miss waits the store's timeout, then is a logged miss (the
+    value returned, not stored) or, with on_store_error="raise", raises StoreError."""
+    from .helpers import run_py, write
+
+    cache = tmp_path / "cache"
+    runs = tmp_path / "runs"
+    script = write(tmp_path / "victim.py", _PAUSED_WRITER_VICTIM)
+    run_py(script, str(cache), "10", "log")  # computes and stores 1 and 2
+    assert runs.read_text() == "1 2 "
+    with _write_lock_held(cache / "cache.db"):
+        # Hits: with a timeout of 10 minutes, any wait for the write lock would hang the run.
+        hit = json.loads(run_py(script, str(cache), "600", "log").stdout)
+    assert hit == {"hit": 2, "miss": 4, "info": [2, 0]} and runs.read_text() == "1 2 "
+    with contextlib.closing(sqlite3.connect(cache / "cache.db", isolation_level=None)) as con:
+        con.execute("DELETE FROM Cache WHERE rowid = (SELECT MAX(rowid) FROM Cache"
+                    " WHERE fncache_meta IS NOT NULL)")  # the entry of 2: its call misses next
+    with _write_lock_held(cache / "cache.db"):
+        proc = run_py(script, str(cache), "0.5", policy)
+    out = json.loads(proc.stdout)
+    assert out["hit"] == 2 and runs.read_text() == "1 2 2 "  # 2 computed, 1 still a hit
+    if policy == "log":
+        assert out["miss"] == 4 and "WARNING" in proc.stderr and "database is locked" in proc.stderr
+    else:
+        assert "miss" not in out and "database is locked" in out["raised"]
+    # Nothing was stored meanwhile; once the writer is gone, results are stored as usual.
+    run_py(script, str(cache), "10", "log")
+    assert runs.read_text() == "1 2 2 2 "
+    final = json.loads(run_py(script, str(cache), "10", "log").stdout)
+    assert final["info"] == [2, 0] and runs.read_text() == "1 2 2 2 "
+
+
+# -- a killed lock holder and its waiters ----------------------------------------------------------
+
+_LOCKED_JOB = r"""
+import logging, os, pathlib, sys, time
+import fncache
+
+logging.basicConfig(level=logging.INFO, format=f"{os.getpid()} %(asctime)s %(message)s")
+store, here = sys.argv[1], pathlib.Path(sys.argv[3])
+
+@fncache.memoize(store=store, lock=True, lock_timeout=20, ignore=["role"])
+def slow(x, role):
+    if role == "holder":
+        (here / "holder-started").touch()
+        time.sleep(3600)                       # killed while it computes
+    with open(here / "computed", "a") as f:    # one line per computation by a waiter
+        f.write(f"{os.getpid()}\n")
+    while not (here / "release").exists():     # still computing while the others' waits run out
+        time.sleep(0.01)
+    return {"x": x}
+
+print("calling", flush=True)
+print(slow(7, sys.argv[2]), flush=True)
+"""
+
+
+def _wait_until(condition: Any, what: str, limit: float = 300) -> None:
+    """Wait for a condition (the limit only catches a hang, it is no timing margin)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_after_a_lock_holder_is_killed_one_waiter_computes(tmp_path):
+    """lock=True: the holder of a key is SIGKILLed while several processes wait; once its lease
+    runs out one waiter takes it over and computes, and the others wait for that one (their own
+    waits running out meanwhile) and share its result: one computation, not one per waiter.
+
+    (The new holder computes until every other waiter's own wait of 20 s has run out, which
+    happens a few seconds after the take-over, and well within the new holder's 20 s lease.)"""
+    import signal
+    import sys
+
+    from .helpers import write
+
+    script = write(tmp_path / "locked.py", _LOCKED_JOB)
+    store = str(tmp_path / "cache")
+    env = dict(os.environ)
+    env.pop("FNCACHE_DISABLE", None)
+
+    def start(role: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(script), store, role, str(tmp_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    holder = start("holder")
+    _wait_until((tmp_path / "holder-started").exists, "the holder to start computing")
+    waiters = [start("waiter") for _ in range(4)]
+    try:
+        for w in waiters:
+            assert w.stdout is not None and w.stdout.readline() == "calling\n"
+        called = time.monotonic()  # every waiter's wait started before this, or right after
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        computed = tmp_path / "computed"
+        _wait_until(computed.exists, "a waiter to take the lease over")
+        # Past every other waiter's own wait (20 s from its call): unfixed, each computes now.
+        time.sleep(max(0.0, called + 21 - time.monotonic()))
+        (tmp_path / "release").touch()
+        outs = [w.communicate(timeout=300) for w in waiters]
+        results = [o[0] for o in outs]
+    finally:
+        for p in (holder, *waiters):
+            p.kill()
+            p.wait()
+    assert [r.splitlines()[-1] for r in results] == ["{'x': 7}"] * 4
+    assert len(computed.read_text().splitlines()) == 1, "\n".join(o[1] for o in outs)
+
+
+# -- the store named by the environment ------------------------------------------------------------
+
+_ENV_JOB = r"""
+import logging, fncache
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+f = fncache.memoize(lambda x: x + 1)
+print(f(1), f(1), flush=True)
+g = fncache.memoize(on_store_error="raise")(lambda x: x * 2)
+try:
+    print(g(1), flush=True)
+except fncache.StoreError as e:
+    print("StoreError", e, flush=True)
+"""
+
+
+@pytest.mark.parametrize("value", ["htp://host/x", "redis://host:notaport/0"])
+def test_a_malformed_fncache_store_is_a_store_failure_not_an_import_error(tmp_path, value):
+    """A malformed $FNCACHE_STORE, like an unreachable one, does not make decorating (importing)
+    fail: calls are logged misses naming the variable, or StoreError with on_store_error="raise"."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "env_job.py", _ENV_JOB)
+    proc = run_py(script, env={"FNCACHE_STORE": value})
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "2 2" and lines[1].startswith("StoreError") and "FNCACHE_STORE" in lines[1]
+    assert "WARNING" in proc.stderr and "FNCACHE_STORE" in proc.stderr
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("FNCACHE_STORE", "   ", "blank"), ("FNCACHE_DIR", "", "blank"),
+    ("FNCACHE_DIR", "relative/cache", "relative"), ("FNCACHE_STORE", "relative/cache", "relative")])
+def test_a_blank_or_relative_store_variable_warns(tmp_path, name, value, says):
+    """A blank $FNCACHE_STORE/$FNCACHE_DIR is ignored and a relative one used as given, each with
+    one WARNING naming the variable."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "env_job.py", _ENV_JOB)
+    env = {"FNCACHE_STORE": "", "FNCACHE_DIR": str(tmp_path / "default"), name: value}
+    if name == "FNCACHE_STORE" and not value.strip():
+        env["FNCACHE_DIR"] = str(tmp_path / "default")
+    proc = run_py(script, env=env, cwd=tmp_path)
+    assert proc.stdout.splitlines() == ["2 2", "2"]
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("WARNING")]
+    assert len([w for w in warnings if name in w and says in w]) == 1, proc.stderr

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fncache import _forks
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store, join_parts, store_error
 from fncache.stores._lock import LeaseLock
@@ -43,6 +44,7 @@ __all__ = [
     "check_store",
     "default_store",
     "default_store_url",
+    "env_store_error",
     "join_parts",
     "open_store",
     "public_config",
@@ -88,16 +90,54 @@ def _is_secret(name: Any) -> bool:
     return lowered in _SECRET_EXACT or any(word in lowered for word in _SECRET_WORDS)
 
 
-def redact(url: str) -> str:
-    """``url`` with any password (``user:PASSWORD@``, ``?password=``) replaced by ``***``.
+_SCHEME_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_QUERY_SECRET_NAME = re.compile(r"(?i)[?&][^=&#]*(?:password|secret|token)[^=&#]*=")
 
-    For messages and ``repr``: a URL given by the user is shown this way wherever fncache shows it.
-    Tiers (URLs joined by commas) are redacted one by one.
+
+def _url_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each ``scheme://...`` in ``text``, each running to the next one's scheme."""
+    starts = [m.start() for m in _SCHEME_START.finditer(text)]
+    if not starts:
+        return []
+    return list(zip(starts, [*starts[1:], len(text)], strict=True))
+
+
+def _hide(url: str, mask: str) -> str:
+    """``text`` with every URL's password (userinfo and secret query values) replaced by ``mask``
+    (``"***"``), or removed with its ``:`` (``""``).
+
+    Conservative by design, not the client's parse: a password may hold ``@ # / ? , &`` (given
+    unescaped, the client library would read only part of it, and another part would show), so
+    the userinfo runs from the ``://`` to the *last* ``@`` before the next URL, and a secret query
+    value to the end of its URL. Anything else a URL holds there is hidden too, never the reverse.
     """
-    if "," in url:
-        return ",".join(redact(part) for part in url.split(","))
-    url = _USERINFO_PASSWORD.sub(r"\1:***@", url)
-    return _QUERY_SECRET.sub(r"\1***", url)
+    spans = _url_spans(url)
+    if not spans:
+        return url
+    out = [url[: spans[0][0]]]
+    for start, end in spans:
+        part = url[start:end]
+        head = part.index("://") + 3
+        m = _QUERY_SECRET_NAME.search(part, head)
+        if m:
+            part = part[: m.end()] + mask if mask else part[: m.start()]
+        at = part.rfind("@", head)
+        colon = part.find(":", head, at) if at >= 0 else -1
+        if colon >= 0 and mask:
+            part = part[:colon] + ":" + mask + part[at:]
+        elif colon >= 0:  # removed; an empty user goes with its ``@``
+            part = part[:colon] + part[at + (colon == head) :]
+        out.append(part)
+    return "".join(out)
+
+
+def redact(url: str) -> str:
+    """``url`` with any password (``user:PASSWORD@``, ``?password=...``) replaced by ``***``.
+
+    For messages and ``repr``: a URL given by the user is shown this way wherever fncache shows it,
+    whatever characters the password holds (see :func:`_hide`). Tiers joined by commas too.
+    """
+    return _hide(url, "***")
 
 
 def _strip(options: Any) -> Any:
@@ -125,6 +165,7 @@ def public_config(
         cleaned = ",".join(clean) if isinstance(store, str) else clean
         return cleaned, _strip(dict(options))
     if isinstance(store, str) and "://" in store:
+        store = _hide(store, "")  # first: the client-style parse below could keep a part of one
         if store.startswith(("redis://", "rediss://", "unix://")):
             from fncache.stores._redis_config import split_password
 
@@ -138,12 +179,43 @@ _cache_lock = threading.RLock()
 _open: dict[tuple[str, bool, Any], Store] = {}
 
 
+def _fresh_cache_lock() -> None:
+    global _cache_lock
+    _cache_lock = threading.RLock()
+
+
+_forks.on_fork(_fresh_cache_lock)
+
+
+_WARNED_ENV: set[str] = set()
+
+
+def _from_env(name: str) -> str | None:
+    """``$name`` if it names a store; a blank value is ignored and a relative path used as
+    given, each with a WARNING (once per process): both are usually a mistake."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    problem = None
+    if not value.strip():
+        problem = "is set but blank: ignored"
+    elif "://" not in value and "," not in value and not os.path.isabs(os.path.expanduser(value)):
+        problem = (f"is a relative path: the cache is {os.path.abspath(value)!r}, and another in "
+                   "every other working directory")
+    if problem is not None and name not in _WARNED_ENV:
+        import logging
+
+        _WARNED_ENV.add(name)
+        logging.getLogger("fncache").warning("%s %s", name, problem)
+    return value if value.strip() else None
+
+
 def default_store_url() -> str:
     """``$FNCACHE_STORE``, else ``$FNCACHE_DIR``, else the user cache directory (``~/.cache/fncache``)."""
-    url = os.environ.get("FNCACHE_STORE")
+    url = _from_env("FNCACHE_STORE")
     if url:
         return url
-    directory = os.environ.get("FNCACHE_DIR")
+    directory = _from_env("FNCACHE_DIR")
     if directory:
         return directory
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -156,6 +228,12 @@ def default_store() -> str | Path:
     commas), a directory (``$FNCACHE_DIR``, the user cache) as a path, whose name may hold a comma."""
     url = default_store_url()
     return url if url == os.environ.get("FNCACHE_STORE") else Path(url)
+
+
+def env_store_error(e: ConfigError) -> ConfigError:
+    """``e`` (raised opening the default store) as the error of the variable that named it."""
+    name = "FNCACHE_STORE" if (os.environ.get("FNCACHE_STORE") or "").strip() else "FNCACHE_DIR"
+    return ConfigError(f"{name}: {e}")
 
 
 def _create(url: str, options: dict[str, Any], tiered: bool = False) -> Store:
@@ -247,7 +325,16 @@ def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
             raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
         return
     if store is None:
-        store = default_store()
+        # The store named by the environment is not the code's to answer for: a malformed
+        # $FNCACHE_STORE is a store failure at the first call (a logged miss, or StoreError with
+        # on_store_error="raise"), as an unreachable one is, not an error of every decoration.
+        # Options given in code are still checked now (their errors do not start "store:").
+        try:
+            check_store(default_store(), options)
+        except ConfigError as e:
+            if not str(e).startswith("store:"):
+                raise
+        return
     if split_tiers(store) is not None:
         open_store(store, **options)  # opens each tier's configuration; nothing connects or is created
         return

@@ -218,8 +218,31 @@ def load_json(raw: bytes | bytearray | str | None, max_bytes: int = MAX_JSON_BYT
         raise ValueError(str(e)) from e
 
 
+# The largest metadata every store reads back as sound (the disk store's limit; Redis and S3 read
+# up to 1 MiB): larger metadata is shortened when written, never written to be read as damaged.
+META_LIMIT = 64 * 1024
+_LONG_TEXT = 1024
+
+
 def encode_meta(meta: dict[str, Any]) -> bytes:
-    """Metadata as compact, deterministic JSON bytes."""
+    """Metadata as compact, deterministic JSON bytes, at most :data:`META_LIMIT` of them.
+
+    Metadata that would be larger (a function name of 70,000 characters) is shortened: each long
+    text to 1,024 characters and an ellipsis, then, if that is not enough, to its numbers and
+    short texts only. The entry itself is unchanged.
+    """
+    raw = _json(meta)
+    if len(raw) <= META_LIMIT:
+        return raw
+    short = {k: v[:_LONG_TEXT] + "\u2026" if isinstance(v, str) and len(v) > _LONG_TEXT else v
+             for k, v in meta.items()}
+    raw = _json(short)
+    if len(raw) <= META_LIMIT:
+        return raw
+    return _json({k: v for k, v in short.items() if not isinstance(v, (dict, list, tuple))})
+
+
+def _json(meta: dict[str, Any]) -> bytes:
     return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
@@ -445,7 +468,9 @@ class Store:
         return (_reopen, (self.url, self.options))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.url!r})"
+        from fncache.stores import redact
+
+        return f"{type(self).__name__}({redact(self.url)!r})"
 
 
 def now() -> float:

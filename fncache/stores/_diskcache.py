@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from fncache.stores._base import EntryInfo
@@ -117,55 +119,128 @@ def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
     return meta, None
 
 
+# Seconds a disk operation waits for the database's write lock (and a read for a busy database)
+# before it fails: a logged miss, or StoreError with on_store_error="raise". diskcache's own
+# default, 60 s per statement and retried forever in its transactions, let one process paused
+# inside a write (Ctrl-Z, a debugger, an ``sqlite3`` shell in ``BEGIN IMMEDIATE``) hang all others.
+DEFAULT_TIMEOUT = 10.0
+
+
 class _Diskcache:
     """The one place that uses diskcache's private API (checked against diskcache 5.4 to 5.6).
 
     It relies on: the ``Cache`` table's columns (:data:`COLUMNS`) and storage modes 1 (raw bytes
-    inline) and 2 (bytes in a file); ``Cache._sql`` (the connection's ``execute``);
-    ``Cache._transact(retry)`` (``BEGIN IMMEDIATE`` ... ``COMMIT``, nested per thread, retried
-    while busy); ``Cache._cull(now, sql, cleanup)``; ``EVICTION_POLICY[...]["get"]``. The tests
-    check these against the installed diskcache. Nothing of diskcache reads a value or deletes a
-    file: rows are never given to ``Disk.fetch`` (which unpickles) and the files of removed rows go
-    to :meth:`ValueFiles.remove`, not to ``Disk.remove`` (which joins any name to the directory).
+    inline) and 2 (bytes in a file), the ``Settings`` table's keys; ``Cache._sql`` (the
+    connection's ``execute``); ``Cache._sql_retry`` (what ``Cache.__init__`` runs its writes
+    through: bounded here, see :class:`_BoundedCache`); ``Cache._transact(retry)`` (``BEGIN
+    IMMEDIATE`` ... ``COMMIT``, nested per thread, ``diskcache.Timeout`` when busy);
+    ``Cache._cull(now, sql, cleanup)``; ``EVICTION_POLICY[...]["get"]``. The tests check these
+    against the installed diskcache. Nothing of diskcache reads a value or deletes a file: rows are
+    never given to ``Disk.fetch`` (which unpickles) and the files of removed rows go to
+    :meth:`ValueFiles.remove`, not to ``Disk.remove`` (which joins any name to the directory).
+
+    Reads never wait for the write lock. They use connections of their own (one per thread), and
+    an existing database is opened for them without diskcache's ``Cache.__init__``, which writes
+    its settings on every open: the ``diskcache.Cache`` (for writes) is opened on the first write.
+    Writes wait at most ``timeout`` seconds (:data:`DEFAULT_TIMEOUT`) for the write lock, then
+    raise ``sqlite3.OperationalError`` (``database is locked``).
     """
 
     def __init__(self, directory: str, size_limit: int | None, options: dict[str, Any]) -> None:
-        import diskcache
-        from diskcache.core import EVICTION_POLICY
+        from diskcache.core import DEFAULT_SETTINGS
 
         opts = dict(options)
         opts.setdefault("eviction_policy", "least-recently-used" if size_limit else "none")
-        self.cache = diskcache.Cache(
-            directory, size_limit=size_limit or _UNLIMITED, tag_index=True, **opts
-        )
+        self.timeout = float(opts.pop("timeout", DEFAULT_TIMEOUT))
+        self._options = opts
+        self._size_limit = size_limit or _UNLIMITED
+        self.directory = directory
         self.files = ValueFiles(directory)
-        self.min_file_size = int(self.cache.disk_min_file_size)
-        self.timeout = float(self.cache.timeout)
-        # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
-        self._on_read: str | None = EVICTION_POLICY[self.cache.eviction_policy]["get"]
-        self._statistics = bool(self.cache.statistics)
-        self.tracks_reads = self.cache.eviction_policy == "least-recently-used"
-        self._add_meta_column()
-
-    def _add_meta_column(self) -> None:
-        columns = [row[1] for row in self.cache._sql("PRAGMA table_info(Cache)").fetchall()]
-        if _COLUMN in columns:
-            return
+        self._path = os.path.join(directory, "cache.db")
+        self._readers = threading.local()
+        self._cache: Any = None
+        self._cache_lock = threading.Lock()
         try:
-            # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
-            self.cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
+            stored = self._stored_settings()
+            if stored is None:
+                # A new (or not fncache-ready) database: its schema is written now.
+                self._open_cache()
+                stored = self._stored_settings() or {}
+        except BaseException:
+            self.close()
+            raise
+        settings = dict(DEFAULT_SETTINGS, **stored)
+        settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
+        self.min_file_size = int(settings["disk_min_file_size"])
+        # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
+        self._on_read: str | None = _read_policy(opts["eviction_policy"])
+        self._statistics = bool(settings.get("statistics"))
+        self.tracks_reads = opts["eviction_policy"] == "least-recently-used"
+
+    def _stored_settings(self) -> dict[str, Any] | None:
+        """The settings of an existing database that fncache has opened before (it has the
+        ``Cache`` table with fncache's column), read without any write; None for any other."""
+        if not os.path.isfile(self._path):
+            return None
+        try:
+            con = self._reader()
+            columns = [row[1] for row in con.execute("PRAGMA table_info(Cache)").fetchall()]
+            if _COLUMN not in columns:
+                return None
+            return dict(con.execute("SELECT key, value FROM Settings").fetchall())
         except sqlite3.OperationalError as e:
-            if "duplicate column" not in str(e):  # another process added it first: fine
-                raise
+            if "no such table" in str(e):
+                return None
+            raise
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's connection for reads (opened once per thread and process).
+
+        Busy timeout 0: a read retries by itself (see :meth:`rows`) and the bookkeeping write of
+        :meth:`record_read` is dropped at once when another process holds the write lock.
+        """
+        local = self._readers
+        con: sqlite3.Connection | None = getattr(local, "con", None)
+        if con is None or local.pid != os.getpid():
+            con = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            local.con, local.pid = con, os.getpid()
+        return con
+
+    @property
+    def cache(self) -> Any:
+        """The ``diskcache.Cache`` (for writes), opened on first use; waits at most ``timeout``."""
+        return self._writer(self.timeout)
+
+    def _writer(self, wait: float) -> Any:
+        cache = self._cache
+        if cache is None:
+            with self._cache_lock:
+                if self._cache is None:
+                    self._open_cache(wait)
+                cache = self._cache
+        return cache
+
+    def _open_cache(self, wait: float | None = None) -> None:
+        wait = self.timeout if wait is None else wait
+        cache = _BoundedCache(self.directory, deadline=time.monotonic() + wait,
+                              size_limit=self._size_limit, tag_index=True,
+                              timeout=self.timeout, **self._options)
+        try:
+            _add_meta_column(cache)
+        except BaseException:
+            cache.close()
+            raise
+        self._cache = cache
 
     def rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
         """All rows of one read-only statement."""
         # WAL readers are rarely refused, but a checkpoint or a recovery can still answer "database
-        # is locked" past SQLite's busy timeout; diskcache retries its writers, so readers do too.
+        # is locked"; retried for up to ``timeout`` seconds.
         deadline = None
+        con = self._reader()
         while True:
             try:
-                return self.cache._sql(statement, params).fetchall()  # type: ignore[no-any-return]
+                return con.execute(statement, params).fetchall()
             except sqlite3.OperationalError as e:
                 if str(e) != "database is locked":
                     raise
@@ -177,11 +252,34 @@ class _Diskcache:
                 time.sleep(0.001)
 
     @contextmanager
-    def transact(self) -> Iterator[tuple[Any, Any]]:
+    def transact(self, wait: float | None = None) -> Iterator[tuple[Any, Any]]:
         """``(sql, doom)`` inside one write transaction; files passed to ``doom`` are removed
-        (contained, see :class:`ValueFiles`) after the commit, none if the transaction fails."""
+        (contained, see :class:`ValueFiles`) after the commit, none if the transaction fails.
+
+        Waits at most ``wait`` seconds (default ``timeout``) for the write lock (SQLite's busy
+        timeout, then retries until the deadline), then raises ``sqlite3.OperationalError``.
+        """
+        import diskcache
+
         doomed: list[object] = []
-        with self.cache._transact(True) as (sql, _):
+        wait = self.timeout if wait is None else wait
+        deadline = time.monotonic() + wait
+        cache = self._writer(wait)
+        with ExitStack() as stack:
+            if wait != self.timeout and cache._txn_id != threading.get_ident():
+                # This connection's busy timeout for this transaction only.
+                cache._sql(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+                stack.callback(cache._sql, f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            while True:
+                try:
+                    sql, _ = stack.enter_context(cache._transact(False))
+                    break
+                except diskcache.Timeout:
+                    if time.monotonic() >= deadline:
+                        raise sqlite3.OperationalError(
+                            "database is locked (another process holds its write lock for over "
+                            f"{self.timeout:g}s)") from None
+                    time.sleep(0.001)
             yield sql, doomed.append
         for name in doomed:
             if name is not None:
@@ -197,12 +295,13 @@ class _Diskcache:
         Bookkeeping only: a busy database loses this record rather than failing the read.
         """
         try:
+            con = self._reader()
             if self._statistics:
-                self.cache._sql("UPDATE Settings SET value = value + 1 WHERE key = ?",
-                                ("hits" if rowid is not None else "misses",))
+                con.execute("UPDATE Settings SET value = value + 1 WHERE key = ?",
+                            ("hits" if rowid is not None else "misses",))
             if self._on_read is not None and rowid is not None:
                 update = self._on_read.format(now=repr(now_))
-                self.cache._sql(f"UPDATE Cache SET {update} WHERE rowid = ?", (rowid,))
+                con.execute(f"UPDATE Cache SET {update} WHERE rowid = ?", (rowid,))
         except sqlite3.OperationalError as e:
             log.debug("read of row %s not recorded: %s", rowid, e)
 
@@ -219,7 +318,8 @@ class _Diskcache:
         if not sets:
             return
         statement = f"UPDATE Cache SET {', '.join(sets)} WHERE key = :key AND raw = 1"
-        with self.transact() as (sql, _):
+        # Bookkeeping: not worth waiting for a busy database (these records are dropped instead).
+        with self.transact(wait=0.1) as (sql, _):
             for key, last, count in uses:
                 sql(statement, {"key": key, "last": last, "count": count})
 
@@ -261,4 +361,70 @@ class _Diskcache:
                 " AND value = ?", (name, _MODE_RAW, sqlite3.Binary(token.encode())))
 
     def close(self) -> None:
-        self.cache.close()
+        con = getattr(self._readers, "con", None)
+        if con is not None and self._readers.pid == os.getpid():
+            con.close()
+        self._readers = threading.local()
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            cache.close()
+
+
+def _read_policy(policy: str) -> str | None:
+    from diskcache.core import EVICTION_POLICY
+
+    if policy not in EVICTION_POLICY:
+        raise ValueError(f"eviction_policy: expected one of {sorted(EVICTION_POLICY)}, got {policy!r}")
+    return EVICTION_POLICY[policy]["get"]  # type: ignore[no-any-return]
+
+
+def _add_meta_column(cache: Any) -> None:
+    columns = [row[1] for row in cache._sql("PRAGMA table_info(Cache)").fetchall()]
+    if _COLUMN in columns:
+        return
+    try:
+        # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
+        cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
+    except sqlite3.OperationalError as e:
+        if "duplicate column" not in str(e):  # another process added it first: fine
+            raise
+
+
+def _bounded_cache_class() -> type:
+    import diskcache
+
+    class BoundedCache(diskcache.Cache):  # type: ignore[misc]
+        """``diskcache.Cache`` whose opening gives up at a deadline instead of retrying each
+        statement for 60 s (``Cache.__init__`` writes its settings on every open)."""
+
+        def __init__(self, directory: str, *, deadline: float, **kwargs: Any) -> None:
+            self._fncache_deadline = deadline
+            super().__init__(directory, **kwargs)
+
+        @property
+        def _sql_retry(self) -> Any:
+            sql = self._sql
+            deadline = self._fncache_deadline
+
+            def execute(statement: str, *args: Any, **kwargs: Any) -> Any:
+                while True:
+                    try:
+                        return sql(statement, *args, **kwargs)
+                    except sqlite3.OperationalError as exc:
+                        if str(exc) != "database is locked" or time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.001)
+
+            return execute
+
+    return BoundedCache
+
+
+def _BoundedCache(directory: str, **kwargs: Any) -> Any:  # noqa: N802 (a class, made lazily)
+    global _BOUNDED
+    if _BOUNDED is None:
+        _BOUNDED = _bounded_cache_class()
+    return _BOUNDED(directory, **kwargs)
+
+
+_BOUNDED: Any = None

@@ -8,7 +8,11 @@ Nothing here ever touches a file outside the store because of that:
   ``xx/yy/<28 hex>.val``; anything else is refused before any system call;
 * its directory must resolve (``realpath``) to ``<store>/xx/yy`` itself: no symlinked sub-directory;
 * it is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink fails, a FIFO does not block) and must
-  be a regular file with one link (``fstat``: no hard link to a file elsewhere);
+  be a regular file (``fstat``). Several hard links are accepted: ``cp -al``, rsnapshot and
+  ``rsync --link-dest`` backups make them, and what is read is verified by its checksum (and
+  signature) anyway; a link to a file elsewhere gives its bytes to the codec, which rejects them,
+  and fncache never writes into an existing file (new files are created ``O_EXCL``) nor removes
+  more than the name in the store;
 * removal unlinks only that name: never a directory, never what a symlink points to.
 
 Not for: protecting against someone who can replace the store directory itself (its parents must
@@ -24,6 +28,11 @@ import os
 import re
 import stat
 from collections.abc import Iterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: partial files wait for the grace period
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["UnsafeFile", "ValueFiles", "make_private_dirs", "unsafe_ancestors"]
 
@@ -137,7 +146,12 @@ class ValueFiles:
                     break
             else:
                 try:
-                    return name, os.open(self.path(name), _CREATE_FLAGS, 0o600)
+                    fd = os.open(self.path(name), _CREATE_FLAGS, 0o600)
+                    if fcntl is not None:
+                        # Held until the file is published or given up (see abandoned()): the
+                        # kernel drops it when the writer dies, even by SIGKILL.
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return name, fd
                 except UnsafeFile as e:
                     refused = str(e)
                 except FileNotFoundError:
@@ -167,11 +181,29 @@ class ValueFiles:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafeFile(f"value file {name!r} is not a regular file")
-            if st.st_nlink != 1:  # a hard link to a file elsewhere; fncache never makes those
-                raise UnsafeFile(f"value file {name!r} has {st.st_nlink} links")
         except BaseException:
             os.close(fd)
             raise
+        return fd
+
+    def abandoned(self, name: str) -> int | None:
+        """A descriptor of value file ``name`` holding its write lock, if no writer holds it (the
+        one that created it died, or is done); None if a writer still does, or it is gone.
+
+        The caller closes it (releasing the lock) once it has removed or kept the file. Without
+        ``fcntl`` (not POSIX) every file reads as held.
+        """
+        if fcntl is None:
+            return None
+        try:
+            fd = os.open(self.path(name), _READ_FLAGS)
+        except (OSError, UnsafeFile):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
         return fd
 
     def exists(self, name: object) -> bool:

@@ -17,6 +17,8 @@ from types import TracebackType
 
 __all__ = ["LeaseLock"]
 
+_UNSEEN = object()
+
 
 class LeaseLock:
     """Context manager: ``with LeaseLock(try_add, read, remove, ttl, wait): ...``.
@@ -47,16 +49,37 @@ class LeaseLock:
         self.acquired = False
 
     def acquire(self) -> bool:
+        """Take the lease, waiting up to ``wait`` seconds for its holder; False if not taken.
+
+        The wait is for one holder: when the lease changes hands meanwhile (its holder died, its
+        lease ran out and another waiter took it over), it starts again for the new holder.
+        Otherwise every waiter of a holder that died would give up at about the moment the lease
+        ran out, and all of them compute the key that one of them is computing already.
+        """
         deadline = time.monotonic() + self.wait
         delay = 0.001
+        seen: object = _UNSEEN
         while True:
             if self._try_add(self.token, self.ttl):
                 self.acquired = True
                 return True
-            if time.monotonic() >= deadline:
+            if self.wait <= 0:
                 return False
+            if seen is _UNSEEN:
+                seen = self._read()
+            t = time.monotonic()
+            if t >= deadline:
+                holder = self._read()
+                if holder == seen:  # the same holder all along: give up
+                    return False
+                seen, deadline = holder, t + self.wait
+                continue  # at once: the lease is free now, or its new holder is waited for
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def holder(self) -> str | None:
+        """The token of the lease's holder now, or None (free, or unreadable)."""
+        return self._read()
 
     def release(self) -> None:
         if self.acquired:

@@ -51,6 +51,8 @@ def check_url(url: str) -> None:
     """Raise :class:`ConfigError` for a URL redis-py would refuse (checked now, not at first use)."""
     from redis.connection import parse_url
 
+    from fncache.stores import redact
+
     try:
         parsed = parse_url(url)  # type: ignore[no-untyped-call]
         parts = urlsplit(url)
@@ -60,9 +62,17 @@ def check_url(url: str) -> None:
                 raise ValueError("no host")
     except (ValueError, TypeError) as e:
         # The message of the parser may quote the URL; ours quotes it without its password.
-        raise ConfigError(f"store: invalid Redis URL {url!r}: {e}") from None
+        # (Not ``e`` itself: the parser's message may quote a part of an unescaped password.)
+        raise ConfigError(f"store: invalid Redis URL {redact(url)!r}: {_reason(e)}") from None
     if not isinstance(parsed, dict):  # pragma: no cover - parse_url always returns a dict
-        raise ConfigError(f"store: invalid Redis URL {url!r}")
+        raise ConfigError(f"store: invalid Redis URL {redact(url)!r}")
+
+
+def _reason(e: Exception) -> str:
+    text = str(e)
+    if "port" in text.lower():
+        return "the port is not a number (a password with @ # / ? , must be percent-encoded)"
+    return "not a Redis URL" if "'" in text else text
 
 
 def check_options(options: dict[str, Any]) -> None:

@@ -44,11 +44,13 @@ def check_options(options: dict[str, Any]) -> None:
 def check_s3(url: str, part_size: Any, connect_timeout: Any, read_timeout: Any, timeout: Any,
               retries: Any) -> tuple[str, str]:
     """(bucket, prefix) of an S3 store URL, after checking it and the numeric options."""
+    from fncache.stores import redact
+
     if not url.startswith("s3://"):
-        raise ConfigError(f"store: expected an s3://bucket/prefix URL, got {url!r}")
+        raise ConfigError(f"store: expected an s3://bucket/prefix URL, got {redact(url)!r}")
     bucket, _, prefix = url[len("s3://") :].partition("/")
     if not bucket:
-        raise ConfigError(f"store: no bucket in {url!r}")
+        raise ConfigError(f"store: no bucket in {redact(url)!r}")
     if not isinstance(part_size, int) or part_size < 5 * 2**20:
         raise ConfigError(
             f"part_size: expected at least 5 MiB (S3's minimum), got {part_size!r}"

@@ -6,8 +6,10 @@ same row, ``fncache_meta``, which diskcache's own statements (all with explicit 
 ignore. One row per entry means one index entry and one write per store, and value and metadata
 appear and vanish together. Small values live in SQLite, values over 32 KiB in files beside it
 (``xx/yy/<hex>.val``); the file is written first and the row published in one transaction, so a
-crash leaves at most an orphan file, never a half-visible entry. Orphans older than
-:data:`ORPHAN_GRACE` are reported by ``fncache info`` and swept by ``fncache clear`` and ``prune``.
+crash leaves at most an orphan file, never a half-visible entry. A writer holds a lock
+(``flock``) on its file until the row is published; orphans (unreferenced files nobody holds,
+unwritten for 10 s, or any older than :data:`ORPHAN_GRACE`) are reported by ``fncache info`` and
+swept by ``fncache clear`` and ``prune``.
 
 Nothing in a row is trusted. diskcache's own reading (``Cache.get``) unpickles rows of its pickle
 mode before fncache could check anything, so it is never used: rows are read with the statements
@@ -37,8 +39,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from fncache import _forks
 from fncache._codec import read_frame
-from fncache._errors import StoreError
+from fncache._errors import IntegrityError, StoreError
 from fncache._gitignore import write_gitignore
 from fncache.stores._base import (
     ORPHAN_GRACE,
@@ -63,6 +66,7 @@ from fncache.stores._diskcache import (
     _SELECT_VALUE,
     _UPDATE_ROW,
     COLUMNS,
+    DEFAULT_TIMEOUT,
     _Diskcache,
     _entry,
     _parse_meta,
@@ -86,6 +90,9 @@ _LIST_BATCH = 1_000
 # read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
 _CHECKED_READ_MIN = 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
+# A value file nobody writes to is an orphan (once unreferenced) only when it was last written this
+# long ago: covers the instant between creating a file and taking its lock.
+_SETTLED = 10.0
 
 
 def _corrupt(e: BaseException) -> bool:
@@ -124,6 +131,8 @@ def _read_file(fd: int, key: str) -> Any:
     """
     with open(fd, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
+        # From 1 MiB up the codec reads the header first and refuses (IntegrityError) a file whose
+        # size is not what the header gives, before reading or hashing the rest.
         if size >= _CHECKED_READ_MIN:
             return read_frame(f.readinto, size, key)
         buf = bytearray(size)
@@ -145,7 +154,9 @@ class DiskStore(Store):
     """A diskcache-backed store in ``directory`` (created with mode 0700, parents too).
 
     Options: ``size_limit`` (bytes; least recently used entries are evicted past it, default
-    unlimited), and any other keyword is passed to :class:`diskcache.Cache`.
+    unlimited), ``timeout`` (seconds a write waits for the database's write lock before it fails,
+    default 10; reads and opening an existing store never wait for it), and any other keyword is
+    passed to :class:`diskcache.Cache`.
     """
 
     kind = "disk"
@@ -166,6 +177,7 @@ class DiskStore(Store):
         self._db: _Diskcache | None = None
         self._ids: tuple[int, int, int] | None = None
         self._open_lock = threading.Lock()
+        _forks.track(self)
         self._size_limited = size_limit is not None
         self._writes = 0
         self._warned_exposed = False
@@ -190,6 +202,8 @@ class DiskStore(Store):
         opts = dict(self.options)
         limit = opts.pop("size_limit", None)
         moved = False
+        # Opening waits at most the store's timeout in all (a paused writer must not hang us).
+        deadline = time.monotonic() + float(opts.get("timeout", DEFAULT_TIMEOUT))
         for attempt in range(50):
             db_path = os.path.join(self.directory, DB_NAME)
             found = None
@@ -207,6 +221,7 @@ class DiskStore(Store):
                     self._quarantine("not a regular file", found.st_ino)
                     moved = True
                     continue
+                self._set_aside_odd_journals(db_path)
                 db = _Diskcache(self.directory, limit, opts)
                 self._ids = _identity(self.directory)
                 break
@@ -217,7 +232,7 @@ class DiskStore(Store):
                     continue
                 # Processes opening a new cache at once race on its schema; diskcache does not
                 # retry that part, so we do.
-                if "locked" not in str(e) or attempt == 49:
+                if "locked" not in str(e) or attempt == 49 or time.monotonic() > deadline:
                     raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
                 time.sleep(0.01 * (attempt + 1))
             except OSError as e:
@@ -264,6 +279,30 @@ class DiskStore(Store):
                 pass
         log.warning("cache database %s is damaged (%s); moved it aside to %s and started a fresh "
                     "one", path, reason, os.path.basename(target))
+
+    def _set_aside_odd_journals(self, db_path: str) -> None:
+        """Move a ``cache.db-wal`` or ``-shm`` that is not a regular file (a symlink SQLite would
+        write through, a directory or FIFO on which every open fails) aside, as ``cache.db`` is;
+        the database itself is kept (such a file held none of its data) and SQLite makes a new one.
+        """
+        for suffix in ("-wal", "-shm"):
+            path = db_path + suffix
+            try:
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+            except FileNotFoundError:
+                continue
+            target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+            n = 1
+            while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
+                n += 1
+            target += "" if n == 1 else f"-{n}"
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                continue  # another process did it
+            log.warning("cache database file %s is not a regular file; moved it aside to %s",
+                        path, os.path.basename(target))
 
     def _guard(self, what: str, fn: Any, *args: Any) -> Any:
         for attempt in (0, 1):
@@ -326,7 +365,15 @@ class DiskStore(Store):
             except UnsafeFile as e:
                 self._reject(db, key, rowid, mode, filename, str(e))
                 return None
-            found = read_file(fd, key)
+            try:
+                found = read_file(fd, key)
+            except (IntegrityError, MemoryError) as e:
+                # Refused from its header (its size is not the one the header gives: a planted
+                # sparse file), or too large to read here: damage, removed so no call pays again.
+                reason = str(e) if isinstance(e, IntegrityError) else "too large to read"
+                log.warning("entry %s in %s is damaged (%s); removed", key, self.directory, reason)
+                self._remove_row(db, rowid, key, mode, filename)
+                return None
         else:
             # diskcache's pickle or text modes, or anything else: never loaded, never trusted.
             self._reject(db, key, rowid, mode, filename, f"storage mode {mode!r}, not raw bytes")
@@ -340,6 +387,10 @@ class DiskStore(Store):
         is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
         log.warning("entry %s in %s is not one fncache wrote (%s); removed without reading it",
                     key, self.directory, reason)
+        self._remove_row(db, rowid, key, mode, filename)
+
+    @staticmethod
+    def _remove_row(db: _Diskcache, rowid: int, key: str, mode: object, filename: object) -> None:
         with db.transact() as (sql, doom):
             # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
             if sql("DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?",
@@ -429,11 +480,13 @@ class DiskStore(Store):
         )
         now_ = time.time()
         expire_time = None if expire is None else now_ + expire
+        fd = None
         if size < db.min_file_size:
             mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(join_parts(value))
             size = 0  # as diskcache: its size column counts file-backed bytes only
         else:
-            mode, filename, db_value = _MODE_BINARY, self._write_file(db, value), None
+            filename, fd = self._write_file(db, value)
+            mode, db_value = _MODE_BINARY, None
         try:
             # diskcache's transaction (BEGIN IMMEDIATE, retried while the database is busy) and its
             # cull of expired rows, as Cache.add does; files of replaced rows go after COMMIT.
@@ -460,11 +513,15 @@ class DiskStore(Store):
             if filename is not None:
                 db.files.remove(filename)  # never published
             raise
+        finally:
+            if fd is not None:
+                os.close(fd)  # its write lock: held until published or removed (see _orphans)
         return True
 
     @staticmethod
-    def _write_file(db: _Diskcache, value: Any) -> str:
-        """Write a large value to a new value file; its relative name."""
+    def _write_file(db: _Diskcache, value: Any) -> tuple[str, int]:
+        """Write a large value to a new value file: its relative name, and its descriptor, still
+        open and holding the file's write lock (the caller closes it once it is published)."""
         filename, fd = db.files.new()
         parts = value if isinstance(value, (list, tuple)) else [value]
         # Part by part (a frame's large buffers are written from where the result holds them), in
@@ -472,7 +529,7 @@ class DiskStore(Store):
         # data means one write call every few hundred bytes; one write of a whole 256 MB buffer
         # was measured here at twice the time of 1 MiB writes (median 308 ms against 126 ms).
         try:
-            with open(fd, "wb", buffering=0) as f:
+            with open(fd, "wb", buffering=0, closefd=False) as f:
                 for part in parts:
                     view = memoryview(part).cast("B")
                     pos = 0
@@ -480,8 +537,9 @@ class DiskStore(Store):
                         pos += f.write(view[pos : pos + _WRITE_CHUNK])
         except BaseException:
             db.files.remove(filename)
+            os.close(fd)
             raise
-        return filename
+        return filename, fd
 
     def delete(self, key: str) -> bool:
         """Remove the entry at ``key`` (its value file after the commit); atomic, idempotent."""
@@ -570,8 +628,13 @@ class DiskStore(Store):
 
     # -- orphaned value files --------------------------------------------------------------------
     def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
-        """(count, bytes) of value files that no row references, last written over ``grace``
-        seconds ago: left by writers killed between writing a file and publishing its row."""
+        """(count, bytes) of value files that no row references and no writer is writing: left
+        by writers killed while writing a file or before publishing its row.
+
+        A writer holds a lock on its file until the row is published (the kernel drops it if
+        the writer dies); an unreferenced file is an orphan once nobody holds it and it was last
+        written over 10 s ago, or, whoever holds it, over ``grace`` seconds ago (and for writers
+        that take no lock: older versions, systems without ``flock``)."""
         return self._guard("scan", self._orphans, grace, False)  # type: ignore[no-any-return]
 
     def sweep_orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
@@ -584,17 +647,32 @@ class DiskStore(Store):
 
     def _orphans(self, grace: float, remove: bool) -> tuple[int, int]:
         db = self.db
-        cutoff = time.time() - grace
-        old = [(name, st.st_size) for name, st in db.files.walk() if st.st_mtime < cutoff]
-        if not old:
+        t = time.time()
+        cutoff, settled = t - grace, t - _SETTLED
+        found = [(name, st.st_size, st.st_mtime < cutoff) for name, st in db.files.walk()
+                 if st.st_mtime < settled]
+        if not found:
             return 0, 0
         # Read after the walk: a row published meanwhile names a file younger than ``grace``.
         referenced = {r[0] for r in db.rows("SELECT filename FROM Cache WHERE filename IS NOT NULL",
                                             ())}
         count = nbytes = 0
-        for name, size in old:
-            if name in referenced or (remove and not db.files.remove(name)):
+        for name, size, old in found:
+            if name in referenced:
                 continue
+            fd = None if old else db.files.abandoned(name)
+            if not old and fd is None:
+                continue  # a live writer holds it: being written, or about to be published
+            try:
+                # Its lock is ours now: a writer that published it since the read above did
+                # so before letting go, so the row is seen here.
+                if fd is not None and db.rows("SELECT 1 FROM Cache WHERE filename = ?", (name,)):
+                    continue
+                if remove and not db.files.remove(name):
+                    continue
+            finally:
+                if fd is not None:
+                    os.close(fd)
             count += 1
             nbytes += size
         return count, nbytes
@@ -620,6 +698,10 @@ class DiskStore(Store):
             ttl=timeout,
             release=lambda token: self._guard("lock", lambda: self.db.lease_release(name, token)),
         )
+
+    def reset_after_fork(self) -> None:
+        """A forked child starts with a free open lock (a parent thread may have held it)."""
+        self._open_lock = threading.Lock()
 
     def close(self) -> None:
         db, self._db = self._db, None

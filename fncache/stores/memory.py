@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from fncache import _forks
 from fncache.stores._base import EntryInfo, Store, Use, join_parts, now
 from fncache.stores._lock import LeaseLock
 
@@ -25,6 +26,7 @@ class MemoryStore(Store):
     def __init__(self, url: str = "memory://", **options: Any) -> None:
         super().__init__(url, **options)
         self._lock = threading.Lock()
+        _forks.track(self)
         # key -> (value, meta, created, expires_at or None)
         self._data: dict[str, tuple[bytes, dict[str, Any], float, float | None]] = {}
         self._leases: dict[str, tuple[str, float]] = {}
@@ -49,6 +51,12 @@ class MemoryStore(Store):
     def delete_sources(self, addresses: Any) -> int:
         with self._lock:
             return sum(self._sources.pop(a, None) is not None for a in list(addresses))
+
+    def reset_after_fork(self) -> None:
+        """A forked child: a fresh lock, and no lease (their holders are the parent's threads,
+        which the child does not have: waiting for them would wait for nothing)."""
+        self._lock = threading.Lock()
+        self._leases = {}
 
     def _live(self, key: str) -> tuple[bytes, dict[str, Any], float, float | None] | None:
         item = self._data.get(key)

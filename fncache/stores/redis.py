@@ -88,7 +88,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores import _redis_index
+from fncache.stores import _redis_index, redact
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
@@ -221,7 +221,8 @@ class RedisStore(Store):
                 client = redis.Redis.from_url(self.url, **kwargs)
             except (ValueError, TypeError) as e:
                 raise ConfigError(
-                    f"store: invalid Redis URL or option for {self.url!r}: {type(e).__name__}"
+                    f"store: invalid Redis URL or option for {redact(self.url)!r}: "
+                    f"{type(e).__name__}"
                 ) from None
             # Forgetting (not closing) a parent's pool after fork: closing would shut sockets that
             # the parent still uses.

@@ -87,7 +87,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores import _s3_listing
+from fncache.stores import _s3_listing, redact
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
@@ -254,7 +254,7 @@ class S3Store(Store):
                     use_listings_cache=False,
                 )
             except (TypeError, ValueError, KeyError) as e:
-                raise ConfigError(f"store: invalid S3 option for {self.url!r}: {e}") from e
+                raise ConfigError(f"store: invalid S3 option for {redact(self.url)!r}: {e}") from e
             # A class attribute in s3fs, not a constructor argument.
             self._fs.retries = retries
             self._pid = os.getpid()
