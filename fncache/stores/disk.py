@@ -150,6 +150,16 @@ def _read_file(fd: int, key: str) -> Any:
 _dir_ids: dict[str, tuple[int, int] | None] = {}
 
 
+
+def _aside_name(path: str) -> str:
+    """A free name to move a damaged database file aside to: ``PATH.corrupt-<UTC time>[-N]``."""
+    target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    n = 1
+    while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
+        n += 1
+    return target + ("" if n == 1 else f"-{n}")
+
+
 class DiskStore(Store):
     """A diskcache-backed store in ``directory`` (created with mode 0700, parents too).
 
@@ -263,11 +273,7 @@ class DiskStore(Store):
                 return
         except FileNotFoundError:
             return
-        target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        n = 1
-        while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
-            n += 1
-        target += "" if n == 1 else f"-{n}"
+        target = _aside_name(path)
         try:
             os.rename(path, target)
         except FileNotFoundError:
@@ -292,11 +298,7 @@ class DiskStore(Store):
                     continue
             except FileNotFoundError:
                 continue
-            target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-            n = 1
-            while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
-                n += 1
-            target += "" if n == 1 else f"-{n}"
+            target = _aside_name(path)
             try:
                 os.rename(path, target)
             except FileNotFoundError:
