@@ -150,7 +150,6 @@ def _read_file(fd: int, key: str) -> Any:
 _dir_ids: dict[str, tuple[int, int] | None] = {}
 
 
-
 def _aside_name(path: str) -> str:
     """A free name to move a damaged database file aside to: ``PATH.corrupt-<UTC time>[-N]``."""
     target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
