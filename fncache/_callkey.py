@@ -85,6 +85,8 @@ class CallKey(NamedTuple):
         else:
             assert self.fingerprint is not None
             meta["components"] = self.fingerprint.components
+            if self.fingerprint.shown:  # how each global read reads to a person (explain)
+                meta["shown"] = dict(self.fingerprint.shown)
         if self.depends_on is not None:  # so that explain can name a changed data file
             meta["depends_on"] = self.depends_on.hex()
         return meta

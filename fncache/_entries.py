@@ -314,8 +314,8 @@ class Entries:
             self.failed("write", e)
 
     def _add_sources(self, meta: dict[str, Any], fp: Any) -> None:
-        """Keep the sources of the functions ``fp`` covers and the shown values of the globals it
-        read, for ``explain``'s diffs (see :mod:`fncache._sources`)."""
+        """Keep the sources of the functions ``fp`` covers, for ``explain``'s diffs (see
+        :mod:`fncache._sources`); their addresses go into ``meta``."""
         from fncache import _sources
 
         last = self._sources_last
@@ -327,8 +327,6 @@ class Entries:
             self._sources_last = (fp, sources)
         if sources:
             meta["sources"] = sources
-        if fp.shown:
-            meta["shown"] = dict(fp.shown)
 
     def clear(self) -> int:
         """Remove every stored entry of this function (all versions of its code); the count."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import sys
+from unittest.mock import ANY
 
 import pytest
 
@@ -44,6 +45,8 @@ def test_stored_metadata_is_the_call_keys_metadata(store):
         expected.pop(volatile)
         entry.meta.pop(volatile)
     entry.meta.pop("size", None)  # added by the disk store
+    # The addresses of the function sources the store keeps for explain, added when it is stored.
+    assert entry.meta.pop("sources") == {"function _scaled": ANY}
     assert entry.meta == expected
     assert expected["components"] == m.call_key(5).components
 
@@ -71,7 +74,7 @@ def test_options_are_validated_once_frozen_and_pickled_without_the_secret():
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.lock = False  # type: ignore[misc]
     assert "secret" not in opts.pickled()
-    assert Options.make(**opts.pickled()).replace(secret=b"s3cret") == opts
+    assert Options.make(**opts.pickled()).replace(secret=b"s3cret", accepted=(b"s3cret",)) == opts
     with pytest.raises(fncache.ConfigError, match="lock"):
         Options.make(lock="yes")  # type: ignore[arg-type]
     m = fncache.memoize(store="memory://opts", secret="s3cret")(_scaled)

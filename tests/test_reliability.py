@@ -680,11 +680,11 @@ def test_child_forked_while_a_thread_computes_the_same_key_returns(tmp_path, kin
 _FORK_WHILE_LOCKS_ARE_HELD = r"""
 import json, os, signal, sys, threading
 import fncache
-from fncache import _depends, _fingerprint, _hasher, _usage, stores
+from fncache import _digests, _fingerprint, _hasher, _usage, stores
 from fncache.stores import tiered
 
 held, release = threading.Event(), threading.Event()
-LOCKS = [_hasher._registry_lock, _fingerprint._fp_lock, _depends._lock, stores._cache_lock,
+LOCKS = [_hasher._registry_lock, _fingerprint._fp_lock, _digests._lock, stores._cache_lock,
          tiered._breakers_lock, _usage._logs_lock]
 
 def hold():                       # a thread inside each of fncache's module-level critical sections
