@@ -259,3 +259,20 @@ def test_not_stored_under_gather_names_the_other_tasks(tmp_path: Path) -> None:
     lines = [line for line in _lines(proc.stderr) if "not stored" in line]
     assert len(lines) == 2
     assert all("global CALLS changed during the call while other tasks ran" in line for line in lines)
+
+
+@pytest.mark.slow
+def test_verbose_miss_after_a_code_edit_points_to_explain_for_the_diff(tmp_path: Path) -> None:
+    """A miss because a helper's code changed keeps its short reason and points to explain(),
+    which shows the changed lines; a miss for a changed global does not."""
+    source = SCORE.replace("return x * THRESHOLD", "return helper(x) * THRESHOLD").replace(
+        "@fncache.memoize", "def helper(x):\n    return x + 1\n\n@fncache.memoize")
+    script = write(tmp_path / "job.py", source)
+    store = str(tmp_path / "store")
+    env = {"FNCACHE_VERBOSE": "1"}
+    run_py(script, store, "0.5", env=env)
+    write(tmp_path / "job.py", source.replace("return x + 1", "return x + 2"))
+    miss = _lines(run_py(script, store, "0.5", env=env).stderr)[0]
+    assert miss.endswith("(helper helper changed, explain() shows the diff)"), miss
+    other = _lines(run_py(script, store, "0.9", env=env).stderr)[0]
+    assert other.endswith("(global THRESHOLD changed)"), other
