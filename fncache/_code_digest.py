@@ -91,7 +91,7 @@ def _instructions(code: types.CodeType) -> tuple[tuple[Any, ...], tuple[tuple[in
             assert ins.arg is not None
             out.append((split[0], ins.arg >> 4))
             out.append((split[1], ins.arg & 15))
-        elif ins.opcode in _JUMPS:
+        elif ins.opcode in _JUMPS and isinstance(ins.argval, int):
             out.append((ins.opname, "to", at(ins.argval)))
         else:
             out.append((ins.opname, ins.arg))
