@@ -72,7 +72,7 @@ def signing_key(secret: Any) -> bytes | None:
 
 def address(text: str, secret: bytes | None) -> str:
     """The key a source is kept under: keyed BLAKE2b-128 of its text, 32 hex characters."""
-    key = hashlib.blake2b(secret or b"", digest_size=32).digest() if secret else b""
+    key = hashlib.blake2b(secret, digest_size=32).digest() if secret else b""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, key=key).hexdigest()
 
 

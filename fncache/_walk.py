@@ -95,10 +95,21 @@ def describe(value: Any) -> str:
     return what
 
 
+def _short_data(value: Any) -> bool:
+    """Whether ``value`` is plain data whose repr is short and cheap: a number, a short string, or a
+    tuple of at most a few of those (checked before any repr is made)."""
+    if isinstance(value, (str, bytes)):
+        return type(value) in (str, bytes) and len(value) <= SHOWN_REPR
+    if type(value) is tuple:
+        return len(value) <= 8 and all(_short_data(v) for v in value)
+    return type(value) in _IMMUTABLE
+
+
 def shown(value: Any, digest: str) -> str:
     """How ``explain`` shows a global's value: its repr when short and of plain data (numbers,
-    strings, tuples of them: a repr that cannot be slow), else its type, size and digest."""
-    if _is_immutable(value):
+    strings, tuples of them), else its type, size and digest. Made when a fingerprint is computed
+    (a miss), never on a hit; a long tuple or string is never turned into a repr to be measured."""
+    if _short_data(value):
         text = repr(value)
         if len(text) <= SHOWN_REPR:
             return text

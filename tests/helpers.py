@@ -171,3 +171,27 @@ def import_torch() -> Any:
     import pytest
 
     return pytest.importorskip("torch", reason=TORCH_MISSING)
+
+
+def write_kernelspec(root: Path, name: str, display_name: str, **env: str) -> Path:
+    """A kernelspec under ``root/kernels/name`` that starts ipykernel with this interpreter, the
+    test's store (``root/store``), counter file (``root/counts.txt``) and notebook name
+    (``root/analysis.ipynb``, what Jupyter tells a kernel); ``env`` adds variables. Returns ``root``."""
+    spec = root / "kernels" / name
+    spec.mkdir(parents=True)
+    full = {
+        "FNCACHE_DIR": str(root / "store"),
+        "COUNT_FILE": str(root / "counts.txt"),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+        "FNCACHE_DISABLE": "",
+        # What Jupyter tells a kernel about the notebook it runs (ipykernel sets __session__).
+        "JPY_SESSION_NAME": str(root / "analysis.ipynb"),
+        **env,
+    }
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": display_name,
+        "language": "python",
+        "env": full,
+    }))
+    return root

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, write_kernelspec
 
 nbformat = pytest.importorskip("nbformat", reason="needs the test extra (nbformat)")
 nbclient = pytest.importorskip("nbclient", reason="needs the test extra (nbclient)")
@@ -58,24 +58,7 @@ REPORT = 'import json\nprint(json.dumps({"shares": shares}))\n'
 @pytest.fixture
 def kernel_dir(tmp_path: Path) -> Path:
     """A kernelspec that starts ipykernel with this interpreter, the test's store and counter file."""
-    spec = tmp_path / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    env = {
-        "FNCACHE_DIR": str(tmp_path / "store"),
-        "COUNT_FILE": str(tmp_path / "counts.txt"),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-        "FNCACHE_DISABLE": "",
-        "FNCACHE_VERBOSE": "",
-        # What Jupyter tells a kernel about the notebook it runs (ipykernel sets __session__).
-        "JPY_SESSION_NAME": str(tmp_path / "analysis.ipynb"),
-    }
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "fncache magic tests",
-        "language": "python",
-        "env": env,
-    }))
-    return tmp_path
+    return write_kernelspec(tmp_path, KERNEL, "fncache magic tests", FNCACHE_VERBOSE="")
 
 
 def run_notebook(where: Path, cells: list[str]) -> list[Any]:

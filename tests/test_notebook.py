@@ -8,14 +8,12 @@ name that changes with every kernel (``/tmp/ipykernel_<pid>/<hash>.py``); keys m
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import write_kernelspec
 
 nbformat = pytest.importorskip("nbformat", reason="needs the test extra (nbformat)")
 nbclient = pytest.importorskip("nbclient", reason="needs the test extra (nbclient)")
@@ -59,23 +57,7 @@ print(json.dumps({"out": out, "hits": features.cache_info().hits,
 @pytest.fixture
 def kernel_dir(tmp_path: Path) -> Path:
     """A kernelspec that starts ipykernel with this interpreter and the test's cache directory."""
-    spec = tmp_path / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    env = {
-        "FNCACHE_DIR": str(tmp_path / "store"),
-        "COUNT_FILE": str(tmp_path / "counts.txt"),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-        "FNCACHE_DISABLE": "",
-        # What Jupyter tells a kernel about the notebook it runs (ipykernel sets __session__).
-        "JPY_SESSION_NAME": str(tmp_path / "analysis.ipynb"),
-    }
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "fncache tests",
-        "language": "python",
-        "env": env,
-    }))
-    return tmp_path
+    return write_kernelspec(tmp_path, KERNEL, "fncache tests")
 
 
 def run_notebook(where: Path, cells: list[str]) -> dict[str, Any]:
