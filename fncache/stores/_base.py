@@ -34,7 +34,9 @@ ORPHAN_GRACE = 3600.0
 __all__ = [
     "ORPHAN_GRACE",
     "EntryInfo",
+    "FunctionSummary",
     "Store",
+    "summarize",
     "Use",
     "decode_meta",
     "encode_meta",
@@ -120,6 +122,50 @@ class EntryInfo:
         does not say (a listing of Redis or S3 names the function only; see :func:`python_of`)."""
         version = self.meta.get("python")
         return version if isinstance(version, str) and len(version) <= 16 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionSummary:
+    """The entries of one function written by one Python version: a row of ``fncache info`` / ``ls``.
+
+    ``function`` is ``module:qualname`` (``""`` where unknown); ``damaged`` rows gather entries whose
+    metadata is unreadable (their ``function`` and ``python`` are ``""`` and ``None``). ``newest`` and
+    ``oldest`` are creation times, ``used`` the last use of any of the entries (``None``: no usage
+    records), ``uses`` the sum of their use counts. A store may answer from aggregates it maintains
+    instead of reading every entry (see :meth:`Store.summary`).
+    """
+
+    function: str
+    python: str | None
+    entries: int
+    size: int
+    newest: float
+    oldest: float
+    used: float | None = None
+    uses: int = 0
+    damaged: bool = False
+
+
+def summarize(entries: Iterator[EntryInfo] | list[EntryInfo]) -> list[FunctionSummary]:
+    """Group entries into :class:`FunctionSummary` rows by (function, python, damaged), in a sorted
+    order: the definition of what :meth:`Store.summary` must return."""
+    groups: dict[tuple[str, str | None, bool], list[Any]] = {}
+    for e in entries:
+        group = ("", None, True) if e.damaged else (e.function, e.python, False)
+        g = groups.get(group)
+        if g is None:
+            groups[group] = [1, e.size, e.created, e.created, e.accessed, e.uses or 0]
+            continue
+        g[0] += 1
+        g[1] += e.size
+        g[2] = max(g[2], e.created)
+        g[3] = min(g[3], e.created)
+        if e.accessed is not None:
+            g[4] = e.accessed if g[4] is None else max(g[4], e.accessed)
+        g[5] += e.uses or 0
+    return [FunctionSummary(function, python, n, size, newest, oldest, used, uses, damaged)
+            for (function, python, damaged), (n, size, newest, oldest, used, uses)
+            in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))]
 
 
 def _finite(value: Any) -> float | None:
@@ -352,6 +398,17 @@ class Store:
         """
         return self.entries()
 
+    def summary(self) -> list[FunctionSummary]:
+        """Per (function, Python version): entries, bytes, newest, oldest, last use and uses.
+
+        For ``fncache info`` and ``ls``: the same rows as :func:`summarize` over :meth:`listing`
+        (the default), which a store may answer from aggregates it keeps up to date with its entries,
+        so that a large store is summarised without reading every entry. Aggregates are a cache of
+        the listing, never trusted over it: a store that finds them missing or inconsistent rebuilds
+        them from its entries. Same concurrency as :meth:`listing`.
+        """
+        return summarize(self.listing())
+
     def volume(self) -> int:
         """Total bytes of stored values (an estimate where the backend only knows approximately)."""
         return sum(e.size for e in self.listing())
@@ -425,7 +482,7 @@ class Store:
         """
         raise NotImplementedError
 
-    # -- kept sources (explain's diffs, see fncache._sources) ------------------------------------
+    # -- kept sources (explain's diffs, see fncache.code.sources) ------------------------------------
     #: Whether the store keeps function sources beside its entries. Default: no (``explain`` then
     #: names a changed function without its lines); the disk and memory stores do.
     keeps_sources: bool = False
@@ -438,7 +495,7 @@ class Store:
 
     def get_source(self, address: str) -> bytes | None:
         """The text kept at ``address``, or ``None``. Untrusted: the caller checks it against its
-        address. Never larger than the caller's limit (``fncache._sources.MAX_SOURCE``)."""
+        address. Never larger than the caller's limit (``fncache.code.sources.MAX_SOURCE``)."""
         return None
 
     def source_sizes(self) -> dict[str, int]:
