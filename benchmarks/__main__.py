@@ -251,7 +251,7 @@ def bench_hash(tmp: str, quick: bool) -> list[Row]:
 def _bench_arrow_nullable(pa: Any, np: Any, xxhash: Any, n: int, rounds: int) -> list[Row]:
     """A table with nullable int, float, string and bool columns (10% nulls) and one without;
     and the same with the numpy code that runs where the native kernels were not built."""
-    from fncache import _values_arrow
+    from fncache.values import arrow as _values_arrow
 
     kernels = _values_arrow._speedups
 

@@ -2,7 +2,7 @@
 
 A memoized function is called with a polars ``scan_parquet`` of the file and with
 ``fncache.file(path)``; both hit, and their keys take the file's digest from the table of
-:mod:`fncache._digests` (one ``stat``) in the same process. Baselines: ``os.stat`` of the file and
+:mod:`fncache.values.digests` (one ``stat``) in the same process. Baselines: ``os.stat`` of the file and
 a full read (the bytes digested with xxh3). A last row times the first key of the file in a fresh
 process, which reads the file: the digest table is not kept in the store yet. The file is used
 once it is more than two seconds old: a younger file's digest is not kept (it could be rewritten

@@ -18,14 +18,14 @@ from fncache._errors import (
     StoreError,
     UnhashableArgument,
 )
-from fncache._files import file
-from fncache._fingerprint import track, untrack
-from fncache._hasher import hash, ref, register, unregister
 from fncache._memoize import CacheInfo, Memoized, memoize
 from fncache._options import Options as _Options
 from fncache._options import disable, enable
-from fncache.memory import MemorizedResult, Memory, expires_after
+from fncache.code.fingerprint import track, untrack
+from fncache.joblib.memory import MemorizedResult, Memory, expires_after
 from fncache.stores import Store, open_store
+from fncache.values.files import file
+from fncache.values.hasher import hash, ref, register, unregister
 
 __version__ = "0.1.0.dev0"
 
@@ -42,11 +42,11 @@ def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
-    """``%load_ext fncache``: register the ``%%fncache`` cell magic (see :mod:`fncache._magic`).
+    """``%load_ext fncache``: register the ``%%fncache`` cell magic (see :mod:`fncache.notebook.magic`).
 
     IPython is imported only here, so ``import fncache`` never imports it.
     """
-    from fncache._magic import load_ipython_extension as load
+    from fncache.notebook.magic import load_ipython_extension as load
 
     load(ipython)
 

@@ -1,7 +1,7 @@
-"""``python -m fncache``: the command-line interface (see :mod:`fncache.cli`)."""
+"""``python -m fncache``: the command-line interface (see :mod:`fncache.cli.main`)."""
 
 import sys
 
-from fncache.cli import main
+from fncache.cli.main import main
 
 sys.exit(main())

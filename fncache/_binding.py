@@ -7,7 +7,7 @@ passed in, because the function can observe it (``list(kwargs)``, a DataFrame's 
 common case (positional arguments only, no ``*args``/``**kwargs`` in the signature) skips
 ``inspect.Signature.bind``, which costs several microseconds a call.
 
-Parameters named in ``files=`` enter the key as :class:`fncache._files.File` (name and content of the
+Parameters named in ``files=`` enter the key as :class:`fncache.values.files.File` (name and content of the
 file), whatever path type they were given as; the function itself still receives what was passed.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fncache._errors import ConfigError
-from fncache._files import file_argument
+from fncache.values.files import file_argument
 
 __all__ = ["Binder"]
 
@@ -74,7 +74,7 @@ class Binder:
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as pairs in call order),
-        ``files=`` parameters as :class:`~fncache._files.File`.
+        ``files=`` parameters as :class:`~fncache.values.files.File`.
 
         Raises ``TypeError`` exactly as calling the function would, for a call that does not fit;
         :class:`~fncache.ArgumentTypeError` for a ``files=`` parameter given something not a path.

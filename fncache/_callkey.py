@@ -23,13 +23,13 @@ import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from fncache import _hasher
 from fncache._binding import Binder
 from fncache._errors import UnhashableArgument
-from fncache._fingerprint import Fingerprint, fingerprint, still_valid
 from fncache._options import Options
-from fncache._targets import recorded_module
-from fncache._usercode import is_user_code
+from fncache.code.fingerprint import Fingerprint, fingerprint, still_valid
+from fncache.code.targets import recorded_module
+from fncache.code.usercode import is_user_code
+from fncache.values import hasher as _hasher
 
 __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
 
@@ -189,7 +189,7 @@ class KeyBuilder:
         fp = None
         depends = None
         if self.depends:
-            from fncache._depends import depends_digest
+            from fncache.code.depends import depends_digest
 
             depends = depends_digest(self.depends)
         if self._pinned is not None:
@@ -220,7 +220,7 @@ def _ignores_self(code: Any, binder: Binder) -> bool:
 
 def _defining_class(cls: type, code: Any) -> type | None:
     """The class along ``cls``'s MRO whose body defines ``code`` (memoized or not), or None."""
-    from fncache._usercode import _unwrap_memoized
+    from fncache.code.usercode import _unwrap_memoized
 
     name = code.__name__
     for c in cls.__mro__:
@@ -249,7 +249,7 @@ def _owner_by_name(code: Any) -> type | None:
 def function_id(func: Any) -> str:
     """``module:qualname``, stable across processes: never a repr with a memory address. A script's
     or notebook's function is named by its file (``job:step``, ``analysis.ipynb:step``), not
-    ``__main__``: see :func:`fncache._targets.recorded_module`."""
+    ``__main__``: see :func:`fncache.code.targets.recorded_module`."""
     if isinstance(func, functools.partial):
         inner = function_id(func.func)
         module, _, inner_name = inner.partition(":")

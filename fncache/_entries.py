@@ -315,8 +315,8 @@ class Entries:
 
     def _add_sources(self, meta: dict[str, Any], fp: Any) -> None:
         """Keep the sources of the functions ``fp`` covers, for ``explain``'s diffs (see
-        :mod:`fncache._sources`); their addresses go into ``meta``."""
-        from fncache import _sources
+        :mod:`fncache.code.sources`); their addresses go into ``meta``."""
+        from fncache.code import sources as _sources
 
         last = self._sources_last
         if last is not None and last[0] is fp:  # the same code as the last store: nothing to read

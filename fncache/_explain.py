@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fncache import _sources
-from fncache._hasher import digest
-from fncache._targets import TargetError, load_target, recorded_name
+from fncache.code import sources as _sources
+from fncache.code.targets import TargetError, load_target, recorded_name
+from fncache.values.hasher import digest
 
 __all__ = [
     "CodeVersion",
@@ -59,7 +59,7 @@ class Difference:
     old: str | None
     new: str | None
     #: for a changed function, helper or method: its source's changed lines (``-`` old, ``+`` new)
-    #: where both versions' sources are known (see :mod:`fncache._sources`)
+    #: where both versions' sources are known (see :mod:`fncache.code.sources`)
     diff: tuple[str, ...] = ()
     #: for a changed global: how the old and the new value read (``("0.5", "0.7")``)
     shown: tuple[str, str] | None = None

@@ -26,10 +26,10 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from fncache._callkey import KEY_SCHEMA, CallKey, KeyBuilder, function_id
 from fncache._entries import Counters, Entries, Strategies
 from fncache._errors import ConfigError, UnhashableArgument
-from fncache._fingerprint import Fingerprint
 from fncache._miss import MissPath
 from fncache._options import _DISABLED, NAMES, Options, unknown_options
-from fncache._targets import importable
+from fncache.code.fingerprint import Fingerprint
+from fncache.code.targets import importable
 from fncache.stores import Store, redact
 
 __all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]

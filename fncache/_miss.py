@@ -27,7 +27,7 @@ from fncache import _forks
 from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
 from fncache._errors import LockTimeout
-from fncache._fingerprint import Fingerprint, mark_state
+from fncache.code.fingerprint import Fingerprint, mark_state
 from fncache.stores import LeaseLock
 
 __all__ = ["MissPath", "arun", "run"]
@@ -377,7 +377,7 @@ class MissPath:
 
 
 def _depends_changed(keys: KeyBuilder, before: bytes) -> bool:
-    from fncache._depends import depends_digest
+    from fncache.code.depends import depends_digest
 
     return depends_digest(keys.depends) != before
 

@@ -1,5 +1,5 @@
 # Optional native kernels (fncache/_speedups.c); absent when the package was installed without a
-# C compiler. The numpy code in fncache/_values_arrow.py gives the same bytes without them.
+# C compiler. The numpy code in fncache/values/arrow.py gives the same bytes without them.
 from typing import Any
 
 def mask_into(values: Any, bitmap: Any, bit_offset: int, width: int, out: Any, /) -> None: ...

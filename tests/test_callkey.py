@@ -10,9 +10,9 @@ from unittest.mock import ANY
 import pytest
 
 import fncache
-from fncache import _hasher
 from fncache._callkey import KEY_SCHEMA
 from fncache._options import Options
+from fncache.values import hasher as _hasher
 
 SCALE = 3
 

@@ -608,7 +608,7 @@ def test_the_cli_page_documents_every_command_and_option():
     """docs/cli.md names every command and every option of each (the page is the reference)."""
     from pathlib import Path
 
-    from fncache.cli import build_parser
+    from fncache.cli.main import build_parser
 
     page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
     _, commands = build_parser()

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from fncache import _digests, _hasher
+from fncache.values import digests as _digests
+from fncache.values import hasher as _hasher
 
 
 @pytest.fixture

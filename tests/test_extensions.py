@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fncache
-from fncache._fingerprint import fingerprint
+from fncache.code.fingerprint import fingerprint
 
 from .helpers import import_source
 

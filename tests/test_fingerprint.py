@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import fncache
-from fncache import _hasher
-from fncache._fingerprint import fingerprint
+from fncache.code.fingerprint import fingerprint
+from fncache.values import hasher as _hasher
 
 from .helpers import load_harness
 
@@ -328,7 +328,7 @@ def _code_of(source):
 @pytest.mark.parametrize(("a", "b"), _SAME_CODE)
 def test_line_layout_does_not_change_the_code_digest(a, b):
     """A statement split over lines, a ``try:`` on its own line: one digest (3.12+)."""
-    from fncache._code_digest import code_digest
+    from fncache.code.digest import code_digest
 
     assert code_digest(_code_of(a)) == code_digest(_code_of(b))
 
@@ -336,6 +336,6 @@ def test_line_layout_does_not_change_the_code_digest(a, b):
 @pytest.mark.parametrize(("a", "b"), _OTHER_CODE)
 def test_edits_that_change_what_runs_change_the_code_digest(a, b):
     """Swapped fused loads, another jump target or exception range: another digest."""
-    from fncache._code_digest import code_digest
+    from fncache.code.digest import code_digest
 
     assert code_digest(_code_of(a)) != code_digest(_code_of(b))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fncache
-from fncache import _hasher
+from fncache.values import hasher as _hasher
 
 from .helpers import REPO, last_json, run_py
 

@@ -42,7 +42,7 @@ def test_every_joblib_memory_method_is_fncaches() -> None:
     """Every method joblib.Memory defines is overridden by fncache.Memory, so none of joblib's code
     (which needs the store backend that is never made) runs on the instance."""
     joblib = pytest.importorskip("joblib")
-    from fncache.memory import Memory
+    from fncache.joblib.memory import Memory
 
     joblib_methods = {n for n, v in vars(joblib.Memory).items() if callable(v) or isinstance(v, property)}
     assert joblib_methods - set(vars(Memory)) == set()

@@ -24,8 +24,8 @@ pytest.importorskip("ipykernel", reason="needs the test extra (ipykernel)")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 from jupyter_client.manager import KernelManager  # noqa: E402
 
-from fncache._cellcode import cell_inputs  # noqa: E402
-from fncache._magic import CellOptions, parse_options  # noqa: E402
+from fncache.notebook.cellcode import cell_inputs  # noqa: E402
+from fncache.notebook.magic import CellOptions, parse_options  # noqa: E402
 
 KERNEL = "fncache-magic-test"
 

@@ -615,8 +615,8 @@ def test_track_after_first_call_applies_to_the_next_call(store, tmp_path):
         by_value = f.key(1)
         assert by_value != by_name
     finally:
-        fncache._usercode._overrides.pop("trackme_lib", None)
-        fncache._usercode._user_module_cache.clear()
+        fncache.code.usercode._overrides.pop("trackme_lib", None)
+        fncache.code.usercode._user_module_cache.clear()
 
 
 @pytest.mark.parametrize("options, message", [

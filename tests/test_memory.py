@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import fncache
-from fncache.memory import (
+from fncache.joblib.memory import (
     AsyncMemorizedFunc,
     AsyncNotMemorizedFunc,
     MemorizedFunc,

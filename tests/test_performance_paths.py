@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import fncache
-from fncache import _codec, _hasher
+from fncache import _codec
 from fncache._errors import IntegrityError
 from fncache.stores.disk import DiskStore
+from fncache.values import hasher as _hasher
 from tests.helpers import import_torch
 
 KEY = "0123456789abcdef" * 2

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import fncache
 from fncache import _codec
-from fncache._hasher import digest
+from fncache.values.hasher import digest
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

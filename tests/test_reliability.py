@@ -680,7 +680,10 @@ def test_child_forked_while_a_thread_computes_the_same_key_returns(tmp_path, kin
 _FORK_WHILE_LOCKS_ARE_HELD = r"""
 import json, os, signal, sys, threading
 import fncache
-from fncache import _digests, _fingerprint, _hasher, _usage, stores
+from fncache import _usage, stores
+from fncache.values import digests as _digests
+from fncache.code import fingerprint as _fingerprint
+from fncache.values import hasher as _hasher
 from fncache.stores import tiered
 
 held, release = threading.Event(), threading.Event()

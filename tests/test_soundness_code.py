@@ -29,8 +29,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fncache
-from fncache import _hasher
-from fncache._fingerprint import fingerprint
+from fncache.code.fingerprint import fingerprint
+from fncache.values import hasher as _hasher
 
 from .helpers import import_source, last_json, load_harness, run_py, write
 
@@ -1444,7 +1444,7 @@ import abc, collections.abc, json, sys, typing
 
 import cloudpickle
 
-from fncache._fingerprint import fingerprint
+from fncache.code.fingerprint import fingerprint
 
 if sys.argv[1] == "dump":
     class Base(abc.ABC):

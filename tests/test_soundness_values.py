@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import fncache
-from fncache._fingerprint import fingerprint
+from fncache.code.fingerprint import fingerprint
 
 from .helpers import import_source, load_harness
 
@@ -264,7 +264,7 @@ def test_state_one_function_writes_is_content_for_the_others(tmp_path):
 _COUNTER = '''
 import json, logging, sys
 import fncache
-from fncache._fingerprint import fingerprint
+from fncache.code.fingerprint import fingerprint
 
 calls = 0
 runs = []

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fncache
-from fncache import _values_arrow
+from fncache.values import arrow as _values_arrow
 
 from .helpers import require_native
 

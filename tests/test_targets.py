@@ -214,7 +214,7 @@ def test_notebook_functions_are_recorded_under_the_notebook_name(tmp_path):
 
 def test_names_typed_on_the_command_line_map_to_recorded_names():
     """A script or notebook path names what its runs record; other names are taken as typed."""
-    from fncache._targets import recorded_name
+    from fncache.code.targets import recorded_name
 
     assert recorded_name("some/dir/job.py:Model.fit") == "job:Model.fit"
     assert recorded_name("work/analysis.ipynb:step") == "analysis.ipynb:step"

@@ -47,7 +47,7 @@ def dump():
         json.dump(calls, f)
 
 atexit.register(dump)
-from fncache.cli import main
+from fncache.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

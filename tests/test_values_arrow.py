@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fncache
-from fncache import _values_arrow
+from fncache.values import arrow as _values_arrow
 
 from .helpers import fail_on_pickle_fallback, require_native
 

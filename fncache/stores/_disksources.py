@@ -1,4 +1,4 @@
-"""The function sources a disk store keeps for ``explain`` (see :mod:`fncache._sources`).
+"""The function sources a disk store keeps for ``explain`` (see :mod:`fncache.code.sources`).
 
 Layout: ``<store>/sources/<32 hex>.src``, one file per content address, written to a temporary
 name and renamed into place (a reader sees a whole file or none). Like the value files, nothing

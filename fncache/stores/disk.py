@@ -42,7 +42,6 @@ from typing import Any
 from fncache import _forks
 from fncache._codec import read_frame
 from fncache._errors import IntegrityError, StoreError
-from fncache._gitignore import write_gitignore
 from fncache.stores._base import (
     ORPHAN_GRACE,
     EntryInfo,
@@ -74,6 +73,7 @@ from fncache.stores._diskcache import (
 from fncache.stores._diskfs import UnsafeFile, make_private_dirs, unsafe_ancestors
 from fncache.stores._disksources import SourceFiles
 from fncache.stores._lock import LeaseLock
+from fncache.stores.gitignore import write_gitignore
 
 __all__ = ["COLUMNS", "ORPHAN_GRACE", "DiskStore"]
 
@@ -564,7 +564,7 @@ class DiskStore(Store):
         self._sources.put(address, text)
 
     def get_source(self, address: str) -> bytes | None:
-        from fncache._sources import MAX_SOURCE
+        from fncache.code.sources import MAX_SOURCE
 
         return self._sources.get(address, MAX_SOURCE)
 

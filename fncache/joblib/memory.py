@@ -4,7 +4,7 @@ Change ``from joblib import Memory`` to ``from fncache import Memory`` and keep 
 ``@memory.cache``, ``ignore=``, ``mmap_mode=``, ``call_and_shelve``, ``check_call_in_cache``,
 ``reduce_size``, ``cache_validation_callback`` and ``expires_after`` behave as joblib 1.6 documents
 them. What changes is the key: a call is keyed by the content of the function *and the user code it
-reaches* (see :mod:`fncache._fingerprint`) and of its arguments, not by the function's source text
+reaches* (see :mod:`fncache.code.fingerprint`) and of its arguments, not by the function's source text
 and name. So a helper edit invalidates, a comment or formatting edit does not, reverting an edit
 hits the old entries again, and the cache survives a new interpreter, another ``PYTHONHASHSEED``
 or a notebook restart.
@@ -43,7 +43,10 @@ from fncache import _codec
 from fncache._entries import Strategies
 from fncache._errors import ConfigError
 from fncache._memoize import Memoized
-from fncache._memory_results import (
+from fncache._options import Options, unknown_options
+from fncache._units import parse_size
+from fncache.code.targets import importable
+from fncache.joblib.results import (
     MemorizedResult,
     NotMemorizedResult,
     _check_backend,
@@ -54,9 +57,6 @@ from fncache._memory_results import (
     _store_options,
     _store_spec,
 )
-from fncache._options import Options, unknown_options
-from fncache._targets import importable
-from fncache._units import parse_size
 from fncache.stores import Store, open_store, public_config, redact
 
 __all__ = [
@@ -390,7 +390,7 @@ class Memory:
     keeps it out of git (written only if the location has none).
 
     When joblib is installed, ``Memory(...)`` is also an instance of ``joblib.Memory`` (a subclass
-    of both, :mod:`fncache._joblib_memory`), for libraries that check the type; it caches the
+    of both, :mod:`fncache.joblib.subclass`), for libraries that check the type; it caches the
     fncache way all the same, and creates no joblib store.
     """
 
@@ -545,7 +545,7 @@ class Memory:
 
 def _make_locations(spec: Any) -> None:
     """Create each directory location (``LOCATION`` and the store's ``LOCATION/fncache``, mode
-    0700) with the ``.gitignore`` joblib writes there (:mod:`fncache._gitignore`), as
+    0700) with the ``.gitignore`` joblib writes there (:mod:`fncache.stores.gitignore`), as
     ``joblib.Memory(location)`` does at construction: libraries rely on the folder existing. URLs
     and stores are left alone; a directory that cannot be made is logged, and caching then fails
     as a store error does (a logged miss)."""
@@ -555,8 +555,8 @@ def _make_locations(spec: Any) -> None:
         return
     if not isinstance(spec, str) or "://" in spec:
         return
-    from fncache._gitignore import write_gitignore
     from fncache.stores._diskfs import make_private_dirs
+    from fncache.stores.gitignore import write_gitignore
 
     try:
         make_private_dirs(spec)
@@ -579,7 +579,7 @@ def _joblib_memory() -> type[Memory] | None:
     if importlib.util.find_spec("joblib") is None:
         return None
     try:
-        from fncache._joblib_memory import Memory as JoblibMemory
+        from fncache.joblib.subclass import Memory as JoblibMemory
     except Exception as e:  # a broken joblib install: stay a plain fncache.Memory
         log.debug("joblib cannot be imported (%s): fncache.Memory is not a joblib.Memory", e)
         return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fncache._buffers import token
+from fncache.values.buffers import token
 
 __all__ = ["is_proxy", "proxy_handler"]
 
@@ -29,7 +29,7 @@ def is_proxy(t: type) -> bool:
 
 def proxy_handler(h: Any, obj: Any) -> Any:
     """The proxy's state with its file name replaced by the file's content digest."""
-    from fncache._digests import path_digest
+    from fncache.values.digests import path_digest
 
     getstate = getattr(obj, "__getstate__", None)
     state = getstate() if getstate is not None else None

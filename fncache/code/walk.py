@@ -1,7 +1,7 @@
 """The walk: one fingerprint computation, from a root function or class through what it reaches.
 
 Each user function, class, global, closure variable, module attribute and body import it reaches becomes a
-named component with a digest (see :mod:`fncache._fingerprint` for the labels). Along the way the walk
+named component with a digest (see :mod:`fncache.code.fingerprint` for the labels). Along the way the walk
 records what to watch (dict entries and attributes by identity, mutable values by content) so the
 fingerprint can later be revalidated with identity checks alone.
 """
@@ -21,10 +21,9 @@ import types
 import typing
 from typing import Any
 
-from fncache import _hasher
-from fncache._code_digest import Import, absolute_import, code_digest, code_names, globals_written
 from fncache._errors import UnhashableArgument
-from fncache._usercode import (
+from fncache.code.digest import Import, absolute_import, code_digest, code_names, globals_written
+from fncache.code.usercode import (
     _imported,
     _library_location,
     _submodule,
@@ -34,6 +33,7 @@ from fncache._usercode import (
     is_user_module,
     wrapped_user_code,
 )
+from fncache.values import hasher as _hasher
 
 log = logging.getLogger("fncache")
 

@@ -1,11 +1,11 @@
 """``%%fncache``: cache a notebook cell as a unit (``%load_ext fncache``).
 
-A cell's key is made the way ``@memoize`` makes a function's, by :func:`fncache._fingerprint.fingerprint`
+A cell's key is made the way ``@memoize`` makes a function's, by :func:`fncache.code.fingerprint.fingerprint`
 of a function whose code is the cell's code: its bytecode (so formatting and comments do not count),
 the content of every variable it reads that was defined before it ran, and the code of every user
 function and class it reaches, at any depth. The variables a cell *reads* are found in its syntax
-(:mod:`fncache._cellcode`); what it prints and displays is recorded and replayed by
-:mod:`fncache._cellio`.
+(:mod:`fncache.notebook.cellcode`); what it prints and displays is recorded and replayed by
+:mod:`fncache.notebook.cellio`.
 
 What a cell leaves behind, stored as one entry: every top-level name it bound, rebound or deleted
 (found by comparing the namespace before and after it ran, so names bound by functions it calls count
@@ -33,10 +33,14 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from fncache import _hasher
 from fncache._callkey import KEY_SCHEMA, PYTHON, CallKey
-from fncache._cellcode import cell_inputs, cell_name, top_level_nodes, unseen_reads
-from fncache._cellio import (
+from fncache._entries import Counters, Entries
+from fncache._errors import ConfigError, UnhashableArgument
+from fncache._options import _DISABLED, Options
+from fncache.code.fingerprint import fingerprint
+from fncache.code.targets import recorded_module
+from fncache.notebook.cellcode import cell_inputs, cell_name, top_level_nodes, unseen_reads
+from fncache.notebook.cellio import (
     Recording,
     describe_type,
     rebind_code,
@@ -45,11 +49,7 @@ from fncache._cellio import (
     say,
     storable,
 )
-from fncache._entries import Counters, Entries
-from fncache._errors import ConfigError, UnhashableArgument
-from fncache._fingerprint import fingerprint
-from fncache._options import _DISABLED, Options
-from fncache._targets import recorded_module
+from fncache.values import hasher as _hasher
 
 __all__ = ["CellMagic", "CellOptions", "load_ipython_extension", "parse_options"]
 

@@ -3,7 +3,7 @@
 polars pickles through its IPC writer (hundreds of milliseconds for a 10-column million-row frame),
 so a Series is keyed as its name, its polars dtype (``repr``: every parameter, including a
 Categorical's named category set, which the Arrow export drops) and the logical content of its
-zero-copy Arrow export (see :mod:`fncache._values_arrow`: slices, chunking, views and validity
+zero-copy Arrow export (see :mod:`fncache.values.arrow`: slices, chunking, views and validity
 bitmaps do not count). A DataFrame is its columns in order.
 
 A Categorical or Enum column is exported as its codes and the categories they index (the Arrow
@@ -62,7 +62,7 @@ def _to_arrow(pl: Any, s: Any) -> Any:
     """The Arrow form of a Series. polars keeps strings and binaries as views: exported as views
     they are not copied, and the native kernel reads them as the plain arrays they stand for
     (the same key); without it, polars' own conversion to plain arrays is the faster one."""
-    from fncache._values_arrow import _speedups
+    from fncache.values.arrow import _speedups
 
     if _speedups is not None and s.dtype in (pl.String, pl.Binary):
         level = getattr(pl, "CompatLevel", None)  # (polars >= 1.1)
@@ -81,7 +81,7 @@ def _series(pl: Any, s: Any) -> tuple[Any, ...]:
             arrow = _to_arrow(pl, s)
     except Exception:  # a dtype without an Arrow form (Int128, UInt128)
         return (*head, "values", s.to_list())
-    from fncache._values_arrow import chunks_content
+    from fncache.values.arrow import chunks_content
 
     chunks = arrow.chunks if hasattr(arrow, "num_chunks") else [arrow]
     return (*head, "arrow", chunks_content(chunks))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache._buffers import class_token
+from fncache.values.buffers import class_token
 
 __all__ = ["pandas_handler"]
 
@@ -76,7 +76,7 @@ def _values(pd: Any, np: Any, v: Any) -> Any:
         return ("categorical", v.codes, index_token(v.categories), bool(v.ordered))
     pa_array = getattr(v, "_pa_array", None)
     if pa_array is not None:
-        from fncache._values_arrow import chunks_content, type_desc
+        from fncache.values.arrow import chunks_content, type_desc
 
         return ("arrow", type_desc(pa_array.type), chunks_content(pa_array.chunks))
     backing = getattr(v, "_ndarray", None)

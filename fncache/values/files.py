@@ -8,7 +8,7 @@ receives something ``open``, pathlib, pandas, polars and numpy accept (a ``str``
 
 The base name, not the full path, is keyed so that the same data in another checkout or on another
 machine shares entries; the content digest is reused while the file's stat signature (size, mtime,
-ctime, inode, device) stays the same: the table of :mod:`fncache._digests`, shared with
+ctime, inode, device) stays the same: the table of :mod:`fncache.values.digests`, shared with
 ``depends_on=`` and the lazy readers. The digest is taken when the key is made, just before the
 function runs: a file rewritten while the function reads it is the caller's race, as with any input.
 
@@ -30,8 +30,8 @@ import pathlib
 import sys
 from typing import Any
 
-from fncache import _digests
 from fncache._errors import ArgumentTypeError, UnhashableArgument
+from fncache.values import digests as _digests
 
 __all__ = ["File", "file", "file_argument", "is_stream", "refuse_stream"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache._buffers import c_order_digest, class_token
+from fncache.values.buffers import c_order_digest, class_token
 
 __all__ = ["tensor_token"]
 

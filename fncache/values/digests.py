@@ -1,7 +1,7 @@
 """The one table of file digests: (path, stat signature) -> xxh3-128 of the file's bytes.
 
 Everything in fncache that keys a value by what a file holds asks here: ``fncache.file``,
-``memoize(files=...)``, ``depends_on=`` and the lazy readers (:mod:`fncache._values_lazy`: polars
+``memoize(files=...)``, ``depends_on=`` and the lazy readers (:mod:`fncache.values.lazy`: polars
 scans, Arrow datasets, memmaps, h5py, zarr). A digest is reused while the file's *stat signature*
 is unchanged: size, ``mtime_ns``, ``ctime_ns``, inode and device. ``mtime`` alone is not enough:
 it can be set back by hand (``touch -d``, ``os.utime``, an archive extractor) while ``ctime``
@@ -119,7 +119,7 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
 def path_digest(path: str | os.PathLike[str]) -> bytes:
     """Digest of a file's content, or of a directory's files (relative names and contents), or of
     a missing path as missing."""
-    from fncache import _hasher
+    from fncache.values import hasher as _hasher
 
     p = os.path.abspath(os.fspath(path))
     try:

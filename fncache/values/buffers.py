@@ -1,6 +1,6 @@
 """Canonical keys for arrays, tensors and tables: which handler takes which type, and numpy itself.
 
-The value handlers are called by :mod:`fncache._hasher` (from ``reducer_override``) for one type,
+The value handlers are called by :mod:`fncache.values.hasher` (from ``reducer_override``) for one type,
 and only once that library is already imported by the user: nothing here imports numpy, torch,
 pandas, polars or pyarrow at module level. A handler returns a reduce value ``(_Token, (kind,
 ...))`` whose parts are small: the handlers digest large buffers themselves (xxh3-128, where the
@@ -12,10 +12,10 @@ chunking, validity bitmaps without nulls, bytes under nulls or masks, padding. W
 path fails on a value the library can pickle (a new layout, an exotic dtype) the library's own
 pickling decides instead (logged at DEBUG): at worst a needless miss, never an error.
 
-One module per library: :mod:`fncache._values_arrow` (pyarrow, and the Arrow form of polars and
-pandas columns), :mod:`fncache._values_pandas`, :mod:`fncache._values_polars`,
-:mod:`fncache._values_torch`; values that point at files (polars scans, Arrow datasets, h5py,
-zarr) in :mod:`fncache._values_lazy`. numpy arrays are handled here, as the others reuse them.
+One module per library: :mod:`fncache.values.arrow` (pyarrow, and the Arrow form of polars and
+pandas columns), :mod:`fncache.values.pandas`, :mod:`fncache.values.polars`,
+:mod:`fncache.values.torch`; values that point at files (polars scans, Arrow datasets, h5py,
+zarr) in :mod:`fncache.values.lazy`. numpy arrays are handled here, as the others reuse them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _BLOCK_BYTES = 1 << 22
 
 def token(*parts: Any) -> Any:
     """A reduce value standing for ``parts`` in the hash stream."""
-    from fncache._hasher import _Token
+    from fncache.values.hasher import _Token
 
     return (_Token, parts)
 
@@ -161,11 +161,11 @@ def _guarded(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
 def resolve(t: type) -> Any:
     """The handler for type ``t`` from an already imported library, or ``None``."""
     if t.__module__.startswith("nibabel."):
-        from fncache._values_nibabel import is_proxy, proxy_handler
+        from fncache.values.nibabel import is_proxy, proxy_handler
 
         if is_proxy(t):
             return proxy_handler
-    from fncache._values_lazy import resolve as lazy_reader  # polars scans, datasets, h5py, zarr
+    from fncache.values.lazy import resolve as lazy_reader  # polars scans, datasets, h5py, zarr
 
     if (found := lazy_reader(t)) is not None:
         return found
@@ -174,29 +174,29 @@ def resolve(t: type) -> Any:
         return _guarded(masked_array_token)
     torch = sys.modules.get("torch")
     if torch is not None and issubclass(t, torch.Tensor):
-        from fncache._values_torch import tensor_token
+        from fncache.values.torch import tensor_token
 
         return _guarded(tensor_token)
     pl = sys.modules.get("polars")
     if pl is not None and issubclass(t, (pl.DataFrame, pl.Series)):
-        from fncache._values_polars import polars_token
+        from fncache.values.polars import polars_token
 
         return _guarded(polars_token)
     if "scipy.sparse" in sys.modules:
-        from fncache._values_scipy import is_sparse_type, sparse_token
+        from fncache.values.scipy import is_sparse_type, sparse_token
 
         if is_sparse_type(t):
             return _guarded(sparse_token)
     pd = sys.modules.get("pandas")
     if pd is not None:
-        from fncache._values_pandas import pandas_handler
+        from fncache.values.pandas import pandas_handler
 
         found = pandas_handler(pd, t)
         if found is not None:
             return _guarded(found)
     pa = sys.modules.get("pyarrow")
     if pa is not None:
-        from fncache import _values_arrow as arrow
+        from fncache.values import arrow
 
         for base, fn in ((pa.Table, arrow.table_token), (pa.RecordBatch, arrow.record_batch_token),
                          (pa.ChunkedArray, arrow.chunked_token), (pa.Array, arrow.array_token)):

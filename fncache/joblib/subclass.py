@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import joblib
 
-from fncache.memory import Memory as _Memory
+from fncache.joblib.memory import Memory as _Memory
 
 __all__ = ["Memory"]
 

@@ -15,7 +15,7 @@ take a Python detour. What makes the stream canonical, and why each step is need
   there by their sorted elements (or, for mixed or unorderable elements, their sorted element digests).
 * **Functions, classes and code by fingerprint.** cloudpickle pickles importable functions by name and
   dynamic ones with file names, line numbers and random class-tracker ids. ``reducer_override`` instead
-  replaces them with the digest of :mod:`fncache._fingerprint`, which covers code, constants, defaults,
+  replaces them with the digest of :mod:`fncache.code.fingerprint`, which covers code, constants, defaults,
   closures, the globals read and the user helpers and classes reached, and nothing positional.
 * **Wrappers by what they wrap.** A library's callable object with a user ``__wrapped__``
   (``functools.cache``/``lru_cache``, which pickle by name; numba dispatchers, which pickle with a
@@ -23,7 +23,7 @@ take a Python detour. What makes the stream canonical, and why each step is need
   options; a ufunc made by ``np.frompyfunc`` (which cannot be pickled) is the function it holds.
   Wherever such an object is reached, in a global or deep in a value, an edit of its code counts.
 * **Buffers straight into the digest.** Arrays, tensors and tables are keyed by canonical tokens
-  (:mod:`fncache._buffers`): their buffers are digested where they lie, in a layout-free form (C order
+  (:mod:`fncache.values.buffers`): their buffers are digested where they lie, in a layout-free form (C order
   for numpy and torch, logical values for Arrow), so strides, offsets, chunking, read-only flags and
   memory maps never change a key while dtype, shape, nulls and values do. Any other protocol-5 buffer
   is digested as its bytes alone (``persistent_id``): the pickler would otherwise record its read-only
@@ -161,13 +161,13 @@ def _qualname(t: type) -> str:
 
 
 def _handle_function(h: _Hasher, obj: Any) -> Any:
-    from fncache._fingerprint import fingerprint
+    from fncache.code.fingerprint import fingerprint
 
     return (_Token, ("function", fingerprint(obj).digest))
 
 
 def _handle_class(h: _Hasher, obj: Any) -> Any:
-    from fncache._fingerprint import fingerprint
+    from fncache.code.fingerprint import fingerprint
 
     # A fingerprint says what a class does, not which class it is: two modules may define one body
     # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``.
@@ -177,7 +177,7 @@ def _handle_class(h: _Hasher, obj: Any) -> Any:
 
 
 def _handle_code(h: _Hasher, obj: Any) -> Any:
-    from fncache._fingerprint import code_digest
+    from fncache.code.fingerprint import code_digest
 
     return (_Token, ("code", code_digest(obj)))
 
@@ -217,7 +217,7 @@ def _handle_weakref(h: _Hasher, obj: Any) -> Any:
 
 
 def _handle_stream(h: _Hasher, obj: Any) -> Any:
-    from fncache._files import refuse_stream
+    from fncache.values.files import refuse_stream
 
     return refuse_stream(obj)
 
@@ -231,7 +231,7 @@ def _handle_path(h: _Hasher, obj: Any) -> Any:
 
 
 def _handle_ndarray(h: _Hasher, a: Any) -> Any:
-    from fncache._buffers import ndarray_token
+    from fncache.values.buffers import ndarray_token
 
     return (_Token, ndarray_token(a))
 
@@ -249,7 +249,7 @@ def _wrapper_handler(
     """
 
     def handle(h: _Hasher, obj: Any) -> Any:
-        from fncache._usercode import compile_options, wrapped_user_code
+        from fncache.code.usercode import compile_options, wrapped_user_code
 
         inner = wrapped_user_code(obj)
         if inner is None:
@@ -320,7 +320,7 @@ def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
         return _handle_ufunc
     handler: Callable[[_Hasher, Any], Any] | None = None
     if np is not None or not _VALUE_LIBRARIES.isdisjoint(sys.modules):
-        from fncache._buffers import resolve
+        from fncache.values.buffers import resolve
 
         handler = resolve(t)
     if t is not types.MethodType and any("__call__" in vars(c) for c in t.__mro__):

@@ -1,6 +1,6 @@
 """Where a joblib-style ``location`` keeps its entries, how they are read, and result handles.
 
-Part of the ``fncache.Memory`` layer (:mod:`fncache.memory`): a path ``location`` holds a disk store in
+Part of the ``fncache.Memory`` layer (:mod:`fncache.joblib.memory`): a path ``location`` holds a disk store in
 ``LOCATION/fncache``; a store URL is used as it is. Entries are read plain or memory-mapped
 (``mmap_mode="r"``), after checking that a disk store's directory was not deleted meanwhile.
 :class:`MemorizedResult` is a picklable handle on one cached result.

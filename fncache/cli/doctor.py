@@ -61,8 +61,8 @@ class Report:
 
 def _probe(target: str) -> None:
     """Entry point of the subprocesses: print the target's fingerprint as JSON."""
-    from fncache._fingerprint import fingerprint
-    from fncache._targets import load_target
+    from fncache.code.fingerprint import fingerprint
+    from fncache.code.targets import load_target
 
     obj, _ = load_target(target)
     obj = getattr(obj, "__wrapped__", obj)
@@ -76,12 +76,12 @@ def _fingerprints(target: str, seeds: list[str]) -> dict[str, dict[str, Any]]:
     for seed in seeds:
         # Loading the target runs its code; caching off means whatever it calls stores nothing.
         env = dict(os.environ, PYTHONHASHSEED=seed, FNCACHE_DISABLE="1")
-        code = f"from fncache._doctor import _probe; _probe({target!r})"
+        code = f"from fncache.cli.doctor import _probe; _probe({target!r})"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                               timeout=300)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines()[-1:] or ["(no output)"])[0]
-            missing = "fncache._targets.TargetError: "
+            missing = "fncache.code.targets.TargetError: "
             if tail.startswith(missing):  # the target cannot be found: say what is missing
                 raise RuntimeError(f"cannot load {target}: {tail[len(missing):]}")
             raise RuntimeError(f"computing the fingerprint failed (seed {seed}): {tail}")

@@ -571,7 +571,7 @@ def _walk(s: _Streams, path: str, arr: Any) -> None:
         return
     # Unions and anything unknown: element by element, through their Python values (and, for a
     # union, which child each value comes from: 1 as int8 and 1 as int64 are different values).
-    from fncache._hasher import digest
+    from fncache.values.hasher import digest
 
     if isinstance(t, pa.UnionType):
         # (``UnionArray.type_codes`` ignores a slice's offset: read the buffer.)

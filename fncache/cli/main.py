@@ -149,8 +149,8 @@ def _progress(items: Iterable[Any], label: str, total: int | None = None) -> Ite
 
 
 def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
-    from fncache._prune import select
-    from fncache._targets import recorded_name
+    from fncache.cli.prune import select
+    from fncache.code.targets import recorded_name
 
     function = getattr(args, "function", None)
     return select(
@@ -167,7 +167,7 @@ def _select(store: Store, args: argparse.Namespace) -> list[EntryInfo]:
 
 def _sweep_sources(store: Store) -> None:
     """Remove the kept sources (explain's diffs) no remaining entry refers to."""
-    from fncache._sources import unused
+    from fncache.code.sources import unused
 
     doomed = unused(store)
     if doomed:
@@ -244,7 +244,7 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 def _hint_unknown_function(store: Store, args: argparse.Namespace, found: bool) -> None:
     """``--function NAME`` that matches no entry: say so on stderr, with the nearest stored name."""
-    from fncache._targets import recorded_name
+    from fncache.code.targets import recorded_name
 
     function = getattr(args, "function", None)
     if function is None or found:
@@ -448,7 +448,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from fncache._prune import plan_prune
+    from fncache.cli.prune import plan_prune
 
     if args.max_size is None and args.older_than is None:
         raise _Usage("prune: give --max-size, --older-than or both")
@@ -476,7 +476,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from fncache import _explain
     from fncache._memoize import Memoized
     from fncache._options import disable
-    from fncache._targets import load_target
+    from fncache.code.targets import load_target
 
     target = _check_target(args.target)
     store = _store_from(args)
@@ -538,7 +538,7 @@ def _code_from_cwd() -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from fncache import _doctor
+    from fncache.cli import doctor as _doctor
 
     if args.target is not None:
         _check_target(args.target)

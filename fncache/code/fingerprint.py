@@ -39,11 +39,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fncache import _forks, _hasher, _usercode
-from fncache._code_digest import code_digest
+from fncache import _forks
 from fncache._errors import ArgumentTypeError
-from fncache._usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
-from fncache._walk import (
+from fncache.code import usercode as _usercode
+from fncache.code.digest import code_digest
+from fncache.code.usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
+from fncache.code.walk import (
     _MISSING,
     IGNORED,
     REBOUND,
@@ -53,6 +54,7 @@ from fncache._walk import (
     describe,
     holds_user_code,
 )
+from fncache.values import hasher as _hasher
 
 __all__ = [
     "Fingerprint",
@@ -280,7 +282,7 @@ _reported_slow: set[tuple[str, str]] = set()
 
 def _report_slow(obj: Any, fp: Fingerprint) -> None:
     """Log at INFO, once per function and value, each value that every use of ``fp`` re-hashes slowly."""
-    from fncache._targets import recorded_module
+    from fncache.code.targets import recorded_module
 
     module = recorded_module(getattr(obj, "__module__", None) or "?", getattr(obj, "__globals__", None))
     name = f"{module}:{getattr(obj, '__qualname__', '?')}"  # as ls and explain name it

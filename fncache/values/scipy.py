@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache._buffers import ndarray_token
+from fncache.values.buffers import ndarray_token
 
 __all__ = ["is_sparse_type", "sparse_token"]
 

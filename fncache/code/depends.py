@@ -2,7 +2,7 @@
 
 A ``pathlib.Path`` (or a string naming an existing file or directory) contributes the digest of its
 content (a directory: of every file below it, by relative path); anything else contributes its value.
-File digests come from the one table of :mod:`fncache._digests` (reused while the file's stat
+File digests come from the one table of :mod:`fncache.values.digests` (reused while the file's stat
 signature is unchanged).
 """
 
@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from fncache import _hasher
-from fncache._digests import path_digest
+from fncache.values import hasher as _hasher
+from fncache.values.digests import path_digest
 
 __all__ = ["depends_digest", "path_digest"]
 

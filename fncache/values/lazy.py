@@ -5,7 +5,7 @@ an h5py dataset or a zarr array holds file *names*; its pickle (or query plan) s
 files are rewritten, so keying it by its pickle gives a stale hit. Each such value is keyed here by
 what it does with the files (the plan, the names relative to the folder scanned, the format and
 read options) plus the content digest of every file it can read, from the one table of
-:mod:`fncache._digests`: a warm call costs one ``stat`` per file.
+:mod:`fncache.values.digests`: a warm call costs one ``stat`` per file.
 
 What each reader is keyed by:
 
@@ -13,7 +13,7 @@ What each reader is keyed by:
   ``scan_ndjson``, and joins/unions/concats of them): the plan's JSON serialization (``Cache`` node
   ids, which are random per process, replaced by their order of appearance) and, per source path,
   the files it names *now*: a glob is expanded at call time (a superset of polars' own matching, see
-  :func:`fncache._digests.expand_glob`), a folder is every file below it, so a file added to the
+  :func:`fncache.values.digests.expand_glob`), a folder is every file below it, so a file added to the
   folder is a miss. A plan that scans no file (``df.lazy()``) keeps the key of its pickle.
 * **pyarrow.dataset.FileSystemDataset**: its pickle (fragments with their paths and partition
   expressions, schema, format and read options, file system) plus each listed file's content. The
@@ -32,7 +32,7 @@ function (``scan_pyarrow_dataset``, IO plugins) or from open file objects, ``pq.
 does not say which file it has open), filtered Arrow datasets, h5py handles whose file was replaced
 since it was opened.
 
-numpy memmaps are not handled here: they are keyed by the mapped bytes (:mod:`fncache._buffers`),
+numpy memmaps are not handled here: they are keyed by the mapped bytes (:mod:`fncache.values.buffers`),
 which are the file's content as the array reads it.
 
 The file digests are taken when the key is made, just before the function runs: a file rewritten
@@ -49,9 +49,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from fncache import _digests
-from fncache._buffers import token
 from fncache._errors import UnhashableArgument
+from fncache.values import digests as _digests
+from fncache.values.buffers import token
 
 __all__ = ["resolve"]
 

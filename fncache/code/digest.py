@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from fncache import _hasher
+from fncache.values import hasher as _hasher
 
 __all__ = ["Import", "absolute_import", "code_digest", "code_names", "globals_written"]
 

@@ -1,0 +1,1 @@
+"""The joblib layer: ``fncache.Memory``, a drop-in replacement for ``joblib.Memory``."""

@@ -1,0 +1,1 @@
+"""The notebook front door: the ``%%fncache`` cell magic."""

@@ -1,0 +1,1 @@
+"""The values wing: any Python value -> the canonical stream its key is made of."""
