@@ -230,3 +230,13 @@ def test_in_memory_buffers_are_values(tmp_path: Path) -> None:
     assert read(io.StringIO("a")) == "a"
     assert read.key(io.BytesIO(b"a")) != read.key(io.BytesIO(b"b"))
     assert read(io.StringIO("a")) == "a" and read.cache_info().hits == 1
+
+
+def test_file_keys_are_the_recorded_ones(tmp_path: Path) -> None:
+    """The key of a file argument is part of the key format: the class is written into the stream
+    by reference, so moving ``fncache._files`` would change every such key. Recorded with 0.2's layout;
+    the same name and content anywhere give this digest."""
+    path = tmp_path / "data.csv"
+    path.write_bytes(b"x,y\n1,2\n")
+    assert fncache.hash(fncache.file(path)) == "9bff31f437984eefd7e071addf824f37"
+    assert fncache.hash(fncache.ref(object(), "tok")) == "3957e84e7c3c6453a1d75793a8f969b9"

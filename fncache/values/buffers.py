@@ -27,6 +27,8 @@ from typing import Any
 
 import xxhash
 
+from fncache._hasher import Token
+
 __all__ = ["c_order_digest", "masked_array_token", "ndarray_token", "resolve", "token"]
 
 _log = logging.getLogger("fncache")
@@ -37,9 +39,7 @@ _BLOCK_BYTES = 1 << 22
 
 def token(*parts: Any) -> Any:
     """A reduce value standing for ``parts`` in the hash stream."""
-    from fncache.values.hasher import _Token
-
-    return (_Token, parts)
+    return (Token, parts)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,59 +26,16 @@ from __future__ import annotations
 
 import io
 import os
-import pathlib
 import sys
 from typing import Any
 
 from fncache._errors import ArgumentTypeError, UnhashableArgument
-from fncache.values import digests as _digests
+from fncache._files import File
 
 __all__ = ["File", "file", "file_argument", "is_stream", "refuse_stream"]
 
 _STREAM_HINT = ("pass its path as fncache.file(path), or declare the parameter with "
                 "@fncache.memoize(files=[...]); reading a stream to key it would consume it")
-
-
-class File(str):
-    """A path whose fncache key is the file's name and content. Behaves as the path everywhere else.
-
-    A ``str`` subclass (and an :class:`os.PathLike`): readers that accept only ``str`` or
-    ``pathlib.Path`` (polars' ``read_parquet``/``scan_parquet``, numpy's memory maps) take it as the
-    path it spells; it compares and hashes as that string.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, path: str | os.PathLike[str]) -> File:
-        if not isinstance(path, (str, os.PathLike)):
-            raise ArgumentTypeError(
-                f"fncache.file: path must be a str or os.PathLike, got {type(path).__name__}")
-        return super().__new__(cls, str.__str__(path) if isinstance(path, str) else os.fspath(path))
-
-    @property
-    def path(self) -> str:
-        """The path as a plain ``str``."""
-        return str.__str__(self)
-
-    def __fspath__(self) -> str:
-        return self.path
-
-    def __str__(self) -> str:
-        return self.path
-
-    def __repr__(self) -> str:
-        return f"fncache.file({self.path!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (File, (self.path,))
-
-    def resolve(self, strict: bool = False) -> pathlib.Path:
-        """The absolute path, as ``pathlib.Path.resolve`` gives it (numpy's ``memmap`` asks)."""
-        return pathlib.Path(self.path).resolve(strict=strict)
-
-    def __fncache_token__(self) -> tuple[str, bytes]:
-        name = os.path.basename(os.path.normpath(self.path))
-        return (name, _digests.path_digest(self.path))
 
 
 def file(path: str | os.PathLike[str]) -> File:

@@ -56,6 +56,7 @@ import xxhash
 
 from fncache import _forks
 from fncache._errors import ArgumentTypeError, UnhashableArgument
+from fncache._hasher import Token
 
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
 
@@ -69,15 +70,8 @@ _SORTABLE = frozenset({str, bytes, int})
 
 _MISSING = object()
 
-
-def _Token(*args: Any) -> Any:  # noqa: N802 - reads as a constructor in reduce tuples
-    """Stands in the stream for a value that is hashed by something other than its pickle.
-
-    Pickled as ``(_Token, (kind, payload))``: the kind keeps tokens of different origins apart, and
-    no real object reduces to this private function, so a token never equals ordinary data. Never
-    called: nothing this module writes is unpickled.
-    """
-    raise TypeError("fncache hash streams are not meant to be unpickled")
+# The marker of tokens (pickled by reference: its module and name are part of the key format).
+_Token = Token
 
 
 # ---------------------------------------------------------------------------------------------
