@@ -19,6 +19,7 @@ import functools
 import inspect
 import logging
 import os
+import threading
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -35,6 +36,7 @@ from fncache.stores import Store, redact
 __all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
 
 log = logging.getLogger("fncache")
+_threads = threading.active_count
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -213,6 +215,9 @@ class Memoized(Generic[P, R]):
             return self.__wrapped__(*args, **kwargs)
         if self._is_async:
             return self._acall(args, kwargs)  # type: ignore[return-value]
+        # No other thread while the key is built: a miss then need not hash its inputs again
+        # before the call (see MissPath._before).
+        solo = _threads() == 1
         ck = self._prepare(args, kwargs)
         if ck is None:
             return self.__wrapped__(*args, **kwargs)
@@ -223,9 +228,10 @@ class Memoized(Generic[P, R]):
             self._entries.report("hit", ck.key)
             return value  # type: ignore[no-any-return]
         self._counters.misses += 1
-        return self._miss.call(ck, args, kwargs, finished)  # type: ignore[no-any-return]
+        return self._miss.call(ck, args, kwargs, finished, solo)  # type: ignore[no-any-return]
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        solo = _threads() == 1
         ck = self._prepare(args, kwargs)
         if ck is None:
             return await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
@@ -236,7 +242,7 @@ class Memoized(Generic[P, R]):
             self._entries.report("hit", ck.key)
             return value
         self._counters.misses += 1
-        return await self._miss.acall(ck, args, kwargs, finished)
+        return await self._miss.acall(ck, args, kwargs, finished, solo)
 
     # -- the rest of the public surface ---------------------------------------------------------
     def call(self, *args: P.args, **kwargs: P.kwargs) -> R:

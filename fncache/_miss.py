@@ -16,6 +16,7 @@ computation, the others wait for its result.
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
 import threading
@@ -30,13 +31,52 @@ from fncache._errors import LockTimeout
 from fncache.code.fingerprint import Fingerprint, mark_state
 from fncache.stores import LeaseLock
 
-__all__ = ["MissPath", "arun", "run"]
+__all__ = ["COMPUTE", "Compute", "Enter", "MissPath", "Verdict", "arun", "run", "verdict"]
 
 log = logging.getLogger("fncache")
 
-#: Yielded by the steps: "run the function now and send me its result (or throw its exception)".
-COMPUTE = "compute"
-Steps = Generator[Any, Any, Any]
+class Compute:
+    """Yielded by the steps: "run the function now and send me its result (or throw its exception)"."""
+
+    __slots__ = ()
+
+
+class Enter(NamedTuple):
+    """Yielded by the steps: "enter this store lock (it may wait) and send me what it gives"."""
+
+    lock: Any
+
+
+COMPUTE = Compute()
+Steps = Generator[Compute | Enter, Any, Any]
+
+
+class Verdict(enum.Enum):
+    """What becomes of a computed result (see :func:`verdict`)."""
+
+    STORE = "store"  # under the key looked up, described by the parts taken before the call
+    STORE_AFRESH = "store afresh"  # the same, described by the key's parts as they stand now
+    STATE = "state"  # the function modified values it reads: keyed by name from now on, then stored
+    SKIP = "skip"  # returned, not stored: the result may not belong to the key
+
+
+def verdict(*, drifted: bool, rebound: bool, changed: bool, alone: bool, private: bool) -> Verdict:
+    """The store decision after a call, from what differs from before it (a pure function).
+
+    ``drifted``: the inputs no longer gave the key looked up when the call began, or a
+    ``depends_on`` input changed during it (never the function's doing); ``rebound``: a name the
+    code reads was rebound during the call; ``changed``: a mutable value it reads was modified;
+    ``alone``: no other thread or task existed when it began and when it ended (any change is the
+    call's own); ``private``: every modified value is reached only through a closure or a default
+    (no other code can reach it but by calling the function).
+    """
+    if drifted:
+        return Verdict.SKIP
+    if not (rebound or changed):
+        return Verdict.STORE
+    if not (alone or (not rebound and private)):
+        return Verdict.SKIP
+    return Verdict.STATE if changed else Verdict.STORE_AFRESH
 
 
 def run(steps: Steps, compute: Callable[[], Any]) -> Any:
@@ -55,7 +95,7 @@ def run(steps: Steps, compute: Callable[[], Any]) -> Any:
             return stop.value
         send = error = None
         try:
-            send = compute() if op is COMPUTE else op.__enter__()
+            send = compute() if op is COMPUTE else op.lock.__enter__()
         except BaseException as e:  # handed to the steps, which re-raise what is not theirs
             error = e
 
@@ -71,7 +111,7 @@ async def arun(steps: Steps, compute: Callable[[], Any]) -> Any:
             return stop.value
         send = error = None
         try:
-            send = await compute() if op is COMPUTE else await _enter(op)
+            send = await compute() if op is COMPUTE else await _enter(op.lock)
         except BaseException as e:
             error = e
 
@@ -169,10 +209,11 @@ class MissPath:
 
     # -- the steps -----------------------------------------------------------------------------
     def steps(self, ck: CallKey, *, finished: int | None = None, loop: Any = None,
-              lock: bool = True, overwrite: bool = False,
+              lock: bool = True, overwrite: bool = False, solo: bool = False,
               call: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})) -> Steps:
         """The miss path of ``ck`` as a generator (see the module docstring); returns the value.
 
+        ``solo``: the process had no other thread when ``ck`` was built (see :meth:`_before`).
         ``call``: the arguments, for the ``announce`` strategy only.
         """
         if finished is not None and finished != self.finished:
@@ -186,7 +227,7 @@ class MissPath:
         if lock and self.lock:
             try:
                 guard = self.entries.store.lock(ck.key, self.lock_timeout)
-                yield guard
+                yield Enter(guard)
             except LockTimeout:
                 guard = None
                 log.warning("%s: waited %.0fs for another process computing %s; computing too",
@@ -201,7 +242,7 @@ class MissPath:
                     self.entries.report("hit", ck.key)
                     return value
             self.entries.report("miss", ck.key)
-            before = self._before(ck, loop)
+            before = self._before(ck, loop, solo and (loop is None or guard is None))
             told = self.announce(ck, *call) if self.announce is not None else None
             start = time.perf_counter()
             value = yield COMPUTE
@@ -221,26 +262,34 @@ class MissPath:
                 except Exception as e:
                     self.entries.failed("unlock", e)
 
-    def _before(self, ck: CallKey, loop: Any) -> _Before:
-        """What ``ck`` was made from, taken just before the function runs (see _store_result)."""
+    def _before(self, ck: CallKey, loop: Any, solo: bool) -> _Before:
+        """What ``ck`` was made from, taken just before the function runs (see _store_result).
+
+        The inputs may have moved since the lookup (another thread rebound a global): the key of the
+        inputs as they stand now is then another one, and this result must not go under ``ck.key``.
+        When no other thread existed when ``ck`` was built (``solo``) nor exists now, and, for a
+        coroutine, no await happened since (no lock was waited for), only this call's own fncache
+        code ran in between: ``ck`` is what the inputs give now, and they are not hashed again.
+        """
+        if solo and threading.active_count() == 1:
+            return _Before(ck, ck.depends_on, True, _alone(loop))
         now = self.keys.rebuild(ck.args)
-        # The inputs may have moved since the lookup (another thread rebound a global): the key of
-        # the inputs as they stand now is then another one, and this result must not go under key.
         same = now.fingerprint is None or now.key == ck.key
         return _Before(now, now.depends_on, same, _alone(loop))
 
     def _store_result(self, before: _Before, ck: CallKey, value: Any, duration: float,
                       overwrite: bool, loop: Any) -> str | None:
         """Store a computed value under ``ck.key``, unless what the key was made from changed
-        meanwhile in a way the function itself cannot be shown to have caused.
+        meanwhile in a way the function itself cannot be shown to have caused (see :func:`verdict`).
 
         The function was *alone* when no other thread (and, for a coroutine, no other task of its
         loop) existed when it began and when it ended: any change seen now was made by the call
         itself. Otherwise only the mutation of values reached privately (closures, defaults) is taken
         as the function's own; a global rebound or mutated meanwhile may be another thread's doing,
         and the function may have read the new value, so the result may not belong to the key. A
-        ``depends_on`` input that changed is never the function's doing. Identity checks and
-        re-hashes of the mutable values read, as on a hit.
+        ``depends_on`` input that changed is never the function's doing. Identity checks and one
+        re-hash of each mutable value read, as on a hit; with nothing changed, the key's parts taken
+        before the call describe the entry (nothing is hashed again for its metadata).
 
         Returns why the result was not stored (None when the store was tried): also logged, as a
         WARNING the first time for each function and input, since the user sees only ``stores=0``.
@@ -250,12 +299,16 @@ class MissPath:
         changed: list[Any] = []
         if fp is not None and before.same:
             rebound, changed, private = fp.changes()
-        alone = before.alone and _alone(loop)
         drifted = not before.same or (before.depends is not None and _depends_changed(
             self.keys, before.depends))
-        if drifted or ((rebound or changed) and not (alone or (not rebound and private))):
+        decided = verdict(drifted=drifted, rebound=rebound, changed=bool(changed),
+                          alone=before.alone and _alone(loop), private=private)
+        if decided is Verdict.SKIP:
             return self._not_stored(before, fp, changed, loop)
-        if not changed:
+        if decided is Verdict.STORE:
+            self.entries.save(ck, value, duration, overwrite, meta_from=before.now)
+            return None
+        if decided is Verdict.STORE_AFRESH:
             self.entries.save(ck, value, duration, overwrite, meta_from=self.keys.rebuild(ck.args))
             return None
         # The function modified a value it reads (a log list, a counter, a memo dict): that is
@@ -299,7 +352,7 @@ class MissPath:
 
     # -- the shells ----------------------------------------------------------------------------
     def call(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
-             finished: int | None = None) -> Any:
+             finished: int | None = None, solo: bool = False) -> Any:
         """A missed call of a plain function: once per key among this process's threads."""
         with self._flights_lock:
             flight = self._flights.get(ck.key)
@@ -319,7 +372,7 @@ class MissPath:
                 return value
             return self.call(ck, args, kwargs)
         try:
-            value = run(self.steps(ck, finished=finished, call=(args, kwargs)),
+            value = run(self.steps(ck, finished=finished, solo=solo, call=(args, kwargs)),
                         lambda: self.func(*args, **kwargs))
             flight.value, flight.ok = value, True
             return value
@@ -330,7 +383,7 @@ class MissPath:
             flight.running.release()
 
     async def acall(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    finished: int | None = None) -> Any:
+                    finished: int | None = None, solo: bool = False) -> Any:
         """A missed call of a coroutine function: once per key among the tasks of one loop."""
         import asyncio
 
@@ -351,7 +404,8 @@ class MissPath:
         fut = self._aflights[(loop, ck.key)] = loop.create_future()
         done = False
         try:
-            value = await arun(self.steps(ck, finished=finished, loop=loop, call=(args, kwargs)),
+            value = await arun(self.steps(ck, finished=finished, loop=loop, solo=solo,
+                                          call=(args, kwargs)),
                                lambda: self.func(*args, **kwargs))
             fut.set_result((True, value))
             done = True
