@@ -43,7 +43,14 @@ from fncache import _forks
 from fncache._errors import ArgumentTypeError
 from fncache.code import usercode as _usercode
 from fncache.code.digest import code_digest
-from fncache.code.usercode import _unwrap_memoized, is_user_code, is_user_module, track, untrack
+from fncache.code.usercode import (
+    _unwrap_memoized,
+    distribution_versions,
+    is_user_code,
+    is_user_module,
+    track,
+    untrack,
+)
 from fncache.code.walk import (
     _MISSING,
     IGNORED,
@@ -230,7 +237,7 @@ def _result(walk: _Walk) -> Fingerprint:
     """The fingerprint a finished walk describes."""
     if walk.versions and walk.distributions:
         # One component per distribution, so a miss can say which one moved.
-        for dist, version in _versions(walk.distributions):
+        for dist, version in distribution_versions(walk.distributions):
             walk.components[f"version {dist}"] = _hasher.digest(version).hex()
     comps = dict(sorted(walk.components.items()))
     private: frozenset[int] = frozenset()
@@ -297,35 +304,12 @@ def _report_slow(obj: Any, fp: Fingerprint) -> None:
             name, where, what, seconds * 1000)
 
 
-@functools.lru_cache(maxsize=1)
-def _packages_distributions() -> Any:
-    # Scans every installed distribution's metadata (slow): once per process. Versions themselves
-    # are read on each computation, so an upgrade in a running notebook is still seen.
-    import importlib.metadata as md
-
-    return md.packages_distributions()
-
-
-def _versions(top_level: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    import importlib.metadata as md
-
-    mapping = _packages_distributions()
-    out = set()
-    for name in top_level:
-        for dist in mapping.get(name, ()):
-            try:
-                out.add((dist, md.version(dist)))
-            except md.PackageNotFoundError:  # pragma: no cover
-                pass
-    return tuple(sorted(out))
-
-
 def _library_fingerprint(obj: Any, versions: bool) -> Fingerprint:
     module = getattr(obj, "__module__", None)
     token: tuple[Any, ...] = ("ref", module, getattr(obj, "__qualname__", None))
     components = {}
     if versions and module:
-        found = _versions([module.split(".")[0]])
+        found = distribution_versions([module.split(".")[0]])
         if found:
             token += (found,)
             components = {f"version {d}": v for d, v in found}

@@ -8,6 +8,7 @@ under an older generation is stale wherever it is held.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -16,11 +17,12 @@ import site
 import sys
 import sysconfig
 import types
+from collections.abc import Iterable
 from typing import Any
 
 from fncache._errors import ArgumentTypeError
 
-__all__ = ["is_user_code", "is_user_module", "track", "untrack"]
+__all__ = ["distribution_versions", "is_user_code", "is_user_module", "track", "untrack"]
 
 log = logging.getLogger("fncache")
 
@@ -250,3 +252,178 @@ def _unwrap_memoized(obj: Any) -> Any:
         return inner(obj)
     return obj
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributions: which installed distribution owns a library module, and its version
+# ---------------------------------------------------------------------------------------------
+#
+# ``importlib.metadata.packages_distributions()`` answers this for every module at once by reading
+# the metadata of every installed distribution (a second or more in a large environment, paid by the
+# first library function keyed in each process). Only the directory a module is imported from can
+# hold the distribution that installed it, so only that directory's metadata is read (its
+# ``top_level.txt`` files, or ``RECORD`` where there is none: the same rule as the full scan), once
+# per process and directory. A module found outside any directory holding distribution metadata (an
+# editable install, a library untracked from a source tree) falls back to the full scan. Versions are
+# read from the owner's metadata on every computation (an upgrade in a running process is seen: it
+# replaces the metadata directory, whose name carries the version), never remembered across processes.
+
+_STDLIB_DIRS = frozenset(
+    os.path.realpath(os.path.join(p, sub))
+    for name in ("stdlib", "platstdlib") if (p := sysconfig.get_paths().get(name))
+    for sub in ("", "lib-dynload"))
+_owners: dict[str, tuple[str, ...]] = {}  # top-level module -> metadata directories owning it
+_listed: dict[str, list[str]] = {}  # directory -> the metadata directories in it
+_provided: dict[str, frozenset[str]] = {}  # metadata directory -> the top-level modules it provides
+
+
+def distribution_versions(top_level: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``(name, version)`` of the installed distributions that own these top-level modules, sorted.
+
+    A module of the standard library, a built-in one or one no distribution owns gives nothing.
+    """
+    out: set[tuple[str, str]] = set()
+    for top in top_level:
+        for _ in range(2):
+            found = _versions_of(_owners_of(top))
+            if found is not None:
+                out.update(found)
+                break
+            # A metadata directory went away (an upgrade or an uninstall): look again, once.
+            _owners.pop(top, None)
+            _listed.clear()
+            _provided.clear()
+    return tuple(sorted(out))
+
+
+def _versions_of(owners: tuple[str, ...]) -> list[tuple[str, str]] | None:
+    """The versions of these owners, read now; None if a metadata directory is gone."""
+    import importlib.metadata as md
+    import pathlib
+
+    out = []
+    for path in owners:
+        if path.startswith("\0"):  # found by the full scan: by name
+            try:
+                out.append((path[1:], md.version(path[1:])))
+            except md.PackageNotFoundError:  # pragma: no cover - removed meanwhile
+                pass
+            continue
+        if not os.path.isdir(path):
+            return None
+        dist = md.PathDistribution(pathlib.Path(path))
+        name, version = dist.metadata["Name"], dist.version
+        if not name or not version:
+            return None
+        out.append((name, version))
+    return out
+
+
+def _owners_of(top: str) -> tuple[str, ...]:
+    found = _owners.get(top)
+    if found is None:
+        found = _owners[top] = _find_owners(top)
+    return found
+
+
+def _find_owners(top: str) -> tuple[str, ...]:
+    """The metadata directories of the distributions owning ``top`` (``"\\0name"``: found by the
+    full scan, by name)."""
+    dirs = _module_dirs(top)
+    if not dirs:
+        return ()
+    found: list[str] = []
+    indexed = False
+    for d in dirs:
+        metas = _metadata_dirs(d)
+        indexed = indexed or bool(metas)
+        found.extend(m for m in metas if _owns(m, top))
+    if found or indexed:
+        return tuple(dict.fromkeys(found))
+    return tuple("\0" + name for name in dict.fromkeys(_all_distributions().get(top, ())))
+
+
+def _module_dirs(top: str) -> list[str]:
+    """The directories ``top`` is imported from (several for a namespace package), without
+    importing it; none for a built-in, frozen or standard-library module."""
+    mod = sys.modules.get(top)
+    spec = getattr(mod, "__spec__", None) if mod is not None else None
+    if spec is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return []
+    if spec is None or spec.origin in ("built-in", "frozen"):
+        return []
+    if spec.submodule_search_locations:
+        places = list(spec.submodule_search_locations)
+    elif spec.origin:
+        places = [spec.origin]
+    else:
+        return []
+    dirs = [os.path.dirname(os.path.realpath(p)) for p in places]
+    return [d for d in dict.fromkeys(dirs) if d not in _STDLIB_DIRS]
+
+
+def _metadata_dirs(directory: str) -> list[str]:
+    """The distribution metadata directories in ``directory`` (listed once per process)."""
+    found = _listed.get(directory)
+    if found is None:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            names = []
+        found = _listed[directory] = [os.path.join(directory, n) for n in names
+                                      if n.endswith((".dist-info", ".egg-info"))]
+    return found
+
+
+def _owns(meta: str, top: str) -> bool:
+    """Whether one distribution provides top-level module ``top`` (see :func:`_provides`)."""
+    found = _provided.get(meta)
+    if found is None:
+        found = _provided[meta] = _provides(meta)
+    return top in found
+
+
+def _provides(meta: str) -> frozenset[str]:
+    """The top-level modules one distribution provides: its ``top_level.txt``, else the first part
+    of each path its ``RECORD`` lists, as ``importlib.metadata`` infers them (string operations on
+    the lines; the CSV parser only for the rare quoted ones: a large library lists thousands)."""
+    import csv
+    import inspect
+
+    try:
+        with open(os.path.join(meta, "top_level.txt"), encoding="utf-8") as f:
+            declared = f.read().split()
+        if declared:
+            return frozenset(declared)
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(meta, "RECORD"), encoding="utf-8", newline="") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    firsts = {line.partition("/")[0] for line in lines if line and line[0] != '"'}
+    quoted = [line for line in lines if line.startswith('"')]
+    try:
+        firsts.update(row[0].replace("\\", "/").partition("/")[0] + ("" if "/" in row[0] else ",")
+                      for row in csv.reader(quoted) if row)
+    except csv.Error:
+        pass
+    out = set()
+    for first in firsts:
+        if "," in first:  # a file at the top: "name.py,sha256=...,size"
+            path = first.partition(",")[0]
+            first = inspect.getmodulename(path) or path
+        if "." not in first:
+            out.add(first)
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _all_distributions() -> Any:
+    import importlib.metadata as md
+
+    return md.packages_distributions()
