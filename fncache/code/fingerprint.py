@@ -29,7 +29,6 @@ a global its code rebinds (``global n; n += 1``) and the values memoize saw it m
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
