@@ -41,7 +41,8 @@ from typing import Any, NamedTuple
 import fncache
 from benchmarks import _funcs, _state
 
-NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing", "lazy")
+NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing", "lazy",
+         "global", "pipeline", "peak")
 Row = dict[str, Any]
 
 
@@ -102,7 +103,7 @@ def _row(name: str, ours: Stat, base: Stat, base_name: str, target: str, limit: 
          unit: str = "us") -> Row:
     """One line: medians, min/max, the ratio of medians and whether it is within ``limit``
     (``None``: information only)."""
-    scale = {"us": 1e6, "ms": 1e3, "s": 1.0}[unit]
+    scale = {"us": 1e6, "ms": 1e3, "s": 1.0, "x": 1.0}[unit]
     ratio = ours.median / base.median if base.median else float("nan")
     return {"name": name, "unit": unit, "ours": ours.median * scale,
             "ours_range": [ours.min * scale, ours.max * scale], "baseline": base.median * scale,
@@ -605,6 +606,14 @@ def main(argv: list[str] | None = None) -> int:
                 from benchmarks._lazy import bench_lazy
 
                 new = bench_lazy(where, args.quick, measure=_measure, row=_row, stat=_stat)
+            elif name in ("global", "pipeline", "peak"):
+                from benchmarks import _round3
+
+                kit = {"global": {"frame": _frame, "forget": _forget}, "pipeline": {"stat": _stat},
+                       "peak": {"const": _const}}[name]
+                measure = {"measure": _measure} if name != "peak" else {}
+                new = getattr(_round3, f"bench_{name}")(where, args.quick, row=_row, **measure,
+                                                         **kit)
             else:
                 new = globals()[f"bench_{name}"](where, args.quick)
             # Removed at once: files left for the kernel to write back would slow the next ones.

@@ -16,3 +16,22 @@ def full(n: int, size: int) -> object:
 def prepared(n: int) -> object:
     """The value the runner prepared (``n`` only makes a new key: a miss per call)."""
     return _state.VALUE
+
+
+#: A large value that ``through_helper`` reaches through ``_big`` (set by the runner): by content in
+#: its key, as a user's global is.
+BIG: object = None
+
+
+def _big() -> object:
+    return BIG
+
+
+def through_helper(n: int) -> object:
+    """The runner's large global, reached through a helper (``n`` only makes a new key)."""
+    return _big()
+
+
+def given(value: object) -> object:
+    """Its argument (a store of a value hashed as an argument)."""
+    return value
