@@ -444,7 +444,11 @@ def decode(
     A :class:`ReadFrame` checked for ``key`` while it was read is not hashed again (its MAC, with a
     secret, is still checked here).
     """
-    if type(frame) is ReadFrame:
+    if type(frame) is bytes and not secret:
+        small = _decode_small(frame, key.encode())
+        if small is not None:
+            return small
+    elif type(frame) is ReadFrame:
         if frame.checked_for == key:
             return _decode_read(frame, key, secret)
         frame = bytes(frame)  # checked for another key: checked again below (and rejected)
@@ -452,6 +456,30 @@ def decode(
     pickled, buffers = _verified_body(head, rest, h, flags, header_end, key.encode(), secret,
                                       verify_buffers)
     return _load(frame, h, pickled, buffers), h
+
+
+# Where the body of a frame with no flags and no buffers starts: the fixed header, its checksum and
+# zero padding to 64 bytes.
+_PLAIN_BODY = _FIXED.size + _CHECK + _pad(_FIXED.size + _CHECK)
+_PLAIN_PADDING = bytes(_PLAIN_BODY - _FIXED.size - _CHECK)
+
+
+def _decode_small(frame: bytes, kb: bytes) -> tuple[Any, Header] | None:
+    """:func:`decode` of the commonest frame in one step (a hit's small result): unsigned,
+    uncompressed, no out-of-band buffers. The same checks as the general path (magic, exact size,
+    zero padding, the checksum over key, header and body, all before unpickling), without its
+    views and slices; None for any other frame, and for one that fails a check (the general path
+    then names what failed)."""
+    if len(frame) < _PLAIN_BODY:
+        return None
+    magic, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(frame)
+    if magic != MAGIC or flags or nbuf or len(frame) != _PLAIN_BODY + plen + _pad(plen) \
+            or frame[_FIXED.size + _CHECK : _PLAIN_BODY] != _PLAIN_PADDING \
+            or xxhash.xxh3_128_digest(b"".join((kb, frame[: _FIXED.size], frame[_PLAIN_BODY:]))) \
+            != frame[_FIXED.size : _FIXED.size + _CHECK]:
+        return None
+    value = pickle.loads(memoryview(frame)[_PLAIN_BODY : _PLAIN_BODY + plen])
+    return value, Header(created, duration, False, None, plen, (), _PLAIN_BODY)
 
 
 def verify(key: str, frame: Any, *, secret: Secrets = None) -> bool:

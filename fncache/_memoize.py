@@ -19,7 +19,6 @@ import functools
 import inspect
 import logging
 import os
-import threading
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -27,7 +26,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from fncache._callkey import KEY_SCHEMA, CallKey, KeyBuilder, function_id
 from fncache._entries import Counters, Entries, Strategies
 from fncache._errors import ConfigError, UnhashableArgument
-from fncache._miss import MissPath
+from fncache._miss import MissPath, threads_besides_main
 from fncache._options import _DISABLED, NAMES, Options, unknown_options
 from fncache.code.fingerprint import Fingerprint
 from fncache.code.targets import importable
@@ -36,7 +35,6 @@ from fncache.stores import Store, redact
 __all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
 
 log = logging.getLogger("fncache")
-_threads = threading.active_count
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -217,7 +215,7 @@ class Memoized(Generic[P, R]):
             return self._acall(args, kwargs)  # type: ignore[return-value]
         # No other thread while the key is built: a miss then need not hash its inputs again
         # before the call (see MissPath._before).
-        solo = _threads() == 1
+        solo = threads_besides_main() == 0
         ck = self._prepare(args, kwargs)
         if ck is None:
             return self.__wrapped__(*args, **kwargs)
@@ -231,7 +229,7 @@ class Memoized(Generic[P, R]):
         return self._miss.call(ck, args, kwargs, finished, solo)  # type: ignore[no-any-return]
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        solo = _threads() == 1
+        solo = threads_besides_main() == 0
         ck = self._prepare(args, kwargs)
         if ck is None:
             return await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]

@@ -16,6 +16,7 @@ computation, the others wait for its result.
 
 from __future__ import annotations
 
+import _thread
 import enum
 import logging
 import sys
@@ -31,9 +32,17 @@ from fncache._errors import LockTimeout
 from fncache.code.fingerprint import Fingerprint, mark_state
 from fncache.stores import LeaseLock
 
-__all__ = ["COMPUTE", "Compute", "Enter", "MissPath", "Verdict", "arun", "run", "verdict"]
+__all__ = ["COMPUTE", "Compute", "Enter", "MissPath", "Verdict", "arun", "run", "threads_besides_main",
+           "verdict"]
 
 log = logging.getLogger("fncache")
+
+#: How many threads run besides the main thread. ``_thread._count()`` (in CPython since 2.x, counted in C
+#: from before a thread runs any Python code until after it ran its last): a tenth of the cost of
+#: ``threading.active_count()``, which takes a lock. Read on every call (see :meth:`MissPath._before`);
+#: a test pins what it is assumed to count.
+threads_besides_main: Callable[[], int] = _thread._count
+
 
 class Compute:
     """Yielded by the steps: "run the function now and send me its result (or throw its exception)"."""
@@ -213,7 +222,7 @@ class MissPath:
               call: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})) -> Steps:
         """The miss path of ``ck`` as a generator (see the module docstring); returns the value.
 
-        ``solo``: the process had no other thread when ``ck`` was built (see :meth:`_before`).
+        ``solo``: no thread ran besides the main one when ``ck`` was built (see :meth:`_before`).
         ``call``: the arguments, for the ``announce`` strategy only.
         """
         if finished is not None and finished != self.finished:
@@ -271,7 +280,8 @@ class MissPath:
         coroutine, no await happened since (no lock was waited for), only this call's own fncache
         code ran in between: ``ck`` is what the inputs give now, and they are not hashed again.
         """
-        if solo and threading.active_count() == 1:
+        if solo and threads_besides_main() == 0 and \
+                threading.current_thread() is threading.main_thread():
             return _Before(ck, ck.depends_on, True, _alone(loop))
         now = self.keys.rebuild(ck.args)
         same = now.fingerprint is None or now.key == ck.key

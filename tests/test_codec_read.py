@@ -245,3 +245,24 @@ def test_verify_agrees_with_decode_and_unpickles_nothing(data):
         assert len(UNPICKLED) == before, "verify unpickled a frame"
         assert verdict == (not _rejected(form, key=key, secret=secret))
         assert verdict == (change == "none")
+
+
+def test_a_small_frame_decodes_in_one_step_and_every_byte_change_is_rejected():
+    """The commonest frame (a small result: no buffers, unsigned, uncompressed), which decode parses
+    and checks in one step: the same value and header as the general path, and any byte changed or
+    cut off, or the wrong key, is rejected before unpickling."""
+    value = {"t": Tripwire(), "n": 12, "s": "small"}
+    small = _codec.encode(value, KEY, created=1.0, duration=2.0)
+    general_value, general_header = _codec.decode(memoryview(small), KEY)
+    fast_value, fast_header = _codec.decode(small, KEY)
+    assert fast_header == general_header == _codec.read_header(small)
+    assert fast_value.keys() == general_value.keys() and fast_value["s"] == "small"
+    for offset in range(len(small)):
+        for flip in (0x01, 0x80):
+            damaged = bytearray(small)
+            damaged[offset] ^= flip
+            assert _rejected(bytes(damaged)), offset
+    for length in range(len(small)):
+        assert _rejected(small[:length]), length
+    assert _rejected(small + bytes(64))
+    assert _rejected(small, key="k" * 32)

@@ -157,3 +157,19 @@ def test_verdict_truth_table(drifted, rebound, changed, alone, private):
     else:
         expected = Verdict.SKIP
     assert got is expected
+
+
+def test_the_thread_count_it_reads_counts_a_running_thread_until_it_ends():
+    """What the one-step check before the call relies on: a started thread counts from before it
+    runs Python code until it has ended."""
+    from fncache._miss import threads_besides_main
+
+    assert threading.current_thread() is threading.main_thread()
+    assert threads_besides_main() == 0
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    assert threads_besides_main() == 1
+    stop.set()
+    other.join()
+    assert threads_besides_main() == 0
