@@ -43,19 +43,7 @@ class Binder:
         names = [p.name for p in params]
         #: The first parameter's name (a method's ``self``), or None.
         self.first: str | None = names[0] if names else None
-        known = names if self.signature is not None else None
-        self.ignore = _checked_names("ignore", func, ignore, known)
-        self.files = _checked_names("files", func, files, known)
-        if self.files and self.signature is None:
-            raise ConfigError(f"files: the parameters of {getattr(func, '__qualname__', func)} are "
-                              "unknown (no signature); wrap the arguments in fncache.file() instead")
-        both = self.files & self.ignore
-        if both:
-            raise ConfigError(f"files: {', '.join(sorted(both))} also listed in ignore=")
-        for p in params:
-            if p.name in self.files and p.kind is _P.VAR_KEYWORD:
-                raise ConfigError(f"files: {p.name!r} is a **{p.name} parameter; name the keyword "
-                                  "parameters that take files instead")
+        self.ignore, self.files = _checked_options(func, self.signature, params, ignore, files)
         self.names = tuple(n for n in names if n not in self.ignore)
         # (position in the bound values, parameter name) of each parameter that takes files
         self._files = tuple((i, n) for i, n in enumerate(self.names) if n in self.files)
@@ -65,12 +53,7 @@ class Binder:
         self._kinds = tuple(p.kind for p in params)
         self._simple = all(p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) for p in params)
         self._n = len(params)
-        defaults = [p.default for p in params]
-        # tails[k]: the defaults that complete a call given k positional arguments
-        self._tails = [
-            tuple(defaults[k:]) if all(d is not _P.empty for d in defaults[k:]) else None
-            for k in range(self._n + 1)
-        ]
+        self._tails = _tails(params)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as pairs in call order),
@@ -109,6 +92,34 @@ class Binder:
                 value = tuple(value.items())
             out.append(value)
         return tuple(out)
+
+
+def _tails(params: list[inspect.Parameter]) -> list[tuple[Any, ...] | None]:
+    """tails[k]: the defaults that complete a call given k positional arguments (None: none do)."""
+    defaults = [p.default for p in params]
+    return [tuple(defaults[k:]) if all(d is not _P.empty for d in defaults[k:]) else None
+            for k in range(len(params) + 1)]
+
+
+def _checked_options(func: Any, signature: inspect.Signature | None,
+                     params: list[inspect.Parameter], ignore: Iterable[str],
+                     files: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """``ignore=`` and ``files=`` as sets of parameter names, checked against the signature and
+    each other; a ConfigError naming the option otherwise."""
+    known = [p.name for p in params] if signature is not None else None
+    ignored = _checked_names("ignore", func, ignore, known)
+    file_names = _checked_names("files", func, files, known)
+    if file_names and signature is None:
+        raise ConfigError(f"files: the parameters of {getattr(func, '__qualname__', func)} are "
+                          "unknown (no signature); wrap the arguments in fncache.file() instead")
+    both = file_names & ignored
+    if both:
+        raise ConfigError(f"files: {', '.join(sorted(both))} also listed in ignore=")
+    for p in params:
+        if p.name in file_names and p.kind is _P.VAR_KEYWORD:
+            raise ConfigError(f"files: {p.name!r} is a **{p.name} parameter; name the keyword "
+                              "parameters that take files instead")
+    return ignored, file_names
 
 
 def _signature(func: Callable[..., Any]) -> inspect.Signature | None:

@@ -23,6 +23,8 @@ import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import xxhash
+
 from fncache._binding import Binder
 from fncache._errors import UnhashableArgument
 from fncache._options import Options
@@ -37,6 +39,7 @@ __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
 KEY_SCHEMA = "fncache-key-2"
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 _KEY_PREFIX = _hasher.digest((KEY_SCHEMA, PYTHON))
+_digest_of = xxhash.xxh3_128_digest  # the key: xxh3-128 of the joined parts
 
 
 class CallKey(NamedTuple):
@@ -130,15 +133,22 @@ class KeyBuilder:
         self._pinned = None if self.version is None else \
             _hasher.digest(("version", function, self.version))
         self._tail = (_hasher.digest(("ignore", self.ignored)),) if self.ignored else ()
+        # Keys made by build in one step: nothing but the fingerprint and the arguments counts.
+        self._direct = self._pinned is None and not self.depends and not self._self_class
+        self._prefix: tuple[Fingerprint | None, bytes] = (None, b"")  # (fingerprint, key prefix)
 
     def fingerprint(self) -> Fingerprint:
         """The function's fingerprint, recomputed if anything it was made from changed."""
         fp = self._fp
         if fp is None or not still_valid(fp):
-            if self._self_class and self._owner is None:
-                self._owner = _owner_by_name(self.code)
-            fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
-                                        ignore_globals=self.ignore_globals)
+            fp = self._refresh()
+        return fp
+
+    def _refresh(self) -> Fingerprint:
+        if self._self_class and self._owner is None:
+            self._owner = _owner_by_name(self.code)
+        fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
+                                    ignore_globals=self.ignore_globals)
         return fp
 
     def _class_of_self(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:
@@ -164,25 +174,49 @@ class KeyBuilder:
         digest = _hasher.digest
         root = self.root
         out = []
-        for i, v in enumerate(values):
-            try:
+        try:
+            for v in values:
                 out.append(digest(v, root))
-            except UnhashableArgument as e:
-                name = self.binder.names[i] if i < len(self.binder.names) else f"#{i}"
-                raise UnhashableArgument(
-                    f"{self.function}: argument {name!r} of type "
-                    f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {e}; key it with "
-                    "fncache.ref(value, token) or fncache.register(type, fn), or leave it out with ignore=",
-                    parameter=name,
-                    type_name=type(v).__qualname__,
-                ) from e
+        except UnhashableArgument as e:
+            raise self._unhashable(values, e) from e
         if self._self_class:
             out.extend(self._class_of_self(args, kwargs))
         return tuple(out)
 
+    def _unhashable(self, values: tuple[Any, ...], error: UnhashableArgument) -> UnhashableArgument:
+        """The error naming the first argument that cannot be hashed (``error``'s, found again)."""
+        i, v = 0, None
+        for i, v in enumerate(values):  # noqa: B007 - the one that fails is wanted after the loop
+            try:
+                _hasher.digest(v, self.root)
+            except UnhashableArgument as e:
+                error = e
+                break
+        name = self.binder.names[i] if i < len(self.binder.names) else f"#{i}"
+        return UnhashableArgument(
+            f"{self.function}: argument {name!r} of type "
+            f"{type(v).__module__}.{type(v).__qualname__} cannot be hashed: {error}; key it with "
+            "fncache.ref(value, token) or fncache.register(type, fn), or leave it out with ignore=",
+            parameter=name,
+            type_name=type(v).__qualname__,
+        )
+
     def build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
         """The key of ``func(*args, **kwargs)`` as the inputs stand now."""
-        return self.rebuild(self.arg_digests(args, kwargs))
+        digests = self.arg_digests(args, kwargs)
+        if not self._direct:
+            return self.rebuild(digests)
+        # The common case in one step (no depends_on, no version=, no class of self): the same
+        # parts rebuild takes, with the key's prefix and code part joined once per fingerprint.
+        fp = self._fp
+        if fp is None or not still_valid(fp):
+            fp = self._refresh()
+        fp_of, prefix = self._prefix
+        if fp_of is not fp:
+            fp_of, prefix = self._prefix = (fp, _KEY_PREFIX + fp.digest)
+        key = _digest_of(b"".join((prefix, *digests, *self._tail))).hex()
+        return _new_key((self.function, None, fp, None, self.ignored, self.binder.names, digests,
+                         fp.digest, key))
 
     def rebuild(self, arg_digests: tuple[bytes, ...]) -> CallKey:
         """The key of a call with these argument digests, code and inputs taken afresh."""
@@ -197,7 +231,7 @@ class KeyBuilder:
         else:
             fp = self.fingerprint()
             code = fp.digest if depends is None else _hasher.digest((fp.digest, depends))
-        key = _hasher._digest_of(b"".join((_KEY_PREFIX, code, *arg_digests, *self._tail))).hex()
+        key = _digest_of(b"".join((_KEY_PREFIX, code, *arg_digests, *self._tail))).hex()
         names = self.binder.names
         if len(arg_digests) > len(names) and self._self_class:
             names += ("type(self)",)
@@ -206,6 +240,8 @@ class KeyBuilder:
 
 
 _NONE = object()
+# CallKey(...) without the named tuple's Python-level __new__ (one call less per hit).
+_new_key: Callable[[tuple[Any, ...]], CallKey] = functools.partial(tuple.__new__, CallKey)
 
 
 def _ignores_self(code: Any, binder: Binder) -> bool:

@@ -37,6 +37,7 @@ stream (xxh3's state can be read mid-stream), so a full decode checks both at th
 
 from __future__ import annotations
 
+import functools
 import hmac
 import mmap
 import pickle
@@ -47,10 +48,12 @@ from typing import Any, NamedTuple
 
 import xxhash
 
-from fncache._errors import ConfigError, IntegrityError
+from fncache._compression import check_compress, compress_body, decompress_body
+from fncache._errors import IntegrityError
 
-__all__ = ["Header", "ReadFrame", "UnpicklableResult", "decode", "encode", "encode_parts",
-           "frame_size", "read_frame", "read_header", "verify"]
+__all__ = ["Header", "ReadFrame", "UnpicklableResult", "check_compress", "decode", "encode",
+           "encode_parts", "frame_size", "read_frame", "read_header", "verify"]  # check_compress: of
+# fncache._compression, for the options
 
 MAGIC = b"FNC\x01"
 #: What the readers take: one secret, or several (a rotation: any of them is accepted), or None.
@@ -58,17 +61,13 @@ Secrets = bytes | tuple[bytes, ...] | None
 _FIXED = struct.Struct("<4sB3xddQII")
 _SIGNED, _ZSTD, _LZ4, _HEADCHECK = 1, 2, 4, 8
 _LEN = struct.Struct("<Q")
-_ALIGN = 64
-_CHECK = 16
-_MAC = 32
+_ALIGN, _CHECK, _MAC = 64, 16, 32  # body alignment, checksum and MAC sizes
 # Buffers smaller than this in total stay inside the pickle: not worth a separate, aligned region.
 _OUT_OF_BAND_MIN = 64 * 1024
-COMPRESSORS = ("zstd", "lz4")
 # Bytes read (and hashed) at a time by read_frame: small enough to be hashed from the CPU cache
 # right after the read put them there, large enough that the system calls cost nothing (256 reads
 # for 256 MB). Measured (CPU time, 256 MB warm): 128 KiB 54 ms, 1 MiB 51, 4 MiB 51, 16 MiB 55.
-_CHUNK = 1024 * 1024
-_HUGE_PAGE = 2 * 1024 * 1024
+_CHUNK, _HUGE_PAGE = 1024 * 1024, 2 * 1024 * 1024
 
 
 class UnpicklableResult(TypeError):
@@ -93,44 +92,6 @@ class Header(NamedTuple):
 
 def _pad(n: int) -> int:
     return -n % _ALIGN
-
-
-def _compress(kind: str, data: bytes) -> bytes:
-    if kind == "zstd":
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3).compress(data)
-    import lz4.frame
-
-    return lz4.frame.compress(data)  # type: ignore[no-any-return]
-
-
-def _decompress(kind: str, data: memoryview) -> bytes:
-    if kind == "zstd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().decompress(data)
-    import lz4.frame
-
-    return lz4.frame.decompress(data)  # type: ignore[no-any-return]
-
-
-def check_compress(compress: Any) -> str | None:
-    """Validate a ``compress=`` option: ``None``/``False``, ``True`` (zstd), ``"zstd"`` or ``"lz4"``."""
-    if compress is None or compress is False or compress == 0:
-        return None
-    if compress is True or (isinstance(compress, int) and not isinstance(compress, bool)):
-        compress = "zstd"
-    if compress not in COMPRESSORS:
-        raise ConfigError(f"compress: expected one of {COMPRESSORS} or a bool, got {compress!r}")
-    module = "zstandard" if compress == "zstd" else "lz4"
-    try:
-        __import__(module)
-    except ImportError as e:
-        raise ConfigError(
-            f"compress={compress!r} needs the {module!r} package: pip install 'fncache[{compress}]'"
-        ) from e
-    return str(compress)
 
 
 def _pickle(value: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
@@ -232,7 +193,7 @@ def encode_parts(
         body.append(b"\0" * _pad(v.nbytes))
     flags = 0
     if compress:
-        body = [_compress(compress, b"".join(body))]
+        body = [compress_body(compress, b"".join(body))]
         flags |= _ZSTD if compress == "zstd" else _LZ4
     elif views:
         flags |= _HEADCHECK
@@ -464,22 +425,25 @@ _PLAIN_BODY = _FIXED.size + _CHECK + _pad(_FIXED.size + _CHECK)
 _PLAIN_PADDING = bytes(_PLAIN_BODY - _FIXED.size - _CHECK)
 
 
+# Header(...) without the named tuple's Python-level __new__ (one call less per hit).
+_new_header: Callable[[tuple[Any, ...]], Header] = functools.partial(tuple.__new__, Header)
+
+
 def _decode_small(frame: bytes, kb: bytes) -> tuple[Any, Header] | None:
-    """:func:`decode` of the commonest frame in one step (a hit's small result): unsigned,
-    uncompressed, no out-of-band buffers. The same checks as the general path (magic, exact size,
-    zero padding, the checksum over key, header and body, all before unpickling), without its
-    views and slices; None for any other frame, and for one that fails a check (the general path
-    then names what failed)."""
+    """:func:`decode` of the commonest frame (a small result: unsigned, uncompressed, no buffers) in
+    one step: the general path's checks (magic, exact size, zero padding, the checksum over key,
+    header and body) before unpickling; None for another frame or a failed check (then the general
+    path names what failed)."""
     if len(frame) < _PLAIN_BODY:
         return None
     magic, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(frame)
-    if magic != MAGIC or flags or nbuf or len(frame) != _PLAIN_BODY + plen + _pad(plen) \
+    if magic != MAGIC or flags or nbuf or len(frame) != _PLAIN_BODY + plen + (-plen % _ALIGN) \
             or frame[_FIXED.size + _CHECK : _PLAIN_BODY] != _PLAIN_PADDING \
             or xxhash.xxh3_128_digest(b"".join((kb, frame[: _FIXED.size], frame[_PLAIN_BODY:]))) \
             != frame[_FIXED.size : _FIXED.size + _CHECK]:
         return None
     value = pickle.loads(memoryview(frame)[_PLAIN_BODY : _PLAIN_BODY + plen])
-    return value, Header(created, duration, False, None, plen, (), _PLAIN_BODY)
+    return value, _new_header((created, duration, False, None, plen, (), _PLAIN_BODY))
 
 
 def verify(key: str, frame: Any, *, secret: Secrets = None) -> bool:
@@ -585,7 +549,7 @@ def _load(frame: Any, h: Header, body: memoryview, rest: memoryview) -> Any:
     (copied once if the frame is read-only bytes, so the arrays are writable)."""
     if h.compression:
         try:
-            data: Any = memoryview(bytearray(_decompress(h.compression, body)))
+            data: Any = memoryview(bytearray(decompress_body(h.compression, body)))
         except Exception as e:
             raise IntegrityError(f"entry does not decompress: {e}") from e
         if data.nbytes < _body_length(h):

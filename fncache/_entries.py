@@ -88,6 +88,10 @@ class Entries:
         self.reader = strategies.reader
         self.validate = strategies.accept
         self.report = strategies.report or self._report
+        #: Whether hits are reported to a strategy (else only logged at DEBUG, see _report).
+        self.reports = strategies.report is not None
+        #: Whether every verified entry is usable (no expiry, no accept strategy): not asked per hit.
+        self.accepts_all = options.expire is None and strategies.accept is None
         self._store: Store | None = options.store if isinstance(options.store, Store) else None
         #: ``check(key, frame)``: whether a frame passes decode's checks (see Store.get_checked)
         self.check = functools.partial(_codec.verify, secret=options.accepted or None)
@@ -191,24 +195,23 @@ class Entries:
             return False
         return self.validate is None or bool(self.validate(header))
 
-    def lookup(self, key: str) -> tuple[bool, Any]:
-        """(True, value) for a usable entry, else (False, None); never raises but for the policy."""
-        found, value, again = self._lookup(key)
-        if again:  # a damaged copy was removed from one tier: another may hold a sound one
-            found, value, _ = self._lookup(key)
-        return found, value
+    def lookup(self, key: str, again: bool = True) -> tuple[bool, Any]:
+        """(True, value) for a usable entry, else (False, None); never raises but for the policy.
 
-    def _lookup(self, key: str) -> tuple[bool, Any, bool]:
-        """(found, value, whether to read again after a rejected copy)."""
+        The hit path: the plain reader and an entry with nothing to accept are taken inline.
+        """
         if self.off:
-            return False, None, False
+            return False, None
         try:
-            frame = self.read(key)
+            store = self._store if self._store is not None else self.store  # opened lazily
+            # The codec's check travels with the read: a tiered store copies a value found in a
+            # far tier into the near one only if it passes what decode will check (never a forged one).
+            frame = store.get_checked(key, self.check) if self.reader == "plain" else self.read(key)
         except Exception as e:  # any store failure is a miss (see failed)
             self.failed("read", e)
-            return False, None, False
+            return False, None
         if frame is None:
-            return False, None, False
+            return False, None
         try:
             # A mapped frame's buffers are left unread (header and pickle are still verified):
             # reading them to check them would cost what mapping saves.
@@ -218,21 +221,23 @@ class Entries:
             log.warning("%s: entry %s rejected and removed: %s", self.function, key, e)
             self.counters.errors += 1
             try:
-                return False, None, self.store.reject(key)  # where it was read from
+                rejected = store.reject(key)  # where it was read from
             except Exception as e2:
                 self.failed("delete", e2)
-            return False, None, False
+                return False, None
+            # A damaged copy was removed from one tier: another may hold a sound one.
+            return self.lookup(key, False) if rejected and again else (False, None)
         except Exception as e:  # a verified pickle that does not load here (a module missing)
             self.unloadable(key, e)
-            return False, None, False
-        if not self.accept(key, header):
+            return False, None
+        if not self.accepts_all and not self.accept(key, header):
             self.discard(key)
-            return False, None, False
+            return False, None
         usage = self._usage
         if usage is None:
-            usage = self._usage = log_for(self.store)
+            usage = self._usage = log_for(store)
         usage.note(self.function, key)  # batched in-process: no write here (see fncache._usage)
-        return True, value, False
+        return True, value
 
     def usable(self, key: str) -> bool:
         """Whether a verified, accepted entry is at ``key``, reading its header only (nothing is

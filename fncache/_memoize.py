@@ -198,15 +198,12 @@ class Memoized(Generic[P, R]):
         return self._keys.build(args, kwargs).key
 
     # -- calling -------------------------------------------------------------------------------
-    def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey | None:
-        try:
-            return self._keys.build(args, kwargs)
-        except UnhashableArgument as e:
-            if self.options.on_unhashable == "raise":
-                raise
-            self._entries.warn_once("unhashable", "%s: called without caching: %s",
-                                    self.function_id, e)
-            return None
+    def _unhashable(self, e: UnhashableArgument) -> None:
+        """An argument cannot be hashed: raise (``on_unhashable="raise"``) or warn once; the call
+        then runs uncached."""
+        if self.options.on_unhashable == "raise":
+            raise e
+        self._entries.warn_once("unhashable", "%s: called without caching: %s", self.function_id, e)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if _DISABLED[0]:
@@ -216,22 +213,30 @@ class Memoized(Generic[P, R]):
         # No other thread while the key is built: a miss then need not hash its inputs again
         # before the call (see MissPath._before).
         solo = threads_besides_main() == 0
-        ck = self._prepare(args, kwargs)
-        if ck is None:
+        try:
+            ck = self._keys.build(args, kwargs)
+        except UnhashableArgument as e:
+            self._unhashable(e)
             return self.__wrapped__(*args, **kwargs)
         finished = self._miss.finished
-        found, value = self._entries.lookup(ck.key)
+        entries = self._entries
+        found, value = entries.lookup(ck.key)
         if found:
             self._counters.hits += 1
-            self._entries.report("hit", ck.key)
+            if entries.reports:
+                entries.report("hit", ck.key)
+            elif log.isEnabledFor(logging.DEBUG):
+                log.debug("hit %s %s", self.function_id, ck.key)
             return value  # type: ignore[no-any-return]
         self._counters.misses += 1
         return self._miss.call(ck, args, kwargs, finished, solo)  # type: ignore[no-any-return]
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         solo = threads_besides_main() == 0
-        ck = self._prepare(args, kwargs)
-        if ck is None:
+        try:
+            ck = self._keys.build(args, kwargs)
+        except UnhashableArgument as e:
+            self._unhashable(e)
             return await self.__wrapped__(*args, **kwargs)  # type: ignore[misc]
         finished = self._miss.finished
         found, value = self._entries.lookup(ck.key)
