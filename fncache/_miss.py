@@ -104,7 +104,7 @@ def run(steps: Steps, compute: Callable[[], Any]) -> Any:
             return stop.value
         send = error = None
         try:
-            send = compute() if op is COMPUTE else op.lock.__enter__()
+            send = op.lock.__enter__() if isinstance(op, Enter) else compute()
         except BaseException as e:  # handed to the steps, which re-raise what is not theirs
             error = e
 
@@ -120,7 +120,7 @@ async def arun(steps: Steps, compute: Callable[[], Any]) -> Any:
             return stop.value
         send = error = None
         try:
-            send = await compute() if op is COMPUTE else await _enter(op.lock)
+            send = await _enter(op.lock) if isinstance(op, Enter) else await compute()
         except BaseException as e:
             error = e
 
