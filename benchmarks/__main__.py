@@ -18,7 +18,10 @@ takes several minutes). The default run takes about two minutes.
 Benchmarks: hit, miss, hash, large, frame, compress, scale, import, listing (``fncache ls`` on S3
 and Redis against writing the entries; starts SeaweedFS and redis-server on loopback, as the tests
 do, and leaves itself out where they are not installed), lazy (a warm call with a polars scan and
-with ``fncache.file`` of a 200 MB file, against a ``stat`` and a full read).
+with ``fncache.file`` of a 200 MB file, against a ``stat`` and a full read), global (a DataFrame
+result reached through a helper's global), pipeline (a scikit-learn ``Pipeline(memory=...)`` warm fit
+in process and in a new process), peak (traced memory of a large load and store); see
+:mod:`benchmarks._round3`.
 """
 
 from __future__ import annotations
