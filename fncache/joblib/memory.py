@@ -192,8 +192,9 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
                     "%s: compressed results cannot be memory-mapped; they are loaded in memory",
                     self.function_id)
 
+    # joblib's modes, wider than memoize's mmap_mode option
     @property
-    def mmap_mode(self) -> str | None:
+    def mmap_mode(self) -> str | None:  # type: ignore[override]
         return self._mmap_mode
 
     @property

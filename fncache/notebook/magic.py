@@ -36,7 +36,7 @@ from typing import Any
 from fncache._callkey import KEY_SCHEMA, PYTHON, CallKey
 from fncache._entries import Counters, Entries
 from fncache._errors import ConfigError, UnhashableArgument
-from fncache._options import _DISABLED, Options
+from fncache._options import DISABLED, Options
 from fncache.code.fingerprint import fingerprint
 from fncache.code.targets import recorded_module
 from fncache.notebook.cellcode import cell_inputs, cell_name, top_level_nodes, unseen_reads
@@ -168,7 +168,7 @@ class CellMagic:
             if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
                 raise _usage_error(f"top-level await is not supported (line {node.lineno}): "
                                    "run it with asyncio.run(...) or in another cell")
-        if _DISABLED[0]:
+        if DISABLED[0]:
             return self._run(tree, filename)
         try:
             c = self._key_parts(source, tree, filename)
