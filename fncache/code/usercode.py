@@ -115,7 +115,7 @@ def _is_user_module(name: str) -> bool:
 # Code objects
 # ---------------------------------------------------------------------------------------------
 
-def _library_location(name: str) -> bool | None:
+def library_location(name: str) -> bool | None:
     """Whether a module not imported yet would be library code (None: not found), without importing.
 
     Only the top-level package is looked up, so no package's ``__init__`` runs to find out.
@@ -144,7 +144,7 @@ def _library_location(name: str) -> bool | None:
     return os.path.realpath(where).startswith(_LIB_ROOTS)
 
 
-def _submodule(package: str, name: str) -> None:
+def submodule(package: str, name: str) -> None:
     """Import ``package.name`` if it is a user submodule that exists (a name only read otherwise)."""
     full = f"{package}.{name}"
     if full in sys.modules or not name.isidentifier():
@@ -154,10 +154,10 @@ def _submodule(package: str, name: str) -> None:
     except (ImportError, ValueError):
         return
     if spec is not None and spec.origin and not _library_file(spec.origin):
-        _imported(full)
+        imported(full)
 
 
-def _imported(name: str) -> types.ModuleType | None:
+def imported(name: str) -> types.ModuleType | None:
     """The module an import in a function body names, imported now if it is user code.
 
     The function imports it when it runs anyway (the key is made just before); importing it here is
@@ -165,7 +165,7 @@ def _imported(name: str) -> types.ModuleType | None:
     here: they count by name.
     """
     mod = sys.modules.get(name)
-    if mod is not None or _library_location(name) is not False:
+    if mod is not None or library_location(name) is not False:
         return mod
     try:
         return importlib.import_module(name)
@@ -243,10 +243,12 @@ def compile_options(value: Any) -> tuple[Any, ...] | None:
             tuple(sorted((str(k), repr(v)) for k, v in local_types.items())), given)
 
 
-def _unwrap_memoized(obj: Any) -> Any:
+def unwrap_memoized(obj: Any) -> Any:
     # A memoized function read as a helper is fingerprinted as the function it wraps.
     inner = getattr(type(obj), "__fncache_wraps__", None)
     if inner is not None:
         return inner(obj)
     return obj
 
+
+_unwrap_memoized = unwrap_memoized  # the earlier name, still imported by fncache._callkey

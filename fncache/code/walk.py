@@ -9,12 +9,9 @@ fingerprint can later be revalidated with identity checks alone.
 from __future__ import annotations
 
 import builtins
-import collections
 import enum
 import functools
-import io
 import logging
-import mmap
 import sys
 import time
 import types
@@ -22,53 +19,34 @@ import typing
 from typing import Any
 
 from fncache._errors import UnhashableArgument
+from fncache.code.classify import (
+    CLASS_SKIP,
+    ENUM_DERIVED,
+    is_immutable,
+    is_infrastructure,
+    is_user_object,
+    shown,
+    written_by_typing,
+)
 from fncache.code.digest import Import, absolute_import, code_digest, code_names, globals_written
 from fncache.code.usercode import (
-    _imported,
-    _library_location,
-    _submodule,
-    _unwrap_memoized,
     compile_options,
+    imported,
     is_user_code,
     is_user_module,
+    library_location,
+    submodule,
+    unwrap_memoized,
     wrapped_user_code,
 )
 from fncache.values import hasher as _hasher
 
 log = logging.getLogger("fncache")
 
-_MISSING = object()
-# Class attributes that describe where or how a class was written, not what it does, and those that
-# Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
-# cannot even be pickled), ``__slotnames__`` (copyreg adds it at the first pickle or copy of an
-# instance), typing's protocol bookkeeping, ``__abstractmethods__`` (derived from the methods). A class
-# must have one digest before and after these appear, and after a round trip through cloudpickle.
-_CLASS_SKIP = frozenset({
-    "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__firstlineno__",
-    "__static_attributes__", "__orig_bases__", "__parameters__", "__type_params__",
-    "_abc_impl", "_abc_registry", "_abc_cache", "_abc_negative_cache", "_abc_negative_cache_version",
-    "__abstractmethods__", "__slotnames__",
-    "_is_protocol", "__protocol_attrs__", "__non_callable_proto_members__",
-    "__callable_proto_members_only__",
-})
-# What the enum machinery writes into an enum's class dict, all derived from the members and bases
-# (which are hashed): everything else, ``__str__``, ``__init__``, ``_missing_``... is the user's own
-# and counts. A user-written ``__new__`` is kept by enum as ``__new_member__``, which counts too.
-_ENUM_DERIVED = frozenset({
-    "_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_",
-    "_unhashable_values_map_", "_hashable_values_", "_member_type_", "_value_repr_", "_use_args_",
-    "_new_member_", "_flag_mask_", "_singles_mask_", "_all_bits_", "_inverted_",
-})
-# Values whose content is data even when their type is a library's: one that cannot be pickled is
-# an error to report, never a piece of infrastructure to key by name. An open file or a memory map
-# is read for its content, so it is data too.
-_DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, memoryview,
-                                 types.SimpleNamespace, types.MappingProxyType, functools.partial,
-                                 collections.deque, io.IOBase, mmap.mmap)
-_DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
+MISSING = object()  # a name not bound (a global not set, an empty closure cell)
 _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, fn), leave it out "
                "of the class's __getstate__, or pin the function's code with version=")
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
+
 
 
 #: A mutable value read by the code is re-hashed on every call (to see whether it changed); one that
@@ -79,94 +57,6 @@ SLOW_REHASH = 0.001
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
 IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
-
-
-#: ``explain`` shows a global's value itself when its repr is at most this long (else its type).
-SHOWN_REPR = 80
-
-
-def describe(value: Any) -> str:
-    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
-    t = type(value)
-    what = f"{t.__module__}.{t.__qualname__}"
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        what += f" ({size / 1e6:.1f} MB)"
-    return what
-
-
-def _short_data(value: Any) -> bool:
-    """Whether ``value`` is plain data whose repr is short and cheap: a number, a short string, or a
-    tuple of at most a few of those (checked before any repr is made)."""
-    if isinstance(value, (str, bytes)):
-        return type(value) in (str, bytes) and len(value) <= SHOWN_REPR
-    if type(value) is tuple:
-        return len(value) <= 8 and all(_short_data(v) for v in value)
-    return type(value) in _IMMUTABLE
-
-
-def shown(value: Any, digest: str) -> str:
-    """How ``explain`` shows a global's value: its repr when short and of plain data (numbers,
-    strings, tuples of them), else its type, size and digest. Made when a fingerprint is computed
-    (a miss), never on a hit; a long tuple or string is never turned into a repr to be measured."""
-    if _short_data(value):
-        text = repr(value)
-        if len(text) <= SHOWN_REPR:
-            return text
-    return f"{describe(value)} [{digest[:12]}]"
-
-
-def _is_immutable(v: Any) -> bool:
-    t = type(v)
-    if t in _IMMUTABLE:
-        return True
-    if t is tuple or t is frozenset:
-        return all(_is_immutable(x) for x in v)
-    return False
-
-
-def _is_user_object(obj: Any) -> bool:
-    return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
-
-
-def holds_user_code(fn: types.FunctionType) -> bool:
-    """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
-    decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
-    for value in fn.__dict__.values():
-        if _is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
-                _is_user_object(k) or _is_user_object(v) for k, v in value.items())):
-            return True
-    return False
-
-
-def _is_infrastructure(value: Any) -> bool:
-    """Whether a value that cannot be pickled is infrastructure (a lock, a connection, a handler).
-
-    Such a value is keyed by its type and the name it is read under, as library code is. A value
-    whose content is the user's data (a container, an instance of a user class, an array) is not:
-    keying it by name could return a result computed from other content.
-    """
-    t = type(value)
-    if isinstance(value, _DATA_TYPES) or is_user_code(t):
-        return False
-    if isinstance(value, types.MethodType) and not _is_infrastructure(value.__self__):
-        return False  # a method bound to the user's data (``obj.predict``) carries that data
-    return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
-
-
-def _written_by_typing(name: str, value: Any) -> bool:
-    """Whether a protocol class's ``__init__``/``__subclasshook__`` is typing's, not the user's.
-
-    typing writes them at class creation and replaces ``__init__`` by ``object.__init__`` at the
-    first instance; cloudpickle copies its ``_proto_hook`` closure by value into another process.
-    """
-    if name == "__init__":
-        return value is object.__init__ or (getattr(value, "__module__", None) == "typing"
-                                            and not _is_user_object(value))
-    if name == "__subclasshook__":
-        return getattr(value, "__module__", None) == "typing" and \
-            getattr(value, "__qualname__", "").endswith("_proto_hook")
-    return False
 
 
 class _UnkeyableValue(UnhashableArgument):
@@ -186,7 +76,7 @@ def _unique(base: str, taken: set[str]) -> str:
     taken.add(name)
     return name
 
-class _Walk:
+class Walk:
     """One fingerprint computation, rooted at a function or class."""
 
     def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None,
@@ -275,7 +165,7 @@ class _Walk:
         """The token that stands for ``value`` where it is read; visits user code it reaches."""
         if self.state and id(value) in self.state:
             return STATE  # written by this function: keyed by where it is read, not content
-        value = _unwrap_memoized(value)
+        value = unwrap_memoized(value)
         if isinstance(value, types.FunctionType):
             if is_user_code(value):
                 return ("function", self.visit_function(value))
@@ -310,7 +200,7 @@ class _Walk:
             spent = time.perf_counter() - start
         except UnhashableArgument as e:
             return self.unpicklable(value, e)
-        if not _is_immutable(value):
+        if not is_immutable(value):
             self.mutable.append((value, d))
             self.mutable_where.append(self.where)
             if spent > SLOW_REHASH:  # re-hashed on every call: the fingerprint reports it
@@ -330,7 +220,7 @@ class _Walk:
             raise error  # already names the place it was read
         t = type(value)
         tname = f"{t.__module__}.{t.__qualname__}"
-        if not _is_infrastructure(value):
+        if not is_infrastructure(value):
             raise _UnkeyableValue(f"{self.where} cannot be hashed: {error}; {_SUGGESTION}",
                                   type_name=t.__qualname__) from error
         report = f"{self.where} ({tname})"
@@ -367,14 +257,14 @@ class _Walk:
         for name in sorted(d):
             value = d[name]
             if isinstance(value, (dict, types.MappingProxyType)):
-                if any(_is_user_object(k) or _is_user_object(v) for k, v in value.items()):
+                if any(is_user_object(k) or is_user_object(v) for k, v in value.items()):
                     self.dict_watches.append((d, name, value))
                     held.append((name, self.mapping(value)))
                 elif name == "registry":
                     # Only the library's own entries so far: a registration made later must be seen.
                     self.dict_watches.append((d, name, value))
                     self.len_watches.append((value, len(value)))
-            elif _is_user_object(value):
+            elif is_user_object(value):
                 self.dict_watches.append((d, name, value))
                 held.append((name, self.reference(value)))
         return tuple(held)
@@ -396,11 +286,11 @@ class _Walk:
         """
         if isinstance(value, (types.MethodType, types.BuiltinMethodType)):
             owner = value.__self__
-            if _is_infrastructure(owner) and not isinstance(owner, (type, types.ModuleType)) \
-                    and not _is_user_object(getattr(value, "__func__", None)):
+            if is_infrastructure(owner) and not isinstance(owner, (type, types.ModuleType)) \
+                    and not is_user_object(getattr(value, "__func__", None)):
                 return ("bound", self.library_ref(type(owner)), value.__name__)
         if isinstance(value, (dict, types.MappingProxyType)) and any(
-            _is_user_object(k) or _is_user_object(v) for k, v in value.items()
+            is_user_object(k) or is_user_object(v) for k, v in value.items()
         ):
             outer, self.where = self.where, where
             try:
@@ -417,7 +307,7 @@ class _Walk:
             # on the first call too, before anything has imported ``sub``.
             for attr in sorted(names):
                 if attr not in md:
-                    _submodule(mod.__name__, attr)
+                    submodule(mod.__name__, attr)
         # One module is reached from several pieces of code, each reading other names through it
         # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
         # visited, and a set already covered ends the visit (which also ends cycles of imports).
@@ -428,8 +318,8 @@ class _Walk:
         self.keep.append(mod)
         missing = []
         for attr in sorted(names):
-            v = md.get(attr, _MISSING)
-            if v is _MISSING:
+            v = md.get(attr, MISSING)
+            if v is MISSING:
                 missing.append(attr)
                 continue
             self.dict_watches.append((md, attr, v))
@@ -440,7 +330,7 @@ class _Walk:
                 self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
             elif isinstance(v, types.ModuleType):
                 self.read(v, label, names)  # a submodule seen before: these names read on through it
-        if type(mod) is not types.ModuleType and _is_user_object(type(mod)):
+        if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
             self.attr_watches.append((mod, "__class__", type(mod)))
@@ -451,10 +341,10 @@ class _Walk:
         if missing:
             # A name the module does not define may be served by its ``__getattr__`` (PEP 562):
             # its code (and what it reads) counts, and defining the name later changes the answer.
-            hook = md.get("__getattr__", _MISSING)
+            hook = md.get("__getattr__", MISSING)
             self.dict_watches.append((md, "__getattr__", hook))
-            if hook is not _MISSING:
-                self.dict_watches.extend((md, attr, _MISSING) for attr in missing)
+            if hook is not MISSING:
+                self.dict_watches.extend((md, attr, MISSING) for attr in missing)
                 label = f"attr {ns}.__getattr__"
                 if label not in self.components:
                     self.components[label] = ""
@@ -482,15 +372,15 @@ class _Walk:
             return
         self.components[label] = ""
         mod = sys.modules.get(name)
-        library = (not is_user_module(name)) if mod is not None else _library_location(name)
+        library = (not is_user_module(name)) if mod is not None else library_location(name)
         if library:
             # By name, imported or not: the same token before and after the function first runs.
             if self.versions:
                 self.distributions.add(name.split(".")[0])
             self.components[label] = _hasher.digest(("module", name)).hex()
             return
-        mod = _imported(name)
-        self.dict_watches.append((sys.modules, name, _MISSING if mod is None else mod))
+        mod = imported(name)
+        self.dict_watches.append((sys.modules, name, MISSING if mod is None else mod))
         if mod is None:
             self.components[label] = _hasher.digest(("missing-module", name)).hex()
             return
@@ -498,9 +388,9 @@ class _Walk:
             # ``from . import sub``: a submodule the import itself loads.
             for item in imp.fromlist:
                 if item != "*" and item not in vars(mod):
-                    sub = _imported(f"{name}.{item}")
+                    sub = imported(f"{name}.{item}")
                     self.dict_watches.append((sys.modules, f"{name}.{item}",
-                                              _MISSING if sub is None else sub))
+                                              MISSING if sub is None else sub))
         token = [self.reference(mod, names)]
         if not imp.fromlist and "." in name:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
@@ -523,8 +413,25 @@ class _Walk:
         defaults = tuple(self.private_reference(v, f"a default of {qual}") for v in fn.__defaults__ or ())
         kwdefaults = tuple((k, self.private_reference(v, f"default {qual}.{k}"))
                            for k, v in (fn.__kwdefaults__ or {}).items())
-        # Its attributes (``helper.scale = 2``, a dispatch registry, ``__wrapped__``) are part of
-        # what it is; setting one later changes the dict's size or an entry's identity.
+        attrs = self.function_attrs(fn, qual)
+        self.components[label] = _hasher.digest(
+            (code_digest(code), fn.__qualname__, defaults, kwdefaults)
+            + ((tuple(attrs),) if attrs else ())
+        ).hex()
+        names_read, all_names, imports = code_names(code)
+        self.visit_closure(fn, qual, all_names)
+        g = fn.__globals__
+        written = globals_written(code)
+        for name in names_read:
+            self.visit_global(g, name, written, all_names)
+        for imp in imports:
+            self.visit_import(imp, g, all_names)
+        return label
+
+    def function_attrs(self, fn: types.FunctionType, qual: str) -> list[tuple[str, Any]]:
+        """The tokens of a function's attributes (``helper.scale = 2``, a dispatch registry,
+        ``__wrapped__``): part of what it is; setting one later changes the dict's size or an
+        entry's identity."""
         fd = fn.__dict__
         self.len_watches.append((fd, len(fd)))
         attrs = []
@@ -532,53 +439,49 @@ class _Walk:
             value = fd[name]
             self.dict_watches.append((fd, name, value))
             attrs.append((name, self.attribute(value, f"attribute {qual}.{name}")))
-        self.components[label] = _hasher.digest(
-            (code_digest(code), fn.__qualname__, defaults, kwdefaults)
-            + ((tuple(attrs),) if attrs else ())
-        ).hex()
-        names_read, all_names, imports = code_names(code)
-        for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        return attrs
+
+    def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str]) -> None:
+        """One component per closure variable of ``fn``, each watched."""
+        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell: a name assigned later in the enclosing scope
-                value = _MISSING
+                value = MISSING
             self.attr_watches.append((cell, "cell_contents", value))
             clabel = f"closure {qual}.{var}"
-            token = ("unbound",) if value is _MISSING else self.private_reference(value, clabel, all_names)
+            token = ("unbound",) if value is MISSING else self.private_reference(value, clabel, all_names)
             self.components[clabel] = _hasher.digest(token).hex()
-        g = fn.__globals__
-        b = vars(builtins)
-        written = globals_written(code)
-        for name in names_read:
-            if name in self.ignore_globals:
-                # The user's word that this global is state the code writes, not an input: keyed
-                # by name and never watched (docs: "What invalidates a cache entry").
-                self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
-                continue
-            if name in written and not isinstance(
-                    g.get(name), (types.FunctionType, type, types.ModuleType)):
-                # Rebound by this function's own code (a call counter): state it writes, keyed by
-                # name and not watched, or no call would hit again. A by-value read of the same
-                # global elsewhere in the walk takes precedence (it keeps the value in the key), and
-                # code (a function, class or module bound to it) is followed as usual.
-                glabel = f"global {self._name(g.get('__name__'), name)}"
-                self.components.setdefault(glabel, _hasher.digest(REBOUND).hex())
-                continue
-            value = g.get(name, _MISSING)
-            self.dict_watches.append((g, name, value))
-            glabel = self.global_label(g, name)
-            if value is _MISSING:
-                if name in b:
-                    continue  # a builtin; the Python version is part of every key
-                token = ("missing",)
-            else:
-                token = self.read(value, glabel, all_names)
-            self.components[glabel] = _hasher.digest(token).hex()
-            if value is not _MISSING and token[:1] == ("value",):
-                self.shown[glabel] = shown(value, self.components[glabel])
-        for imp in imports:
-            self.visit_import(imp, g, all_names)
-        return label
+
+    def visit_global(self, g: dict[str, Any], name: str, written: set[str] | frozenset[str],
+                     all_names: set[str]) -> None:
+        """The component of global ``name`` read by a function of namespace ``g``."""
+        if name in self.ignore_globals:
+            # The user's word that this global is state the code writes, not an input: keyed
+            # by name and never watched (docs: "What invalidates a cache entry").
+            self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
+            return
+        if name in written and not isinstance(
+                g.get(name), (types.FunctionType, type, types.ModuleType)):
+            # Rebound by this function's own code (a call counter): state it writes, keyed by
+            # name and not watched, or no call would hit again. A by-value read of the same
+            # global elsewhere in the walk takes precedence (it keeps the value in the key), and
+            # code (a function, class or module bound to it) is followed as usual.
+            glabel = f"global {self._name(g.get('__name__'), name)}"
+            self.components.setdefault(glabel, _hasher.digest(REBOUND).hex())
+            return
+        value = g.get(name, MISSING)
+        self.dict_watches.append((g, name, value))
+        glabel = self.global_label(g, name)
+        if value is MISSING:
+            if name in vars(builtins):
+                return  # a builtin; the Python version is part of every key
+            token: Any = ("missing",)
+        else:
+            token = self.read(value, glabel, all_names)
+        self.components[glabel] = _hasher.digest(token).hex()
+        if value is not MISSING and token[:1] == ("value",):
+            self.shown[glabel] = shown(value, self.components[glabel])
 
     def visit_class(self, cls: type) -> str:
         label, new = self.label("class", cls)
@@ -596,15 +499,15 @@ class _Walk:
             members = tuple((n, m._value_) for n, m in cls.__members__.items())  # type: ignore[attr-defined]
             items.append(("__members__", ("value", _hasher.digest(members))))
         for name in sorted(d):
-            if name in _CLASS_SKIP:
+            if name in CLASS_SKIP:
                 continue
             value = d[name]
             if is_enum and (name in cls.__members__  # type: ignore[attr-defined]
-                            or (name in _ENUM_DERIVED and not _is_user_object(value))):
+                            or (name in ENUM_DERIVED and not is_user_object(value))):
                 continue
             if name == "__annotations__" and value == {}:
                 continue  # created empty by the first read of cls.__annotations__ (3.10+)
-            if is_protocol and _written_by_typing(name, value):
+            if is_protocol and written_by_typing(name, value):
                 continue
             self.dict_watches.append((d, name, value))
             items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))
