@@ -33,7 +33,7 @@ from fncache.code.fingerprint import Fingerprint
 from fncache.code.targets import importable
 from fncache.stores import Store, redact
 
-__all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
+__all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "key_for", "memoize"]
 
 log = logging.getLogger("fncache")
 
@@ -328,3 +328,15 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
 
 memoize.__doc__ = (memoize.__doc__ or "") + options_doc()
+
+
+_DEFAULTS = Options.make()  # key_for of a plain function: memoize's default options
+
+
+def key_for(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> str:
+    """The key ``memoize`` uses for ``func(*args, **kwargs)`` (32 hex characters).
+
+    ``func`` may be a memoized function (its options apply) or a plain one (default options).
+    """
+    m = func if isinstance(func, Memoized) else Memoized(func, _DEFAULTS)
+    return m.key(*args, **kwargs)

@@ -166,24 +166,8 @@ class Walk:
         if self.state and id(value) in self.state:
             return STATE  # written by this function: keyed by where it is read, not content
         value = unwrap_memoized(value)
-        if isinstance(value, types.FunctionType):
-            if is_user_code(value):
-                return ("function", self.visit_function(value))
-            return self.library_function(value)
-        if isinstance(value, type):
-            if is_user_code(value):
-                return ("class", self.visit_class(value))
-            return self.library_ref(value)
-        if isinstance(value, types.ModuleType):
-            if is_user_module(value.__name__):
-                if code_names:
-                    self.visit_module_attrs(value, code_names)
-            else:
-                if code_names:
-                    self.visit_library_attrs(value, code_names)
-                if self.versions:
-                    self.distributions.add(value.__name__.split(".")[0])
-            return ("module", value.__name__)
+        if isinstance(value, (types.FunctionType, type, types.ModuleType)):
+            return self.code_reference(value, code_names)
         if isinstance(value, types.BuiltinFunctionType) and (
             value.__self__ is None or isinstance(value.__self__, types.ModuleType)
         ):
@@ -194,6 +178,31 @@ class Walk:
             token = ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
             options = compile_options(value)
             return token if options is None else token + (options,)
+        return self.value_reference(value)
+
+    def code_reference(self, value: types.FunctionType | type | types.ModuleType,
+                       code_names: set[str] | None) -> Any:
+        """The token of a function, class or module: user code visited, library code by name."""
+        if isinstance(value, types.FunctionType):
+            if is_user_code(value):
+                return ("function", self.visit_function(value))
+            return self.library_function(value)
+        if isinstance(value, type):
+            if is_user_code(value):
+                return ("class", self.visit_class(value))
+            return self.library_ref(value)
+        if is_user_module(value.__name__):
+            if code_names:
+                self.visit_module_attrs(value, code_names)
+        else:
+            if code_names:
+                self.visit_library_attrs(value, code_names)
+            if self.versions:
+                self.distributions.add(value.__name__.split(".")[0])
+        return ("module", value.__name__)
+
+    def value_reference(self, value: Any) -> Any:
+        """The token of a value by its content; a mutable one is watched (re-hashed each call)."""
         try:
             start = time.perf_counter()
             d = _hasher.digest(value)
@@ -214,6 +223,7 @@ class Walk:
         if len(self.mutable) > n and self.mutable[n][0] is value:
             self.private.append(id(value))
         return token
+
     def unpicklable(self, value: Any, error: UnhashableArgument) -> Any:
         """Infrastructure that cannot be pickled is keyed by type and name; anything else raises."""
         if isinstance(error, _UnkeyableValue):
@@ -305,9 +315,8 @@ class Walk:
         if "__getattr__" in md and "__path__" in md:
             # A package whose ``__getattr__`` imports submodules lazily: ``pkg.sub.func`` must count
             # on the first call too, before anything has imported ``sub``.
-            for attr in sorted(names):
-                if attr not in md:
-                    submodule(mod.__name__, attr)
+            for attr in sorted(names - md.keys()):
+                submodule(mod.__name__, attr)
         # One module is reached from several pieces of code, each reading other names through it
         # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
         # visited, and a set already covered ends the visit (which also ends cycles of imports).
@@ -324,31 +333,35 @@ class Walk:
                 continue
             self.dict_watches.append((md, attr, v))
             label = f"attr {ns}.{attr}"
-            if label not in self.components:
-                self.components[label] = ""  # placeholder: ends cycles through the module
-                # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
-                self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
-            elif isinstance(v, types.ModuleType):
+            # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
+            if not self.read_once(label, v, names) and isinstance(v, types.ModuleType):
                 self.read(v, label, names)  # a submodule seen before: these names read on through it
         if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
             self.attr_watches.append((mod, "__class__", type(mod)))
-            label = f"attr {ns}.__class__"
-            if label not in self.components:
-                self.components[label] = ""
-                self.components[label] = _hasher.digest(self.read(type(mod), label)).hex()
+            self.read_once(f"attr {ns}.__class__", type(mod))
         if missing:
-            # A name the module does not define may be served by its ``__getattr__`` (PEP 562):
-            # its code (and what it reads) counts, and defining the name later changes the answer.
-            hook = md.get("__getattr__", MISSING)
-            self.dict_watches.append((md, "__getattr__", hook))
-            if hook is not MISSING:
-                self.dict_watches.extend((md, attr, MISSING) for attr in missing)
-                label = f"attr {ns}.__getattr__"
-                if label not in self.components:
-                    self.components[label] = ""
-                    self.components[label] = _hasher.digest(self.read(hook, label, names)).hex()
+            self.visit_module_getattr(md, ns, missing, names)
+
+    def visit_module_getattr(self, md: dict[str, Any], ns: str, missing: list[str],
+                             names: set[str]) -> None:
+        """Names a module does not define may be served by its ``__getattr__`` (PEP 562): its code
+        (and what it reads) counts, and defining the name later changes the answer."""
+        hook = md.get("__getattr__", MISSING)
+        self.dict_watches.append((md, "__getattr__", hook))
+        if hook is not MISSING:
+            self.dict_watches.extend((md, attr, MISSING) for attr in missing)
+            self.read_once(f"attr {ns}.__getattr__", hook, names)
+
+    def read_once(self, label: str, value: Any, names: set[str] | None = None) -> bool:
+        """Make component ``label``, the digest of ``value`` read there, unless it exists; whether
+        it was made. A placeholder is set first: it ends cycles through a module."""
+        if label in self.components:
+            return False
+        self.components[label] = ""
+        self.components[label] = _hasher.digest(self.read(value, label, names)).hex()
+        return True
 
     def visit_library_attrs(self, mod: types.ModuleType, names: set[str]) -> None:
         """Library functions read as ``lib.func`` that hold user code (a dispatch registry)."""
@@ -385,17 +398,19 @@ class Walk:
             self.components[label] = _hasher.digest(("missing-module", name)).hex()
             return
         if hasattr(mod, "__path__"):
-            # ``from . import sub``: a submodule the import itself loads.
-            for item in imp.fromlist:
-                if item != "*" and item not in vars(mod):
-                    sub = imported(f"{name}.{item}")
-                    self.dict_watches.append((sys.modules, f"{name}.{item}",
-                                              MISSING if sub is None else sub))
+            self.watch_submodules(mod, name, imp.fromlist)
         token = [self.reference(mod, names)]
         if not imp.fromlist and "." in name:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
             token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
         self.components[label] = _hasher.digest(tuple(token)).hex()
+
+    def watch_submodules(self, mod: types.ModuleType, name: str, fromlist: Any) -> None:
+        """``from . import sub``: the submodules of package ``mod`` the import itself loads."""
+        for item in fromlist:
+            if item != "*" and item not in vars(mod):
+                sub = imported(f"{name}.{item}")
+                self.dict_watches.append((sys.modules, f"{name}.{item}", MISSING if sub is None else sub))
 
     # -- functions and classes -----------------------------------------------------------------
     def visit_function(self, fn: types.FunctionType) -> str:
