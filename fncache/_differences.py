@@ -168,6 +168,9 @@ def _text_items(value: Any) -> dict[str, str] | None:
 
 
 def differences(entry: Side, now: Side, root: str | None) -> list[Difference]:
+    """What differs from ``entry`` to ``now``: the Python version alone when it differs, else the
+    pinned version, the code's components (without a pinned version), depends_on and arguments.
+    ``root``: the function's qualname (its own component reads as ``function``)."""
     if entry.python and now.python and entry.python != now.python:
         # Bytecode and the pickles of library types differ between interpreters: every component
         # would read as changed, and none of them is the reason (docs: "Python versions").
@@ -180,11 +183,14 @@ def differences(entry: Side, now: Side, root: str | None) -> list[Difference]:
     if entry.depends_on != now.depends_on:
         out.append(Difference("depends_on", "depends_on", entry.depends_on, now.depends_on))
     if now.args is not None and entry.args is not None:
-        for name in list(now.args) + [n for n in entry.args if n not in now.args]:
-            a, b = entry.args.get(name), now.args.get(name)
-            if a != b:
-                out.append(Difference("argument", name, a, b))
+        out.extend(_argument_differences(entry.args, now.args))
     return out
+
+
+def _argument_differences(old: Mapping[str, str], new: Mapping[str, str]) -> list[Difference]:
+    """The arguments whose digests differ: the call's in its order, then those only the entry has."""
+    names = list(new) + [n for n in old if n not in new]
+    return [Difference("argument", n, old.get(n), new.get(n)) for n in names if old.get(n) != new.get(n)]
 
 
 class Texts:
@@ -214,15 +220,16 @@ class Texts:
 def with_texts(diffs: list[Difference], old: Texts, new: Texts) -> list[Difference]:
     """``diffs`` with the changed lines of each changed function and both values of each changed
     global, where both sides know them."""
-    out = []
-    for d in diffs:
-        if d.change == "changed" and d.kind in ("function", "helper", "method"):
-            a, b = old.source(f"function {d.name}"), new.source(f"function {d.name}")
-            if a is not None and b is not None and a != b:
-                d = replace(d, diff=_sources.diff_lines(a, b))
-        elif d.change == "changed" and d.kind == "global":
-            a, b = old.shown(f"global {d.name}"), new.shown(f"global {d.name}")
-            if a is not None and b is not None:
-                d = replace(d, shown=(a, b))
-        out.append(d)
-    return out
+    return [_with_text(d, old, new) if d.change == "changed" else d for d in diffs]
+
+
+def _with_text(d: Difference, old: Texts, new: Texts) -> Difference:
+    if d.kind in ("function", "helper", "method"):
+        a, b = old.source(f"function {d.name}"), new.source(f"function {d.name}")
+        if a is not None and b is not None and a != b:
+            return replace(d, diff=_sources.diff_lines(a, b))
+    elif d.kind == "global":
+        a, b = old.shown(f"global {d.name}"), new.shown(f"global {d.name}")
+        if a is not None and b is not None:
+            return replace(d, shown=(a, b))
+    return d

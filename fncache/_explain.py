@@ -147,18 +147,7 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     entries = _entries_of(store, _names(m, m.function_id))
     if not entries:
         return Explanation(m.function_id, key, NEW, by_name=by_name)
-    root = _root(m.function_id)
-    best: tuple[bool, int, float, Any, list[Difference]] | None = None
-    for e in entries:
-        diffs = differences(Side.of_entry(e.meta), side, root)
-        # An entry of another Python differs in one reason only, which says nothing of the code: an
-        # entry of this interpreter is nearer whatever its differences.
-        other_python = bool(diffs) and diffs[0].kind == "python"
-        score = (other_python, len(diffs), -float(e.created or 0))
-        if best is None or score < best[:3]:
-            best = (*score, e, diffs)
-    assert best is not None
-    nearest, diffs = best[3], best[4]
+    nearest, diffs = _nearest(entries, side, _root(m.function_id))
     if m.version is None:
         secret = _secret_of(m)
         diffs = with_texts(diffs, Texts(store, secret, meta=nearest.meta),
@@ -171,6 +160,21 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     return Explanation(m.function_id, key, MISS, nearest=nearest.key,
                        nearest_created=nearest.created, entries=len(entries), differences=diffs,
                        by_name=by_name)
+
+
+def _nearest(entries: list[Any], side: Side, root: str) -> tuple[Any, list[Difference]]:
+    """The entry nearest to ``side`` (the fewest differences; the newest on a tie), and those."""
+    best: tuple[bool, int, float, Any, list[Difference]] | None = None
+    for e in entries:
+        diffs = differences(Side.of_entry(e.meta), side, root)
+        # An entry of another Python differs in one reason only, which says nothing of the code: an
+        # entry of this interpreter is nearer whatever its differences.
+        other_python = bool(diffs) and diffs[0].kind == "python"
+        score = (other_python, len(diffs), -float(e.created or 0))
+        if best is None or score < best[:3]:
+            best = (*score, e, diffs)
+    assert best is not None
+    return best[3], best[4]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,10 +334,20 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
     entries = _entries_of(store, _names(m, function_id))
     if not entries:
         return FunctionExplanation(function_id, NEW, 0, error=error)
+    versions = _versions(store, m, entries, _root(function_id))
+    if m is None:
+        status = "unknown"
+    else:
+        status = "current" if any(v.current for v in versions) else "stale"
+    return FunctionExplanation(function_id, status, len(entries), versions, error=error)
+
+
+def _versions(store: Any, m: Any, entries: list[Any], root: str) -> list[CodeVersion]:
+    """The code versions of ``entries``, newest first, each compared with ``m``'s current code (or,
+    without ``m``, with the newest version)."""
     groups, sides = _code_versions(entries)
     newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
     order = sorted(groups, key=lambda i: -newest[i])
-    root = _root(function_id)
     secret = _secret_of(m)
     latest = {i: max(es, key=lambda e: float(e.created or 0)) for i, es in groups.items()}
     if m is not None:
@@ -345,14 +359,10 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
     versions = []
     for ident in order:
         diffs = with_texts(differences(sides[ident], reference, root),
-                            Texts(store, secret, meta=latest[ident].meta), now)
+                           Texts(store, secret, meta=latest[ident].meta), now)
         versions.append(CodeVersion(ident, len(groups[ident]), newest[ident],
                                     current=m is not None and not diffs, differences=diffs))
-    if m is None:
-        status = "unknown"
-    else:
-        status = "current" if any(v.current for v in versions) else "stale"
-    return FunctionExplanation(function_id, status, len(entries), versions, error=error)
+    return versions
 
 
 def format_explanation(x: Explanation | FunctionExplanation | Iterable[Any]) -> str:

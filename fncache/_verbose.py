@@ -143,23 +143,24 @@ class MissReasons:
         if not known:
             return "new: no stored entry of this function" if self._complete else \
                 "no earlier entry of this function seen"
+        if any(key == ck.key for _, key, _ in known):
+            return "its entry expired, was removed or could not be read"
         now = Side.of_entry(ck.meta())
-        best: list[Any] | None = None
-        for _, key, side in known:  # newest first: the first of the fewest differences wins ties
-            if key == ck.key:
-                return "its entry expired, was removed or could not be read"
-            diffs = differences(side, now, self.root)
-            if best is None or len(diffs) < len(best):
-                best = diffs
-        assert best is not None
+        # Newest first: the first of the fewest differences wins ties.
+        best = min((differences(side, now, self.root) for _, _, side in known), key=len)
         if not best:
             return "same inputs as a stored entry: it expired, was removed or could not be read"
-        words = [_short(d) for d in best[:SHOWN]]
-        if len(best) > SHOWN:
-            words.append(f"+{len(best) - SHOWN} more")
-        if any(d.kind in ("function", "helper", "method") and d.change == "changed" for d in best):
-            words.append("explain() shows the diff")
-        return ", ".join(words)
+        return _words(best)
+
+
+def _words(diffs: list[Any]) -> str:
+    """A miss line's reason: the first few differences, and where to see a code diff."""
+    words = [_short(d) for d in diffs[:SHOWN]]
+    if len(diffs) > SHOWN:
+        words.append(f"+{len(diffs) - SHOWN} more")
+    if any(d.kind in ("function", "helper", "method") and d.change == "changed" for d in diffs):
+        words.append("explain() shows the diff")
+    return ", ".join(words)
 
 
 class Verbose:

@@ -36,7 +36,8 @@ from fncache.joblib.results import (
 )
 from fncache.stores import public_config, redact
 
-__all__ = ["AsyncMemorizedFunc", "AsyncNotMemorizedFunc", "MemorizedFunc", "NotMemorizedFunc"]
+__all__ = ["AsyncMemorizedFunc", "AsyncNotMemorizedFunc", "MemorizedFunc", "NotMemorizedFunc",
+           "check_validation_callback"]
 
 log = logging.getLogger("fncache")
 
@@ -86,6 +87,22 @@ def _portable(obj: Any) -> Any:
     return obj
 
 
+def check_validation_callback(callback: Any) -> None:
+    """``cache_validation_callback``: None or a callable, else a ConfigError naming it."""
+    if callback is not None and not callable(callback):
+        raise ConfigError(f"cache_validation_callback needs to be callable, got {callback!r}")
+
+
+def _joblib_lines(func: Callable[..., Any]) -> Any:
+    """joblib's ``[Memory] Calling ...`` lines for ``func`` (verbose >= 1)."""
+    from fncache._callkey import function_id
+    from fncache._verbose import JoblibLines
+
+    name = getattr(func, "__name__", None)
+    fid = function_id(func)
+    return JoblibLines(fid, name if isinstance(name, str) else fid.rpartition(":")[2])
+
+
 class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     """joblib's ``MemorizedFunc``: a cached function bound to a cache ``location``.
 
@@ -113,10 +130,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         ignore_globals: list[str] | None = None,
     ) -> None:
         check_backend(backend)
-        if cache_validation_callback is not None and not callable(cache_validation_callback):
-            raise ConfigError(
-                f"cache_validation_callback needs to be callable, got {cache_validation_callback!r}"
-            )
+        check_validation_callback(cache_validation_callback)
         compress = check_joblib_compress(compress)
         options = Options.make(
             store=location_store(location),
@@ -126,39 +140,42 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
             store_options=backend_store_options(backend_options),
             verbose=False,  # joblib's levels are applied by _report
         )
-        self.location = location
-        self.backend = backend
-        self._verbose = int(verbose or 0)
-        self.timestamp = timestamp if timestamp is not None else time.time()
-        self.cache_validation_callback = cache_validation_callback
-        self._backend_options = backend_options
-        self._mmap_mode = check_mmap_mode(mmap_mode)
+        self._set_joblib_attributes(location, backend, verbose, timestamp, cache_validation_callback,
+                                    backend_options, mmap_mode)
         # Only "r" maps (see read_entry); a compressed entry is decompressed into memory whatever we do.
         mapping = "r" if self._mmap_mode == "r" and compress is None else None
         if mapping is not None and options.secret is not None:
             from fncache._options import warn_mapped_and_signed
 
             warn_mapped_and_signed()
-        lines = None
-        if self._verbose >= 1:
-            from fncache._callkey import function_id
-            from fncache._verbose import JoblibLines
-
-            name = getattr(func, "__name__", None)
-            fid = function_id(func)
-            lines = JoblibLines(fid, name if isinstance(name, str) else fid.rpartition(":")[2])
-        super().__init__(func, options, Strategies(
-            reader=functools.partial(read_entry, mmap_mode=mapping),
-            accept=None if cache_validation_callback is None else self._validate,
-            report=self._report,
-            announce=lines.announce if lines is not None else None,
-            map_result=mapping is not None,
-        ))
+        super().__init__(func, options, self._joblib_strategies(func, mapping))
         if self._mmap_mode is not None and compress:
             # joblib warns here too; verbose=0 promises silence, so the logger only hears it then.
             log.log(logging.WARNING if self._verbose else logging.INFO,
                     "%s: compressed results cannot be memory-mapped; they are loaded in memory",
                     self.function_id)
+
+    def _set_joblib_attributes(self, location: Any, backend: str, verbose: int,
+                               timestamp: float | None, callback: Any,
+                               backend_options: dict[str, Any] | None, mmap_mode: Any) -> None:
+        self.location = location
+        self.backend = backend
+        self._verbose = int(verbose or 0)
+        self.timestamp = timestamp if timestamp is not None else time.time()
+        self.cache_validation_callback = callback
+        self._backend_options = backend_options
+        self._mmap_mode = check_mmap_mode(mmap_mode)
+
+    def _joblib_strategies(self, func: Callable[..., Any], mapping: str | None) -> Strategies:
+        """How entries are read (mapped or not), accepted (the callback) and calls reported."""
+        lines = _joblib_lines(func) if self._verbose >= 1 else None
+        return Strategies(
+            reader=functools.partial(read_entry, mmap_mode=mapping),
+            accept=None if self.cache_validation_callback is None else self._validate,
+            report=self._report,
+            announce=lines.announce if lines is not None else None,
+            map_result=mapping is not None,
+        )
 
     # joblib's modes, wider than memoize's mmap_mode option
     @property

@@ -47,6 +47,7 @@ from fncache.joblib.functions import (
     MemorizedFunc,
     NotMemorizedFunc,
     check_joblib_compress,
+    check_validation_callback,
     public_location,
     shown_location,
 )
@@ -182,10 +183,7 @@ class Memory:
         ``cache_validation_callback(metadata)`` is asked on each hit; ``False`` discards the entry
         and recomputes. Invalid options raise :class:`fncache.ConfigError` (a ``ValueError``) here.
         """
-        if cache_validation_callback is not None and not callable(cache_validation_callback):
-            raise ConfigError(
-                f"cache_validation_callback needs to be callable, got {cache_validation_callback!r}"
-            )
+        check_validation_callback(cache_validation_callback)
         if func is None:
             return functools.partial(
                 self.cache, ignore=ignore, verbose=verbose, mmap_mode=mmap_mode,
