@@ -9,16 +9,19 @@ are listed here too. Pure functions of the value: nothing here hashes, walks or 
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import io
 import mmap
 import types
+import typing
+from collections.abc import Callable
 from typing import Any
 
 from fncache.code.usercode import is_user_code
 
-__all__ = ["CLASS_SKIP", "ENUM_DERIVED", "SHOWN_REPR", "describe", "holds_user_code", "is_immutable",
-           "is_infrastructure", "is_user_object", "shown", "written_by_typing"]
+__all__ = ["CLASS_SKIP", "ENUM_DERIVED", "SHOWN_REPR", "class_bookkeeping", "describe", "holds_user_code",
+           "is_immutable", "is_infrastructure", "is_user_object", "shown", "written_by_typing"]
 
 # Class attributes that describe where or how a class was written, not what it does, and those that
 # Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
@@ -137,3 +140,24 @@ def written_by_typing(name: str, value: Any) -> bool:
         return getattr(value, "__module__", None) == "typing" and \
             getattr(value, "__qualname__", "").endswith("_proto_hook")
     return False
+
+
+def class_bookkeeping(cls: type) -> Callable[[str, Any], bool]:
+    """The test of whether an item of ``cls.__dict__`` is bookkeeping, not behaviour: where or how
+    the class was written (:data:`CLASS_SKIP`), an enum's members (hashed together) and what the
+    enum machinery derives, the empty ``__annotations__`` a first read creates (3.10+), and what
+    typing writes into a protocol class."""
+    members: Any = cls.__members__ if isinstance(cls, enum.EnumMeta) else None
+    is_protocol = typing.Protocol in cls.__mro__
+
+    def skipped(name: str, value: Any) -> bool:
+        if name in CLASS_SKIP:
+            return True
+        if members is not None and (name in members
+                                    or (name in ENUM_DERIVED and not is_user_object(value))):
+            return True
+        if name == "__annotations__" and value == {}:
+            return True
+        return is_protocol and written_by_typing(name, value)
+
+    return skipped

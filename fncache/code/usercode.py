@@ -85,12 +85,22 @@ def is_user_module(name: str | None) -> bool:
     return found
 
 
-def _is_user_module(name: str) -> bool:
+def _decided(name: str) -> bool | None:
+    """What ``track``/``untrack`` decided for module ``name`` or its nearest package (True: user
+    code), or None."""
     parts = name.split(".")
     for i in range(len(parts), 0, -1):
         decided = _overrides.get(".".join(parts[:i]))
         if decided is not None:
             return decided
+    return None
+
+
+def _is_user_module(name: str) -> bool:
+    parts = name.split(".")
+    decided = _decided(name)
+    if decided is not None:
+        return decided
     if name == "__main__" or name == "__mp_main__":
         return True  # whatever runs as the main script is the user's, even from site-packages
     if parts[0] == "fncache":
@@ -121,10 +131,9 @@ def library_location(name: str) -> bool | None:
     Only the top-level package is looked up, so no package's ``__init__`` runs to find out.
     """
     parts = name.split(".")
-    for i in range(len(parts), 0, -1):
-        decided = _overrides.get(".".join(parts[:i]))
-        if decided is not None:
-            return not decided
+    decided = _decided(name)
+    if decided is not None:
+        return not decided
     if parts[0] == "fncache" or parts[0] in sys.builtin_module_names:
         return True
     top = sys.modules.get(parts[0])

@@ -15,18 +15,15 @@ import logging
 import sys
 import time
 import types
-import typing
 from typing import Any
 
 from fncache._errors import UnhashableArgument
 from fncache.code.classify import (
-    CLASS_SKIP,
-    ENUM_DERIVED,
+    class_bookkeeping,
     is_immutable,
     is_infrastructure,
     is_user_object,
     shown,
-    written_by_typing,
 )
 from fncache.code.digest import Import, absolute_import, code_digest, code_names, globals_written
 from fncache.code.usercode import (
@@ -506,23 +503,16 @@ class Walk:
         d = cls.__dict__
         self.len_watches.append((d, len(d)))
         items = []
-        is_enum = isinstance(cls, enum.EnumMeta)
-        is_protocol = typing.Protocol in cls.__mro__
-        if is_enum:
+        if isinstance(cls, enum.EnumMeta):
             # An enum's members cannot change after creation; its bookkeeping maps (_member_map_ and
             # friends) are derived from them, so the members stand for all of it, hashed once.
-            members = tuple((n, m._value_) for n, m in cls.__members__.items())  # type: ignore[attr-defined]
+            by_name: Any = cls.__members__
+            members = tuple((n, m._value_) for n, m in by_name.items())
             items.append(("__members__", ("value", _hasher.digest(members))))
+        skipped = class_bookkeeping(cls)
         for name in sorted(d):
-            if name in CLASS_SKIP:
-                continue
             value = d[name]
-            if is_enum and (name in cls.__members__  # type: ignore[attr-defined]
-                            or (name in ENUM_DERIVED and not is_user_object(value))):
-                continue
-            if name == "__annotations__" and value == {}:
-                continue  # created empty by the first read of cls.__annotations__ (3.10+)
-            if is_protocol and written_by_typing(name, value):
+            if skipped(name, value):
                 continue
             self.dict_watches.append((d, name, value))
             items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))
