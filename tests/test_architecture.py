@@ -46,8 +46,9 @@ PENDING: dict[tuple[str, str], str] = {
                                   "_redis_index, s3 <-> _s3_listing",
     ("cycles", "fncache.values"): "values wing: hasher <-> buffers and its handlers, hasher <-> "
                                   "files <-> digests",
-    ("total", "c_blocks"): "52 blocks at C (71 before this round): stores 22, values 10, code 8, "
-                           "call path 6, cli 5, joblib 1 (Memory.reduce_size, the pruning planner)",
+    ("total", "c_blocks"): "48 blocks at C (71 before this round): stores 22, values 10, call path 6, "
+                           "cli 5, code 4 (the fingerprint's revalidation and cache, code digests), "
+                           "joblib 1 (Memory.reduce_size, the pruning planner)",
     ("total", "underscore_imports"): "stores wing (disk <- _diskcache, redis <- _redis_records, "
                                      "_base <- stores._reopen), values wing (buffers <- hasher._Token), "
                                      "call path (_callkey <- code.usercode._unwrap_memoized)",

@@ -23,7 +23,7 @@ import importlib
 import os
 import runpy
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fncache._errors import FncacheError
@@ -102,18 +102,21 @@ def _walk(names: Mapping[str, Any], qualname: str, where: str) -> Any:
     """The object at ``qualname`` in the namespace ``names``; a TargetError names the missing part
     and the closest name there is."""
     parts = qualname.split(".")
-    found: Any = None
-    for i, part in enumerate(parts):
-        present = part in names if i == 0 else hasattr(found, part)
-        if not present:
-            owner = where if i == 0 else f"{where}:{'.'.join(parts[:i])}"
-            there = [n for n in (names if i == 0 else dir(found))
-                     if isinstance(n, str) and not n.startswith("__")]
-            close = difflib.get_close_matches(part, there, n=1)
-            raise TargetError(f"{owner} has no {part!r}"
-                              + (f"; did you mean {close[0]!r}?" if close else ""))
-        found = names[part] if i == 0 else getattr(found, part)
+    if parts[0] not in names:
+        raise _missing(where, parts[0], names)
+    found: Any = names[parts[0]]
+    for i, part in enumerate(parts[1:], 1):
+        if not hasattr(found, part):
+            raise _missing(f"{where}:{'.'.join(parts[:i])}", part, dir(found))
+        found = getattr(found, part)
     return found
+
+
+def _missing(owner: str, part: str, there: Iterable[Any]) -> TargetError:
+    """The error for ``owner`` having no ``part``, with the closest of the names ``there``."""
+    names = [n for n in there if isinstance(n, str) and not n.startswith("__")]
+    close = difflib.get_close_matches(part, names, n=1)
+    return TargetError(f"{owner} has no {part!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
 def load_target(target: str) -> tuple[Any, str]:

@@ -139,8 +139,14 @@ def library_location(name: str) -> bool | None:
     top = sys.modules.get(parts[0])
     if top is not None:
         return not is_user_module(parts[0])
+    return _found_in_library(parts[0])
+
+
+def _found_in_library(top: str) -> bool | None:
+    """Whether the top-level package ``top``, found but not imported, is library code (None: not
+    found)."""
     try:
-        spec = importlib.util.find_spec(parts[0])
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
     if spec is None:

@@ -322,17 +322,7 @@ class Walk:
             return
         seen |= names
         self.keep.append(mod)
-        missing = []
-        for attr in sorted(names):
-            v = md.get(attr, MISSING)
-            if v is MISSING:
-                missing.append(attr)
-                continue
-            self.dict_watches.append((md, attr, v))
-            label = f"attr {ns}.{attr}"
-            # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
-            if not self.read_once(label, v, names) and isinstance(v, types.ModuleType):
-                self.read(v, label, names)  # a submodule seen before: these names read on through it
+        missing = [attr for attr in sorted(names) if not self.visit_attr(md, ns, attr, names)]
         if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
@@ -350,6 +340,18 @@ class Walk:
         if hook is not MISSING:
             self.dict_watches.extend((md, attr, MISSING) for attr in missing)
             self.read_once(f"attr {ns}.__getattr__", hook, names)
+
+    def visit_attr(self, md: dict[str, Any], ns: str, attr: str, names: set[str]) -> bool:
+        """The component of ``module.attr`` read by the code, watched; False if it is not defined."""
+        v = md.get(attr, MISSING)
+        if v is MISSING:
+            return False
+        self.dict_watches.append((md, attr, v))
+        label = f"attr {ns}.{attr}"
+        # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
+        if not self.read_once(label, v, names) and isinstance(v, types.ModuleType):
+            self.read(v, label, names)  # a submodule seen before: these names read on through it
+        return True
 
     def read_once(self, label: str, value: Any, names: set[str] | None = None) -> bool:
         """Make component ``label``, the digest of ``value`` read there, unless it exists; whether
@@ -381,13 +383,7 @@ class Walk:
         if label in self.components:
             return
         self.components[label] = ""
-        mod = sys.modules.get(name)
-        library = (not is_user_module(name)) if mod is not None else library_location(name)
-        if library:
-            # By name, imported or not: the same token before and after the function first runs.
-            if self.versions:
-                self.distributions.add(name.split(".")[0])
-            self.components[label] = _hasher.digest(("module", name)).hex()
+        if self.library_import(label, name):
             return
         mod = imported(name)
         self.dict_watches.append((sys.modules, name, MISSING if mod is None else mod))
@@ -401,6 +397,18 @@ class Walk:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
             token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
         self.components[label] = _hasher.digest(tuple(token)).hex()
+
+    def library_import(self, label: str, name: str) -> bool:
+        """Key an import of library module ``name`` by name, imported or not (the same token before
+        and after the function first runs); whether it is one."""
+        mod = sys.modules.get(name)
+        library = (not is_user_module(name)) if mod is not None else library_location(name)
+        if not library:
+            return False
+        if self.versions:
+            self.distributions.add(name.split(".")[0])
+        self.components[label] = _hasher.digest(("module", name)).hex()
+        return True
 
     def watch_submodules(self, mod: types.ModuleType, name: str, fromlist: Any) -> None:
         """``from . import sub``: the submodules of package ``mod`` the import itself loads."""
