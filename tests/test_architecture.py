@@ -49,9 +49,10 @@ PENDING: dict[tuple[str, str], str] = {
     ("total", "c_blocks"): "48 blocks at C (71 before this round): stores 22, values 10, call path 6, "
                            "cli 5, code 4 (the fingerprint's revalidation and cache, code digests), "
                            "joblib 1 (Memory.reduce_size, the pruning planner)",
-    ("total", "underscore_imports"): "stores wing (disk <- _diskcache, redis <- _redis_records, "
-                                     "_base <- stores._reopen), values wing (buffers <- hasher._Token), "
-                                     "call path (_callkey <- code.usercode._unwrap_memoized)",
+    ("total", "underscore_imports"): "24: stores wing 22 (disk <- _diskcache's SQL and helpers, redis and "
+                                     "_redis_index <- _redis_records' constants, _base <- stores._reopen), "
+                                     "values wing 1 (polars <- arrow._speedups), call path 1 (_callkey <- "
+                                     "code.usercode._unwrap_memoized: import unwrap_memoized instead)",
 }
 
 
