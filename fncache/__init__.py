@@ -18,38 +18,16 @@ from fncache._errors import (
     StoreError,
     UnhashableArgument,
 )
-from fncache._memoize import CacheInfo, Memoized, memoize
-from fncache._options import Options as _Options
+from fncache._memoize import CacheInfo, Memoized, key_for, memoize
 from fncache._options import disable, enable
 from fncache.code.fingerprint import track, untrack
 from fncache.joblib.memory import MemorizedResult, Memory, expires_after
+from fncache.notebook import load_ipython_extension
 from fncache.stores import Store, open_store
 from fncache.values.files import file
 from fncache.values.hasher import hash, ref, register, unregister
 
 __version__ = "0.1.0.dev0"
-
-_DEFAULTS = _Options.make()  # key_for of a plain function: memoize's default options
-
-
-def key_for(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """The key ``memoize`` uses for ``func(*args, **kwargs)`` (32 hex characters).
-
-    ``func`` may be a memoized function (its options apply) or a plain one (default options).
-    """
-    m = func if isinstance(func, Memoized) else Memoized(func, _DEFAULTS)
-    return m.key(*args, **kwargs)
-
-
-def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
-    """``%load_ext fncache``: register the ``%%fncache`` cell magic (see :mod:`fncache.notebook.magic`).
-
-    IPython is imported only here, so ``import fncache`` never imports it.
-    """
-    from fncache.notebook.magic import load_ipython_extension as load
-
-    load(ipython)
-
 
 __all__ = [
     "ArgumentTypeError",

@@ -256,7 +256,7 @@ def _ignores_self(code: Any, binder: Binder) -> bool:
 
 def _defining_class(cls: type, code: Any) -> type | None:
     """The class along ``cls``'s MRO whose body defines ``code`` (memoized or not), or None."""
-    from fncache.code.usercode import _unwrap_memoized
+    from fncache.code.usercode import unwrap_memoized as _unwrap_memoized
 
     name = code.__name__
     for c in cls.__mro__:

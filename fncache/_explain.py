@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fncache.code import sources as _sources
+from fncache._differences import Difference, Side, Texts, differences, with_texts
 from fncache.code.targets import TargetError, load_target, recorded_name
 from fncache.values.hasher import digest
 
@@ -39,215 +39,6 @@ __all__ = [
 HIT, MISS, NEW = "hit", "miss", "new function"
 
 
-# ---------------------------------------------------------------------------------------------
-# Differences
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Difference:
-    """One thing that differs between a call (or the current code) and a stored entry.
-
-    ``kind`` is one of ``function`` (the cached function itself: code or defaults), ``helper``,
-    ``method``, ``class``, ``global``, ``closure``, ``attribute`` (``module.NAME``), ``library``
-    (a distribution's version, with ``track_versions``), ``callable``, ``argument``, ``python``,
-    ``version`` (the pinned ``version=``), ``depends_on`` or ``unrecorded``. ``old`` and ``new``
-    are digests (hex), or plain values for ``python`` and ``version``; ``None`` where absent.
-    """
-
-    kind: str
-    name: str
-    old: str | None
-    new: str | None
-    #: for a changed function, helper or method: its source's changed lines (``-`` old, ``+`` new)
-    #: where both versions' sources are known (see :mod:`fncache.code.sources`)
-    diff: tuple[str, ...] = ()
-    #: for a changed global: how the old and the new value read (``("0.5", "0.7")``)
-    shown: tuple[str, str] | None = None
-
-    @property
-    def change(self) -> str:
-        """``"changed"``, ``"added"`` (only in the call) or ``"removed"`` (only in the entry)."""
-        if self.old is None:
-            return "added"
-        if self.new is None:
-            return "removed"
-        return "changed"
-
-    def __str__(self) -> str:
-        if self.kind == "unrecorded":
-            return self.name
-        what = _DESCRIBE.get(self.kind, "{kind} `{name}`").format(kind=self.kind, **_split(self))
-        if self.kind == "python":
-            return (f"written by Python {self.old!s} (this is Python {self.new!s}): keys include the "
-                    "interpreter's version, so a Python upgrade starts the cache afresh")
-        if self.kind == "version":
-            return f"{what} changed ({self.old!s} -> {self.new!s})"
-        if self.shown is not None and self.change == "changed":
-            return f"{what} changed: {self.shown[0]} -> {self.shown[1]}"
-        if self.change == "added":
-            return f"{what} is new (not in the stored entry)"
-        if self.change == "removed":
-            return f"{what} is no longer used"
-        return f"{what} changed"
-
-
-_DESCRIBE = {
-    "function": "function `{name}` (its code, defaults or decorators)",
-    "helper": "helper `{name}`",
-    "method": "method `{name}`",
-    "class": "class `{name}` (attributes, bases or metaclass)",
-    "global": "global `{name}`",
-    "closure": "closure variable `{var}` of `{owner}`",
-    "attribute": "attribute `{name}`",
-    "library": "version of `{name}`",
-    "callable": "callable `{name}`",
-    "argument": "argument `{name}`",
-    "python": "Python version",
-    "version": "pinned version",
-    "depends_on": "a `depends_on` input",
-}
-
-
-def _split(d: Difference) -> dict[str, str]:
-    owner, _, var = d.name.rpartition(".")
-    return {"name": d.name, "owner": owner, "var": var}
-
-
-_LABEL_KINDS = {"global": "global", "closure": "closure", "class": "class", "attr": "attribute",
-                "version": "library", "callable": "callable"}
-
-
-def _component_kind(label: str, root: str | None, classes: set[str]) -> tuple[str, str]:
-    """(kind, name) of a fingerprint component label such as ``"function normalize"``."""
-    kind, _, name = label.partition(" ")
-    if not name:
-        return "component", label
-    if kind == "function":
-        # functools.wraps gives a decorator's wrapper the name of the function it wraps: the
-        # wrapped function itself is then labelled ``NAME#2``.
-        if name == root or name.rpartition("#")[0] == root:
-            return "function", root
-        owner = name.rpartition(".")[0]
-        if owner and owner in classes:
-            return "method", name
-        return "helper", name
-    return _LABEL_KINDS.get(kind, kind), name
-
-
-def _compare_components(old: Mapping[str, str], new: Mapping[str, str],
-                        root: str | None) -> list[Difference]:
-    classes = {label.partition(" ")[2] for label in (*old, *new) if label.startswith("class ")}
-    out = []
-    for label in sorted(set(old) | set(new)):
-        a, b = old.get(label), new.get(label)
-        if a != b:
-            kind, name = _component_kind(label, root, classes)
-            out.append(Difference(kind, name, a, b))
-    # The function itself first, then its helpers and values, in label order.
-    out.sort(key=lambda d: d.kind != "function")
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# What a call or the current code looks like, in the terms entries are stored in
-# ---------------------------------------------------------------------------------------------
-
-@dataclass
-class _Side:
-    """The recorded facets of a call (or of an entry)."""
-
-    components: dict[str, str] = field(default_factory=dict)
-    args: dict[str, str] | None = None
-    python: str | None = None
-    version: str | None = None
-    depends_on: str | None = None
-
-    @classmethod
-    def of_entry(cls, meta: Mapping[str, Any]) -> _Side:
-        """The side an entry's metadata records. Metadata is read from the store, so it is untrusted:
-        only text labels and digests are kept, anything else reads as absent (never an exception)."""
-        comps = meta.get("components")
-        args = meta.get("args")
-        return cls(
-            components=_text_items(comps) or {},
-            args=_text_items(args),
-            python=_text(meta.get("python")),
-            version=_text(meta.get("version")),
-            depends_on=_text(meta.get("depends_on")),
-        )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _text_items(value: Any) -> dict[str, str] | None:
-    if not isinstance(value, dict):
-        return None
-    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _differences(entry: _Side, now: _Side, root: str | None) -> list[Difference]:
-    if entry.python and now.python and entry.python != now.python:
-        # Bytecode and the pickles of library types differ between interpreters: every component
-        # would read as changed, and none of them is the reason (docs: "Python versions").
-        return [Difference("python", "python", entry.python, now.python)]
-    out: list[Difference] = []
-    if entry.version != now.version:
-        out.append(Difference("version", "version", entry.version, now.version))
-    if now.version is None and entry.version is None:
-        out.extend(_compare_components(entry.components, now.components, root))
-    if entry.depends_on != now.depends_on:
-        out.append(Difference("depends_on", "depends_on", entry.depends_on, now.depends_on))
-    if now.args is not None and entry.args is not None:
-        for name in list(now.args) + [n for n in entry.args if n not in now.args]:
-            a, b = entry.args.get(name), now.args.get(name)
-            if a != b:
-                out.append(Difference("argument", name, a, b))
-    return out
-
-
-class _Texts:
-    """Where one side's sources and shown values come from: an entry's metadata (its sources read
-    from the store and checked against their addresses) or the current code's fingerprint."""
-
-    def __init__(self, store: Any, secret: Any, meta: Mapping[str, Any] | None = None,
-                 fp: Any = None) -> None:
-        self.store, self.secret = store, _sources.signing_key(secret)
-        self.meta, self.fp = meta or {}, fp
-
-    def source(self, label: str) -> str | None:
-        if self.fp is not None:
-            return _sources.source_of(dict(self.fp.functions).get(label))
-        refs = self.meta.get("sources")
-        return _sources.read(self.store, refs.get(label), self.secret) if isinstance(refs, dict) else None
-
-    def shown(self, label: str) -> str | None:
-        if self.fp is not None:
-            return dict(self.fp.shown).get(label)
-        values = self.meta.get("shown")
-        found = values.get(label) if isinstance(values, dict) else None
-        # Metadata is untrusted: only short text is shown, escaped by whoever prints it.
-        return found if isinstance(found, str) and len(found) <= 200 else None
-
-
-def _with_texts(diffs: list[Difference], old: _Texts, new: _Texts) -> list[Difference]:
-    """``diffs`` with the changed lines of each changed function and both values of each changed
-    global, where both sides know them."""
-    out = []
-    for d in diffs:
-        if d.change == "changed" and d.kind in ("function", "helper", "method"):
-            a, b = old.source(f"function {d.name}"), new.source(f"function {d.name}")
-            if a is not None and b is not None and a != b:
-                d = replace(d, diff=_sources.diff_lines(a, b))
-        elif d.change == "changed" and d.kind == "global":
-            a, b = old.shown(f"global {d.name}"), new.shown(f"global {d.name}")
-            if a is not None and b is not None:
-                d = replace(d, shown=(a, b))
-        out.append(d)
-    return out
-
-
 def _secret_of(m: Any) -> Any:
     if m is not None:
         return m.options.secret
@@ -260,18 +51,18 @@ def _secret_of(m: Any) -> Any:
 
 
 def _current_side(m: Any, args: tuple[Any, ...] | None = None,
-                  kwargs: dict[str, Any] | None = None) -> tuple[_Side, str | None]:
+                  kwargs: dict[str, Any] | None = None) -> tuple[Side, str | None]:
     """(the side of memoized function ``m`` for this call, its key); no call: code only.
 
     Read from the call's :class:`~fncache._callkey.CallKey`, the object the key is made of.
     """
     if args is None:
         ck = m.code_key()
-        side = _Side.of_entry(ck.meta())
+        side = Side.of_entry(ck.meta())
         side.args = None
         return side, None
     ck = m.call_key(*args, **(kwargs or {}))
-    return _Side.of_entry(ck.meta()), ck.key
+    return Side.of_entry(ck.meta()), ck.key
 
 
 def _root(function_id: str) -> str:
@@ -356,22 +147,11 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     entries = _entries_of(store, _names(m, m.function_id))
     if not entries:
         return Explanation(m.function_id, key, NEW, by_name=by_name)
-    root = _root(m.function_id)
-    best: tuple[bool, int, float, Any, list[Difference]] | None = None
-    for e in entries:
-        diffs = _differences(_Side.of_entry(e.meta), side, root)
-        # An entry of another Python differs in one reason only, which says nothing of the code: an
-        # entry of this interpreter is nearer whatever its differences.
-        other_python = bool(diffs) and diffs[0].kind == "python"
-        score = (other_python, len(diffs), -float(e.created or 0))
-        if best is None or score < best[:3]:
-            best = (*score, e, diffs)
-    assert best is not None
-    nearest, diffs = best[3], best[4]
+    nearest, diffs = _nearest(entries, side, _root(m.function_id))
     if m.version is None:
         secret = _secret_of(m)
-        diffs = _with_texts(diffs, _Texts(store, secret, meta=nearest.meta),
-                            _Texts(store, secret, fp=m._fingerprint()))
+        diffs = with_texts(diffs, Texts(store, secret, meta=nearest.meta),
+                            Texts(store, secret, fp=m._fingerprint()))
     if not diffs:
         diffs = [Difference(
             "unrecorded", "code, arguments and Python version all match the entry: what differs "
@@ -380,6 +160,21 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     return Explanation(m.function_id, key, MISS, nearest=nearest.key,
                        nearest_created=nearest.created, entries=len(entries), differences=diffs,
                        by_name=by_name)
+
+
+def _nearest(entries: list[Any], side: Side, root: str) -> tuple[Any, list[Difference]]:
+    """The entry nearest to ``side`` (the fewest differences; the newest on a tie), and those."""
+    best: tuple[bool, int, float, Any, list[Difference]] | None = None
+    for e in entries:
+        diffs = differences(Side.of_entry(e.meta), side, root)
+        # An entry of another Python differs in one reason only, which says nothing of the code: an
+        # entry of this interpreter is nearer whatever its differences.
+        other_python = bool(diffs) and diffs[0].kind == "python"
+        score = (other_python, len(diffs), -float(e.created or 0))
+        if best is None or score < best[:3]:
+            best = (*score, e, diffs)
+    assert best is not None
+    return best[3], best[4]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,12 +245,25 @@ class FunctionExplanation:
         return "\n".join(lines)
 
 
+def _memoized(obj: Any) -> Any:
+    """``obj`` if it is a memoized function (or a bound method of one), else None.
+
+    Known by what explaining uses (``code_key``, ``function_id``, ``options``), not by class:
+    this module is below ``fncache._memoize`` (whose ``Memoized.explain`` calls it).
+    """
+    obj = getattr(obj, "__func__", obj)  # a memoized classmethod, loaded bound
+    is_memoized = callable(getattr(type(obj), "code_key", None)) and hasattr(obj, "function_id") \
+        and hasattr(obj, "options")
+    return obj if is_memoized else None
+
+
 def _resolve(target: Any, import_code: bool) -> tuple[Any, str, str | None]:
     """(the memoized function or None, the function id, why the code could not be loaded)."""
-    from fncache._memoize import Memoized
-
     if not isinstance(target, str):
-        m = target if isinstance(target, Memoized) else Memoized(target)
+        m = _memoized(target)
+        if m is None:
+            raise TypeError(f"explain_function: expected a memoized function or a name, got "
+                            f"{type(target).__name__} (memoize it first: fncache.memoize(f))")
         return m, m.function_id, None
     if not import_code:
         return None, recorded_name(target), None
@@ -464,7 +272,9 @@ def _resolve(target: Any, import_code: bool) -> tuple[Any, str, str | None]:
     except Exception as e:  # an import runs user code: any failure means "unknown"
         return None, recorded_name(target), str(e) if isinstance(e, TargetError) \
             else f"{type(e).__name__}: {e}"
-    m = obj if isinstance(obj, Memoized) else Memoized(obj)
+    m = _memoized(obj)
+    if m is None:
+        return None, function_id, f"{target} is not memoized (no @fncache.memoize on it)"
     return m, m.function_id, None
 
 
@@ -491,12 +301,12 @@ def _names(m: Any, function_id: str) -> set[str]:
     return names
 
 
-def _code_versions(entries: list[Any]) -> tuple[dict[str, list[Any]], dict[str, _Side]]:
+def _code_versions(entries: list[Any]) -> tuple[dict[str, list[Any]], dict[str, Side]]:
     """Entries grouped by what made their code part (components, version, inputs, Python)."""
     groups: dict[str, list[Any]] = {}
-    sides: dict[str, _Side] = {}
+    sides: dict[str, Side] = {}
     for entry in entries:
-        side = _Side.of_entry(entry.meta)
+        side = Side.of_entry(entry.meta)
         side.args = None
         ident = digest((sorted(side.components.items()), side.version, side.depends_on,
                         side.python)).hex()
@@ -508,7 +318,7 @@ def _code_versions(entries: list[Any]) -> tuple[dict[str, list[Any]], dict[str, 
 def explain_function(store: Any, target: Any, *, import_code: bool = True) -> FunctionExplanation:
     """Compare a function's current code with every stored entry of it, grouped by code version.
 
-    ``target`` is a memoized function, a plain function (default options), ``MODULE:QUALNAME`` or
+    ``target`` is a memoized function, ``MODULE:QUALNAME`` or
     ``path/to/script.py:QUALNAME`` (imported, or run with ``__name__ != "__main__"``, to learn its
     current code: the user's code runs), or any ``function id`` as stored when ``import_code`` is
     false or the import fails. Entries recorded under either name of the function's file count
@@ -524,29 +334,35 @@ def explain_function(store: Any, target: Any, *, import_code: bool = True) -> Fu
     entries = _entries_of(store, _names(m, function_id))
     if not entries:
         return FunctionExplanation(function_id, NEW, 0, error=error)
-    groups, sides = _code_versions(entries)
-    newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
-    order = sorted(groups, key=lambda i: -newest[i])
-    root = _root(function_id)
-    secret = _secret_of(m)
-    latest = {i: max(es, key=lambda e: float(e.created or 0)) for i, es in groups.items()}
-    if m is not None:
-        reference, _ = _current_side(m)
-        now = _Texts(store, secret, fp=m._fingerprint() if m.version is None else None)
-    else:
-        reference = sides[order[0]]
-        now = _Texts(store, secret, meta=latest[order[0]].meta)
-    versions = []
-    for ident in order:
-        diffs = _with_texts(_differences(sides[ident], reference, root),
-                            _Texts(store, secret, meta=latest[ident].meta), now)
-        versions.append(CodeVersion(ident, len(groups[ident]), newest[ident],
-                                    current=m is not None and not diffs, differences=diffs))
+    versions = _versions(store, m, entries, _root(function_id))
     if m is None:
         status = "unknown"
     else:
         status = "current" if any(v.current for v in versions) else "stale"
     return FunctionExplanation(function_id, status, len(entries), versions, error=error)
+
+
+def _versions(store: Any, m: Any, entries: list[Any], root: str) -> list[CodeVersion]:
+    """The code versions of ``entries``, newest first, each compared with ``m``'s current code (or,
+    without ``m``, with the newest version)."""
+    groups, sides = _code_versions(entries)
+    newest = {i: max(float(e.created or 0) for e in es) for i, es in groups.items()}
+    order = sorted(groups, key=lambda i: -newest[i])
+    secret = _secret_of(m)
+    latest = {i: max(es, key=lambda e: float(e.created or 0)) for i, es in groups.items()}
+    if m is not None:
+        reference, _ = _current_side(m)
+        now = Texts(store, secret, fp=m._fingerprint() if m.version is None else None)
+    else:
+        reference = sides[order[0]]
+        now = Texts(store, secret, meta=latest[order[0]].meta)
+    versions = []
+    for ident in order:
+        diffs = with_texts(differences(sides[ident], reference, root),
+                           Texts(store, secret, meta=latest[ident].meta), now)
+        versions.append(CodeVersion(ident, len(groups[ident]), newest[ident],
+                                    current=m is not None and not diffs, differences=diffs))
+    return versions
 
 
 def format_explanation(x: Explanation | FunctionExplanation | Iterable[Any]) -> str:

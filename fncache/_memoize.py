@@ -27,12 +27,13 @@ from fncache._callkey import KEY_SCHEMA, CallKey, KeyBuilder, function_id
 from fncache._entries import Counters, Entries, Strategies
 from fncache._errors import ConfigError, UnhashableArgument
 from fncache._miss import MissPath, threads_besides_main
-from fncache._options import _DISABLED, NAMES, Options, unknown_options
+from fncache._options import DISABLED as _DISABLED
+from fncache._options import NAMES, OptionAttribute, Options, options_doc, unknown_options
 from fncache.code.fingerprint import Fingerprint
 from fncache.code.targets import importable
 from fncache.stores import Store, redact
 
-__all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "memoize"]
+__all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "key_for", "memoize"]
 
 log = logging.getLogger("fncache")
 
@@ -127,29 +128,22 @@ class Memoized(Generic[P, R]):
         """The store, opened (lazily, once) from the ``store=`` option or the default."""
         return self._entries.store
 
-    @property
-    def ignore(self) -> list[str]:
-        return list(self.options.ignore)
-
-    @property
-    def ignore_globals(self) -> list[str]:
-        return list(self.options.ignore_globals)
-
-    @property
-    def files(self) -> list[str]:
-        return list(self.options.files)
-
-    version = property(lambda self: self.options.version)
-    expire = property(lambda self: self.options.expire)
-    lock = property(lambda self: self.options.lock)
-    lock_timeout = property(lambda self: self.options.lock_timeout)
-    compress = property(lambda self: self.options.compress)
-    on_unhashable = property(lambda self: self.options.on_unhashable)
-    on_store_error = property(lambda self: self.options.on_store_error)
-    depends_on = property(lambda self: self.options.depends_on)
-    track_versions = property(lambda self: self.options.track_versions)
-    verbose = property(lambda self: self.options.verbose)
-    mmap_mode = property(lambda self: self.options.mmap_mode)
+    # The options shown as attributes (one row each in fncache._options.OPTIONS; a test checks
+    # that this list is the table's).
+    ignore = OptionAttribute[list[str]]()
+    ignore_globals = OptionAttribute[list[str]]()
+    files = OptionAttribute[list[str]]()
+    version = OptionAttribute[str | None]()
+    expire = OptionAttribute[float | None]()
+    lock = OptionAttribute[bool]()
+    lock_timeout = OptionAttribute[float]()
+    compress = OptionAttribute[str | None]()
+    on_unhashable = OptionAttribute[str]()
+    on_store_error = OptionAttribute[str]()
+    depends_on = OptionAttribute[tuple[Any, ...]]()
+    track_versions = OptionAttribute[bool]()
+    verbose = OptionAttribute[bool]()
+    mmap_mode = OptionAttribute[str | None]()
 
     def __reduce__(self) -> Any:
         if importable(self):
@@ -296,12 +290,14 @@ def _memoized(f: Any, options: dict[str, Any]) -> Any:
 def memoize(func: Callable[P, R], /, **options: Any) -> Memoized[P, R]: ...
 
 
+# The one copy of the options besides their table (fncache._options.OPTIONS), since type checkers
+# need it written out: tests/test_options.py checks names, types and order against the table.
 @overload
 def memoize(
     func: None = None,
     /,
     *,
-    store: str | os.PathLike[str] | Store | list[Any] | None = ...,
+    store: str | os.PathLike[str] | Store | list[Any] | tuple[Any, ...] | None = ...,
     ignore: Iterable[str] = ...,
     ignore_globals: Iterable[str] = ...,
     files: Iterable[str] = ...,
@@ -309,7 +305,7 @@ def memoize(
     expire: float | None = ...,
     lock: bool = ...,
     lock_timeout: float = ...,
-    secret: str | bytes | list[str | bytes] | None = ...,
+    secret: str | bytes | list[str | bytes] | tuple[str | bytes, ...] | None = ...,
     compress: Any = ...,
     on_unhashable: str = ...,
     on_store_error: str = ...,
@@ -326,54 +322,6 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Usable bare (``@memoize``) or with options (``@memoize(store="/tmp/c", ignore=["verbose"])``).
     Invalid options raise :class:`fncache.ConfigError` (a ``ValueError``) here, at decoration time.
-
-    Options:
-        store: a directory, a URL (``file://``, ``memory://``, ``redis://``, ``s3://``) or a
-            :class:`~fncache.stores.Store`; default ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or
-            ``~/.cache/fncache``. A list of them (or one string joined by commas) is tiers,
-            nearest first: ``["~/.cache/team", "s3://bucket/cache"]`` reads the local directory
-            first and copies what the bucket has into it (:mod:`fncache.stores.tiered`); then
-            ``store_options`` takes ``tiers`` (one dict of options per tier) and ``cooldown``.
-        ignore: parameter names left out of the key (e.g. ``verbose``, ``n_jobs``).
-        ignore_globals: names of globals that are state the function writes, not inputs (a call
-            log, a metrics list): left out of the key and of the check that no input changed
-            while the function ran, wherever the function or its helpers read them. Your word
-            against fncache's: a global named here that the result does depend on gives stale
-            hits. ``explain`` lists them.
-        files: parameter names that always take file paths (or lists of them, or None): each is
-            keyed by the file's base name and content, as ``fncache.file(path)`` is; the function
-            still receives the path as passed. An open file object is refused there (and in
-            any argument): pass the path.
-        version: a string that replaces the code fingerprint: entries stay valid across code edits
-            until you change it.
-        expire: seconds after which an entry is a miss (and is removed).
-        lock: also compute each key once across *processes* (a store lock, expiring after
-            ``lock_timeout``); threads of one process always compute a key once.
-        secret: sign entries (HMAC-SHA256) and refuse unsigned or mis-signed ones; default
-            ``$FNCACHE_SECRET``. A list ``[new, old, ...]`` signs with the first and accepts
-            any (a rotation). Never pickled with the function: a worker without
-            ``$FNCACHE_SECRET`` warns once and does not cache it (no unsigned entry is read or
-            written there).
-        compress: ``"zstd"``, ``"lz4"`` or ``True`` (zstd).
-        on_unhashable: ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
-            uncached, warn once).
-        on_store_error: ``"log"`` (a store failure is a logged miss) or ``"raise"``.
-        depends_on: a list of extra inputs the code does not show: objects, or paths whose content
-            counts. A bare string or path is refused (``depends_on=["data.csv"]``, not
-            ``depends_on="data.csv"``, which would otherwise be read one character at a time).
-        track_versions: add the versions of the distributions the code reaches to the key.
-        store_options: keyword options for opening ``store`` (e.g. ``size_limit``); unknown
-            ones, a malformed store URL and invalid values are refused here. Credentials given
-            here or in the URL are used but never pickled with the function nor shown in its
-            ``repr``: workers take them from their environment (see :mod:`fncache.stores`).
-        verbose: one line per call on stderr, a miss with its reason (what differs from the
-            nearest stored entry) and then its duration; default ``$FNCACHE_VERBOSE``. See
-            :mod:`fncache._verbose` for the bounded work this does.
-        mmap_mode: ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
-            read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:
-            loading takes about a millisecond whatever the size, and pages are read when used.
-            The header and pickle are verified; the array bytes are not (without a secret), since
-            checking them would read them all. Stores without files (memory, Redis, S3) ignore it.
     """
     # Validate option names now, so a typo fails at decoration time even before the function exists.
     unknown = unknown_options("memoize", options, NAMES)
@@ -386,3 +334,18 @@ def memoize(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         return _memoized(f, options)  # type: ignore[no-any-return]
 
     return decorate
+
+
+memoize.__doc__ = (memoize.__doc__ or "") + options_doc()
+
+
+_DEFAULTS = Options.make()  # key_for of a plain function: memoize's default options
+
+
+def key_for(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> str:
+    """The key ``memoize`` uses for ``func(*args, **kwargs)`` (32 hex characters).
+
+    ``func`` may be a memoized function (its options apply) or a plain one (default options).
+    """
+    m = func if isinstance(func, Memoized) else Memoized(func, _DEFAULTS)
+    return m.key(*args, **kwargs)

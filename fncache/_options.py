@@ -1,9 +1,14 @@
-"""The options of a memoized function: one frozen value, validated once.
+"""The options of a memoized function: declared once, validated once, one frozen value.
 
-:class:`Options` is made by :meth:`Options.make` from the keyword options of ``memoize`` (every check
-in one place, each error a :class:`~fncache.ConfigError` naming the option); ``fncache.Memoized``,
-``fncache.Memory`` and ``fncache.key_for`` all use it, and :meth:`Options.pickled` is what travels
-when a memoized function is pickled (configuration only: never a secret given in code).
+Each option is declared once, as a field of :class:`Options` whose metadata is its :class:`Option`
+row: the type ``memoize`` accepts, its default, its check (the one validation of that option, a
+:class:`~fncache.ConfigError` naming it), whether it travels when a memoized function is pickled,
+whether ``fncache.Memoized`` shows it as an attribute, and its documentation. :data:`OPTIONS` is that
+table. From it follow :meth:`Options.make` (each option's check, then the few rules between options,
+all in :meth:`Options.make`), :meth:`Options.pickled` (configuration only: never a secret given in
+code), :class:`OptionAttribute` (``m.expire`` on a memoized function) and :func:`options_doc` (the
+"Options" section of ``memoize``'s docstring). ``memoize``'s typed overload is the one other copy,
+since type checkers need it written out; ``tests/test_options.py`` checks it against the table.
 
 Also here: the process-wide switch ``FNCACHE_DISABLE``, read once at import (reading the environment
 on every call cost about a tenth of a hit) and changed at run time with :func:`disable` and
@@ -15,18 +20,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Iterable
+import textwrap
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from fncache import _codec
 from fncache._errors import ConfigError
 from fncache.stores import Store, check_store, public_config
 
-__all__ = ["Options", "disable", "disabled", "enable", "unknown_options"]
+__all__ = ["DISABLED", "OPTIONS", "Option", "OptionAttribute", "Options", "disable", "disabled",
+           "enable", "options_doc", "unknown_options"]
 
-_ON_UNHASHABLE = ("raise", "call")
-_ON_STORE_ERROR = ("log", "raise")
+T = TypeVar("T")
 
 
 def env_flag(name: str) -> bool:
@@ -34,8 +40,9 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-# Read once per process: a memoized call looks at this list, never at the environment.
-_DISABLED = [env_flag("FNCACHE_DISABLE")]
+#: Whether caching is off in this process (``[True]``/``[False]``). Read once per process: a memoized
+#: call looks at this list, never at the environment.
+DISABLED = [env_flag("FNCACHE_DISABLE")]
 
 
 def disable() -> None:
@@ -43,17 +50,17 @@ def disable() -> None:
 
     The same as starting the process with ``FNCACHE_DISABLE=1`` (read once, at import).
     """
-    _DISABLED[0] = True
+    DISABLED[0] = True
 
 
 def enable() -> None:
     """Turn caching back on in this process (after :func:`disable` or ``FNCACHE_DISABLE=1``)."""
-    _DISABLED[0] = False
+    DISABLED[0] = False
 
 
 def disabled() -> bool:
     """Whether caching is off in this process."""
-    return _DISABLED[0]
+    return DISABLED[0]
 
 
 def secrets_from(secret: Any) -> tuple[bytes, ...]:
@@ -80,143 +87,347 @@ def secret_from(secret: str | bytes | None) -> bytes | None:
     return secret
 
 
+# -- the checks: given value -> stored value, or a ConfigError naming the option -------------------
+
+def _names(option: str, kind: str) -> Callable[[Any], tuple[str, ...]]:
+    """The check of an option that lists names: a bare string is refused, with the list spelling."""
+
+    def check(names: Any) -> tuple[str, ...]:
+        if isinstance(names, str):
+            raise ConfigError(f"{option}: expected a list of {kind} names, not a single string; "
+                              f"write {option}=[{names!r}]")
+        return tuple(sorted(names))
+
+    return check
+
+
+def _global_names(names: Any) -> tuple[str, ...]:
+    """``ignore_globals`` as a sorted tuple of identifiers (each once)."""
+    if isinstance(names, str):
+        _names("ignore_globals", "global")(names)  # refused, with the list spelling
+    try:
+        given = list(names)
+    except TypeError:
+        raise ConfigError(f"ignore_globals: expected a list of global names, got "
+                          f"{type(names).__name__}") from None
+    for name in given:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"ignore_globals: expected global names (identifiers), got {name!r}")
+    return tuple(sorted(set(given)))
+
+
+def _positive_seconds(value: Any) -> bool:
+    """Whether ``value`` is a finite positive number (not a bool, not NaN, not infinity)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and value > 0)
+
+
+def _seconds(option: str, optional: bool) -> Callable[[Any], float | None]:
+    def check(value: Any) -> float | None:
+        if value is None and optional:
+            return None
+        if not _positive_seconds(value):
+            raise ConfigError(f"{option}: expected a positive number of seconds, got {value!r}")
+        return value if optional else float(value)
+
+    return check
+
+
+def _flag(option: str, none: bool = False) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if none and value is None:
+            return None
+        if not isinstance(value, bool):  # lock="no" would mean True
+            raise ConfigError(f"{option}: expected True{', False or None' if none else ' or False'}, "
+                              f"got {value!r}")
+        return value
+
+    return check
+
+
+def _one_of(option: str, *allowed: Any) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value not in allowed:
+            if allowed[0] is None:
+                raise ConfigError(f"{option}: expected None or {allowed[1]!r}, got {value!r}")
+            raise ConfigError(f"{option}: expected one of {allowed}, got {value!r}")
+        return value
+
+    return check
+
+
+def _version(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"version: expected a str, got {type(value).__name__}")
+    return value
+
+
+def _store(store: Any) -> Any:
+    """The store spec (a list of tiers as a tuple); what opening it needs is checked in ``make``."""
+    tiers = store if isinstance(store, (list, tuple)) else [store]
+    if not tiers:
+        raise ConfigError("store: an empty list of tiers")
+    for tier in tiers:
+        alone_none = tier is None and len(tiers) == 1  # None: the default store
+        if not alone_none and not isinstance(tier, (str, os.PathLike, Store)):
+            raise ConfigError(
+                f"store: expected a path, a URL, a Store or a list of them (tiers, nearest first), "
+                f"got {type(tier).__name__}")
+    return tuple(store) if isinstance(store, list) else store
+
+
+def _store_options(options: Any) -> dict[str, Any]:
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError("store_options: expected a dict")
+    return dict(options or {})
+
+
+def _depends_on(depends_on: Any) -> tuple[Any, ...]:
+    """``depends_on`` as a tuple; a bare string or path is refused rather than guessed at.
+
+    A string is iterable, so ``depends_on="data.csv"`` would depend on the files ``d``, ``a``, ...
+    (and ``"."`` on the whole working directory): refused, with the list spelling as the hint.
+    """
+    if isinstance(depends_on, (str, bytes, os.PathLike)):
+        raise ConfigError(
+            f"depends_on: expected a list of paths or objects, got the single {type(depends_on).__name__} "
+            f"{depends_on!r}; write depends_on=[{depends_on!r}]"
+        )
+    try:
+        return tuple(depends_on)
+    except TypeError:
+        raise ConfigError(
+            f"depends_on: expected a list of paths or objects, got {type(depends_on).__name__}"
+        ) from None
+
+
+def _verbose(value: Any) -> bool:
+    value = _flag("verbose", none=True)(value)
+    return env_flag("FNCACHE_VERBOSE") if value is None else bool(value)
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    """One option of ``memoize``, as declared on :class:`Options` (see :data:`OPTIONS`)."""
+
+    #: the type ``memoize`` accepts, as its overload writes it
+    given: str
+    #: the value when the option is not given
+    default: Any
+    #: the one validation: the given value -> the stored one, or a ConfigError naming the option
+    check: Callable[[Any], Any]
+    #: what ``memoize``'s docstring says of it (empty: an option of the library's own layers)
+    doc: str = ""
+    #: sent when a memoized function is pickled to another process
+    pickled: bool = True
+    #: shown as an attribute of a memoized function (``m.expire``)
+    shown: bool = True
+    name: str = ""
+
+    @property
+    def public(self) -> bool:
+        """Whether ``memoize``'s signature and docstring name it."""
+        return bool(self.doc)
+
+
+def _option(default: Any, given: str, check: Callable[[Any], Any], doc: str = "", *,
+            pickled: bool = True, shown: bool = True, stored: Any = dataclasses.MISSING,
+            repr: bool = True) -> Any:
+    """A field of :class:`Options` carrying its :class:`Option` row; ``stored``: the field's own
+    default when it is not ``check(default)`` computed once (a mutable or environment-read one)."""
+    row = Option(given, default, check, textwrap.dedent(doc).strip(), pickled, shown)
+    if stored is dict:
+        return dataclasses.field(default_factory=dict, metadata={"option": row})
+    value = default if stored is dataclasses.MISSING else stored
+    return dataclasses.field(default=value, repr=repr, metadata={"option": row})
+
+
 @dataclass(frozen=True)
 class Options:
     """Validated options of one memoized function (see :func:`fncache.memoize` for each)."""
 
-    store: Any = None  # a path, a URL, a Store or a tuple of them (tiers); None: the default store
-    ignore: tuple[str, ...] = ()
-    ignore_globals: tuple[str, ...] = ()
-    files: tuple[str, ...] = ()
-    version: str | None = None
-    expire: float | None = None
-    lock: bool = False
-    lock_timeout: float = 600.0
-    secret: bytes | None = dataclasses.field(default=None, repr=False)
-    #: every secret an entry may be signed with (``secret`` first, then older ones): for reading
+    store: Any = _option(None, "str | os.PathLike[str] | Store | list[Any] | tuple[Any, ...] | None",
+                         _store, """
+        a directory, a URL (``file://``, ``memory://``, ``redis://``, ``s3://``) or a
+        :class:`~fncache.stores.Store`; default ``$FNCACHE_STORE``, ``$FNCACHE_DIR`` or
+        ``~/.cache/fncache``. A list of them (or one string joined by commas) is tiers,
+        nearest first: ``["~/.cache/team", "s3://bucket/cache"]`` reads the local directory
+        first and copies what the bucket has into it (:mod:`fncache.stores.tiered`); then
+        ``store_options`` takes ``tiers`` (one dict of options per tier) and ``cooldown``.
+        """, shown=False)
+    ignore: tuple[str, ...] = _option((), "Iterable[str]", _names("ignore", "parameter"), """
+        parameter names left out of the key (e.g. ``verbose``, ``n_jobs``).
+        """)
+    ignore_globals: tuple[str, ...] = _option((), "Iterable[str]", _global_names, """
+        names of globals that are state the function writes, not inputs (a call
+        log, a metrics list): left out of the key and of the check that no input changed
+        while the function ran, wherever the function or its helpers read them. Your word
+        against fncache's: a global named here that the result does depend on gives stale
+        hits. ``explain`` lists them.
+        """)
+    files: tuple[str, ...] = _option((), "Iterable[str]", _names("files", "parameter"), """
+        parameter names that always take file paths (or lists of them, or None): each is
+        keyed by the file's base name and content, as ``fncache.file(path)`` is; the function
+        still receives the path as passed. An open file object is refused there (and in
+        any argument): pass the path.
+        """)
+    version: str | None = _option(None, "str | None", _version, """
+        a string that replaces the code fingerprint: entries stay valid across code edits
+        until you change it.
+        """)
+    expire: float | None = _option(None, "float | None", _seconds("expire", optional=True), """
+        seconds after which an entry is a miss (and is removed).
+        """)
+    lock: bool = _option(False, "bool", _flag("lock"), """
+        also compute each key once across *processes* (a store lock, expiring after
+        ``lock_timeout``); threads of one process always compute a key once.
+        """)
+    lock_timeout: float = _option(600.0, "float", _seconds("lock_timeout", optional=False), """
+        seconds after which a process lock (``lock=True``) expires; default 600.
+        """)
+    secret: bytes | None = _option(None, "str | bytes | list[str | bytes] | tuple[str | bytes, ...] | None",
+                                   secrets_from, """
+        sign entries (HMAC-SHA256) and refuse unsigned or mis-signed ones; default
+        ``$FNCACHE_SECRET``. A list ``[new, old, ...]`` signs with the first and accepts
+        any (a rotation). Never pickled with the function: a worker without
+        ``$FNCACHE_SECRET`` warns once and does not cache it (no unsigned entry is read or
+        written there).
+        """, pickled=False, shown=False, repr=False)
+    #: every secret an entry may be signed with (``secret`` first, then older ones): for reading.
+    #: Not an option: made from ``secret`` by :meth:`make`.
     accepted: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
     #: a secret was configured where the function was made; without one here it is not cached
-    signed: bool = False
-    compress: str | None = None
-    on_unhashable: str = "raise"
-    on_store_error: str = "log"
-    depends_on: tuple[Any, ...] = ()
-    track_versions: bool = False
-    store_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    verbose: bool = False
-    mmap_mode: str | None = None
+    signed: bool = _option(False, "bool", _flag("signed"), shown=False)
+    compress: str | None = _option(None, "Any", _codec.check_compress, """
+        ``"zstd"``, ``"lz4"`` or ``True`` (zstd).
+        """)
+    on_unhashable: str = _option("raise", "str", _one_of("on_unhashable", "raise", "call"), """
+        ``"raise"`` (:class:`~fncache.UnhashableArgument`) or ``"call"`` (run
+        uncached, warn once).
+        """)
+    on_store_error: str = _option("log", "str", _one_of("on_store_error", "log", "raise"), """
+        ``"log"`` (a store failure is a logged miss) or ``"raise"``.
+        """)
+    depends_on: tuple[Any, ...] = _option((), "Iterable[Any]", _depends_on, """
+        a list of extra inputs the code does not show: objects, or paths whose content
+        counts. A bare string or path is refused (``depends_on=["data.csv"]``, not
+        ``depends_on="data.csv"``, which would otherwise be read one character at a time).
+        """)
+    track_versions: bool = _option(False, "bool", _flag("track_versions"), """
+        add the versions of the distributions the code reaches to the key.
+        """)
+    store_options: dict[str, Any] = _option(None, "dict[str, Any] | None", _store_options, """
+        keyword options for opening ``store`` (e.g. ``size_limit``); unknown
+        ones, a malformed store URL and invalid values are refused here. Credentials given
+        here or in the URL are used but never pickled with the function nor shown in its
+        ``repr``: workers take them from their environment (see :mod:`fncache.stores`).
+        """, shown=False, stored=dict)
+    verbose: bool = _option(None, "bool | None", _verbose, """
+        one line per call on stderr, a miss with its reason (what differs from the
+        nearest stored entry) and then its duration; default ``$FNCACHE_VERBOSE``. See
+        :mod:`fncache._verbose` for the bounded work this does.
+        """, stored=False)
+    mmap_mode: str | None = _option(None, "str | None", _one_of("mmap_mode", None, "r"), """
+        ``"r"`` returns arrays of large results (stored in files, over 32 KiB) as
+        read-only memory maps of the entry's file, as ``numpy.load(mmap_mode="r")`` does:
+        loading takes about a millisecond whatever the size, and pages are read when used.
+        The header and pickle are verified; the array bytes are not (without a secret), since
+        checking them would read them all. Stores without files (memory, Redis, S3) ignore it.
+        """)
 
     @classmethod
-    def make(
-        cls,
-        *,
-        store: str | os.PathLike[str] | Store | list[Any] | tuple[Any, ...] | None = None,
-        ignore: Iterable[str] = (),
-        files: Iterable[str] = (),
-        version: str | None = None,
-        expire: float | None = None,
-        lock: bool = False,
-        lock_timeout: float = 600.0,
-        secret: str | bytes | list[str | bytes] | tuple[str | bytes, ...] | None = None,
-        ignore_globals: Iterable[str] = (),
-        compress: Any = None,
-        on_unhashable: str = "raise",
-        on_store_error: str = "log",
-        depends_on: Iterable[Any] = (),
-        track_versions: bool = False,
-        store_options: dict[str, Any] | None = None,
-        verbose: bool | None = None,
-        mmap_mode: str | None = None,
-        signed: bool = False,
-    ) -> Options:
-        """Check every option and return them as one frozen value; raises :class:`ConfigError`."""
-        for name, names in (("ignore", ignore), ("files", files), ("ignore_globals", ignore_globals)):
-            if isinstance(names, str):
-                raise ConfigError(f"{name}: expected a list of "
-                                  f"{'global' if name == 'ignore_globals' else 'parameter'} names, "
-                                  f"not a single string; write {name}=[{names!r}]")
-        ignore_globals = _check_global_names(ignore_globals)
-        if version is not None and not isinstance(version, str):
-            raise ConfigError(f"version: expected a str, got {type(version).__name__}")
-        if expire is not None and not _positive_seconds(expire):
-            raise ConfigError(f"expire: expected a positive number of seconds, got {expire!r}")
-        if not _positive_seconds(lock_timeout):
-            raise ConfigError(f"lock_timeout: expected a positive number of seconds, got {lock_timeout!r}")
-        for name, flag in (("lock", lock), ("track_versions", track_versions)):
-            if not isinstance(flag, bool):  # lock="no" would mean True
-                raise ConfigError(f"{name}: expected True or False, got {flag!r}")
-        if verbose is not None and not isinstance(verbose, bool):
-            raise ConfigError(f"verbose: expected True, False or None, got {verbose!r}")
-        depends_on = _check_depends_on(depends_on)
-        _one_of("on_unhashable", on_unhashable, _ON_UNHASHABLE)
-        _one_of("on_store_error", on_store_error, _ON_STORE_ERROR)
-        if mmap_mode not in (None, "r"):
-            raise ConfigError(f"mmap_mode: expected None or 'r', got {mmap_mode!r}")
-        _check_store(store, store_options)
-        accepted = secrets_from(secret)
-        signing = accepted[0] if accepted else None
-        if not isinstance(signed, bool):
-            raise ConfigError(f"signed: expected True or False, got {signed!r}")
-        if signing is not None and mmap_mode == "r":
+    def make(cls, **given: Any) -> Options:
+        """Check every option and return them as one frozen value; raises :class:`ConfigError`.
+
+        Each option is checked by its own row of :data:`OPTIONS`; the rules between options
+        follow here, and nowhere else.
+        """
+        unknown = unknown_options("Options", given, OPTIONS)
+        if unknown:
+            raise ConfigError(unknown)
+        values = {name: row.check(given.get(name, row.default)) for name, row in OPTIONS.items()}
+        # An unknown URL scheme, a bad Redis URL, chunk_size=0, size_limit=-1 or an unknown store
+        # option fails here, not at the first call.
+        check_store(values["store"], dict(values["store_options"]))
+        accepted = values["secret"]
+        values["secret"] = accepted[0] if accepted else None
+        values["signed"] = values["signed"] or values["secret"] is not None
+        if values["secret"] is not None and values["mmap_mode"] == "r":
             warn_mapped_and_signed()
-        return cls(
-            store=tuple(store) if isinstance(store, list) else store,
-            ignore=tuple(sorted(ignore)),
-            ignore_globals=ignore_globals,
-            files=tuple(sorted(files)),
-            version=version,
-            expire=expire,
-            lock=lock,
-            lock_timeout=float(lock_timeout),
-            secret=signing,
-            accepted=accepted,
-            signed=signed or signing is not None,
-            compress=_codec.check_compress(compress),
-            on_unhashable=on_unhashable,
-            on_store_error=on_store_error,
-            depends_on=tuple(depends_on),
-            track_versions=track_versions,
-            store_options=dict(store_options or {}),
-            verbose=env_flag("FNCACHE_VERBOSE") if verbose is None else verbose,
-            mmap_mode=mmap_mode,
-        )
+        return cls(accepted=accepted, **values)
 
     def pickled(self, store: Store | None = None) -> dict[str, Any]:
         """The keyword options that rebuild these in another process (:meth:`make` accepts them).
 
         A secret given in code is left out (it would travel in clear): workers take theirs from
-        ``$FNCACHE_SECRET``. So are store credentials (a password in the URL or store_options, an S3
-        secret): workers take them from their environment ($REDIS_PASSWORD, AWS_*), see
-        :mod:`fncache.stores`. ``store``: the opened store, sent instead of a Store option (a store
-        pickles as its URL and options).
+        ``$FNCACHE_SECRET``; ``signed`` travels instead, so that a worker without it does not
+        silently read and write unsigned entries for this function. So are store credentials (a
+        password in the URL or store_options, an S3 secret): workers take them from their
+        environment ($REDIS_PASSWORD, AWS_*), see :mod:`fncache.stores`. ``store``: the opened
+        store, sent instead of a Store option (a store pickles as its URL and options).
         """
+        sent = {name: getattr(self, name) for name, row in OPTIONS.items() if row.pickled}
         spec = store if isinstance(self.store, Store) and store is not None else self.store
-        public_store, public_options = public_config(spec, self.store_options)
-        return {
-            "store": public_store,
-            "ignore": list(self.ignore),
-            "ignore_globals": list(self.ignore_globals),
-            "files": list(self.files),
-            "version": self.version,
-            "expire": self.expire,
-            "lock": self.lock,
-            "lock_timeout": self.lock_timeout,
-            "compress": self.compress,
-            "on_unhashable": self.on_unhashable,
-            "on_store_error": self.on_store_error,
-            "depends_on": self.depends_on,
-            "track_versions": self.track_versions,
-            "store_options": public_options,
-            "verbose": self.verbose,
-            "mmap_mode": self.mmap_mode,
-            # Never the secret: whether there was one, so that a worker without it does not
-            # silently read and write unsigned entries for this function.
-            "signed": self.signed,
-        }
+        sent["store"], sent["store_options"] = public_config(spec, self.store_options)
+        return sent
 
     def replace(self, **changes: Any) -> Options:
         """A copy with some fields changed (already-validated values only)."""
         return dataclasses.replace(self, **changes)
+
+
+#: The options table, in declaration order: name -> :class:`Option` (``Options`` fields carrying one).
+OPTIONS: dict[str, Option] = {
+    f.name: dataclasses.replace(f.metadata["option"], name=f.name)
+    for f in dataclasses.fields(Options) if "option" in f.metadata
+}
+
+#: The names ``memoize`` accepts as options.
+NAMES = frozenset(OPTIONS)
+
+
+class OptionAttribute(Generic[T]):
+    """An attribute of a memoized function that reads one option (``m.expire``).
+
+    Named by the attribute it is assigned to; a tuple of names reads as a list (``m.ignore``).
+    """
+
+    name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name not in OPTIONS or not OPTIONS[name].shown:
+            raise TypeError(f"{owner.__name__}.{name}: not an option shown as an attribute")
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> OptionAttribute[T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = getattr(obj.options, self.name)
+        return list(value) if OPTIONS[self.name].given == "Iterable[str]" else value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        # Read-only, as a property without a setter: the options are one frozen value.
+        raise AttributeError(f"{type(obj).__name__}.{self.name}: options are read-only; "
+                             f"memoize the function again with {self.name}={value!r}")
+
+
+def options_doc(indent: str = "    ") -> str:
+    """The "Options" section of ``memoize``'s docstring, from the table."""
+    lines = [f"\n{indent}Options:"]
+    for name, row in OPTIONS.items():
+        if row.public:
+            text = textwrap.fill(f"{name}: {row.doc}", 96, initial_indent=indent * 2,
+                                 subsequent_indent=indent * 3)
+            lines.append(text)
+    return "\n".join(lines) + "\n"
 
 
 _WARNED_MAPPED: list[bool] = []
@@ -241,10 +452,6 @@ def warn_mapped_and_signed() -> None:
         "SIGBUS (no code can run). Leave mmap_mode unset where others can write the store.")
 
 
-#: The names ``memoize`` accepts as options.
-NAMES = frozenset(f.name for f in dataclasses.fields(Options)) - {"accepted"}
-
-
 def unknown_options(where: str, given: Iterable[str], names: Iterable[str]) -> str | None:
     """The message refusing the names in ``given`` that are not in ``names``, each with the
     nearest valid one (``memoize: unknown option 'expir'; did you mean 'expire'?``), or None."""
@@ -259,66 +466,3 @@ def unknown_options(where: str, given: Iterable[str], names: Iterable[str]) -> s
         close = difflib.get_close_matches(name, valid, n=1)
         parts.append(repr(name) + (f" (did you mean {close[0]!r}?)" if close else ""))
     return f"{where}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(parts)}"
-
-
-def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name}: expected one of {allowed}, got {value!r}")
-
-
-def _check_store(store: Any, store_options: Any) -> None:
-    tiers = store if isinstance(store, (list, tuple)) else [store]
-    if not tiers:
-        raise ConfigError("store: an empty list of tiers")
-    for tier in tiers:
-        alone_none = tier is None and len(tiers) == 1  # None: the default store
-        if not alone_none and not isinstance(tier, (str, os.PathLike, Store)):
-            raise ConfigError(
-                f"store: expected a path, a URL, a Store or a list of them (tiers, nearest first), "
-                f"got {type(tier).__name__}")
-    if store_options is not None and not isinstance(store_options, dict):
-        raise ConfigError("store_options: expected a dict")
-    limit = (store_options or {}).get("size_limit")
-    if limit is not None and (type(limit) is not int or limit <= 0):
-        raise ConfigError(f"size_limit: expected a positive number of bytes, got {limit!r}")
-    # An unknown URL scheme, a bad Redis URL, chunk_size=0 or an unknown option fails here, not at
-    # the first call.
-    check_store(store, dict(store_options or {}))
-
-
-def _check_global_names(names: Any) -> tuple[str, ...]:
-    """``ignore_globals`` as a sorted tuple of identifiers; a ConfigError naming the option else."""
-    try:
-        given = list(names)
-    except TypeError:
-        raise ConfigError(f"ignore_globals: expected a list of global names, got "
-                          f"{type(names).__name__}") from None
-    for name in given:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigError(f"ignore_globals: expected global names (identifiers), got {name!r}")
-    return tuple(sorted(set(given)))
-
-
-def _positive_seconds(value: Any) -> bool:
-    """Whether ``value`` is a finite positive number (not a bool, not NaN, not infinity)."""
-    return (not isinstance(value, bool) and isinstance(value, (int, float))
-            and math.isfinite(value) and value > 0)
-
-
-def _check_depends_on(depends_on: Any) -> tuple[Any, ...]:
-    """``depends_on`` as a tuple; a bare string or path is refused rather than guessed at.
-
-    A string is iterable, so ``depends_on="data.csv"`` would depend on the files ``d``, ``a``, ...
-    (and ``"."`` on the whole working directory): refused, with the list spelling as the hint.
-    """
-    if isinstance(depends_on, (str, bytes, os.PathLike)):
-        raise ConfigError(
-            f"depends_on: expected a list of paths or objects, got the single {type(depends_on).__name__} "
-            f"{depends_on!r}; write depends_on=[{depends_on!r}]"
-        )
-    try:
-        return tuple(depends_on)
-    except TypeError:
-        raise ConfigError(
-            f"depends_on: expected a list of paths or objects, got {type(depends_on).__name__}"
-        ) from None

@@ -96,15 +96,15 @@ class MissReasons:
 
     def remember(self, ck: CallKey, created: float) -> None:
         """Keep the side of an entry just stored by this process."""
-        from fncache._explain import _Side
+        from fncache._differences import Side
 
-        side = _Side.of_entry(ck.meta())
+        side = Side.of_entry(ck.meta())
         with self._lock:
             known = [k for k in self._known if k[1] != ck.key]
             self._known = [(created, ck.key, side), *known][:KEEP]
 
     def _scan(self) -> None:
-        from fncache._explain import _Side
+        from fncache._differences import Side
 
         store = self._store()
         tiers = getattr(store, "tiers", None)
@@ -117,7 +117,7 @@ class MissReasons:
             for e in itertools.islice(store.entries(), SCAN_LIMIT):
                 seen += 1
                 if e.function == self.function:
-                    found.append((float(e.created or 0), e.key, _Side.of_entry(e.meta)))
+                    found.append((float(e.created or 0), e.key, Side.of_entry(e.meta)))
             self._complete = seen < SCAN_LIMIT
         found.sort(key=lambda k: -k[0])
         with self._lock:
@@ -134,7 +134,7 @@ class MissReasons:
             return f"reason unknown: {type(e).__name__}: {e}"
 
     def _reason(self, ck: CallKey) -> str:
-        from fncache._explain import _differences, _Side
+        from fncache._differences import Side, differences
 
         if not self._scanned:
             self._scanned = True
@@ -143,23 +143,24 @@ class MissReasons:
         if not known:
             return "new: no stored entry of this function" if self._complete else \
                 "no earlier entry of this function seen"
-        now = _Side.of_entry(ck.meta())
-        best: list[Any] | None = None
-        for _, key, side in known:  # newest first: the first of the fewest differences wins ties
-            if key == ck.key:
-                return "its entry expired, was removed or could not be read"
-            diffs = _differences(side, now, self.root)
-            if best is None or len(diffs) < len(best):
-                best = diffs
-        assert best is not None
+        if any(key == ck.key for _, key, _ in known):
+            return "its entry expired, was removed or could not be read"
+        now = Side.of_entry(ck.meta())
+        # Newest first: the first of the fewest differences wins ties.
+        best = min((differences(side, now, self.root) for _, _, side in known), key=len)
         if not best:
             return "same inputs as a stored entry: it expired, was removed or could not be read"
-        words = [_short(d) for d in best[:SHOWN]]
-        if len(best) > SHOWN:
-            words.append(f"+{len(best) - SHOWN} more")
-        if any(d.kind in ("function", "helper", "method") and d.change == "changed" for d in best):
-            words.append("explain() shows the diff")
-        return ", ".join(words)
+        return _words(best)
+
+
+def _words(diffs: list[Any]) -> str:
+    """A miss line's reason: the first few differences, and where to see a code diff."""
+    words = [_short(d) for d in diffs[:SHOWN]]
+    if len(diffs) > SHOWN:
+        words.append(f"+{len(diffs) - SHOWN} more")
+    if any(d.kind in ("function", "helper", "method") and d.change == "changed" for d in diffs):
+        words.append("explain() shows the diff")
+    return ", ".join(words)
 
 
 class Verbose:

@@ -41,24 +41,23 @@ from typing import Any
 from fncache import _forks
 from fncache._errors import ArgumentTypeError
 from fncache.code import usercode as _usercode
+from fncache.code.classify import describe, holds_user_code
 from fncache.code.digest import code_digest
 from fncache.code.usercode import (
-    _unwrap_memoized,
     distribution_versions,
     is_user_code,
     is_user_module,
     track,
     untrack,
+    unwrap_memoized,
 )
 from fncache.code.walk import (
-    _MISSING,
     IGNORED,
+    MISSING,
     REBOUND,
     SLOW_REHASH,
     STATE,
-    _Walk,
-    describe,
-    holds_user_code,
+    Walk,
 )
 from fncache.values import hasher as _hasher
 
@@ -139,10 +138,10 @@ class Fingerprint:
         for the ``changed`` values (as :meth:`changes` gives them), each once."""
         out: dict[str, None] = {}
         for m, n, o in self._dict_watches:
-            if m.get(n, _MISSING) is not o:
+            if m.get(n, MISSING) is not o:
                 out[f"global {n}" if isinstance(m, dict) and "__name__" in m else repr(n)] = None
         for w, a, o in self._attr_watches:
-            if getattr(w, a, _MISSING) is not o:
+            if getattr(w, a, MISSING) is not o:
                 out[f"{getattr(w, '__qualname__', type(w).__qualname__)}.{a}"] = None
         ids = {id(v) for v in changed}
         for (value, _), where in zip(self._mutable, self._mutable_where, strict=False):
@@ -158,8 +157,8 @@ class Fingerprint:
         global, module attribute or class attribute: another thread can modify such a value only by
         calling those functions (or by holding it already). Identity checks and re-hashes only.
         """
-        rebound = any(m.get(n, _MISSING) is not o for m, n, o in self._dict_watches) \
-            or any(getattr(w, a, _MISSING) is not o for w, a, o in self._attr_watches) \
+        rebound = any(m.get(n, MISSING) is not o for m, n, o in self._dict_watches) \
+            or any(getattr(w, a, MISSING) is not o for w, a, o in self._attr_watches) \
             or any(len(m) != n for m, n in self._len_watches)
         changed = self.changed_state() if self._mutable else []
         return rebound, changed, all(id(v) in self._private for v in changed)
@@ -169,10 +168,10 @@ class Fingerprint:
         if self.generation != _usercode._generation[0]:
             return False  # track()/untrack() changed what counts as user code since
         for mapping, name, obj in self._dict_watches:
-            if mapping.get(name, _MISSING) is not obj:
+            if mapping.get(name, MISSING) is not obj:
                 return False
         for owner, attr, obj in self._attr_watches:
-            if getattr(owner, attr, _MISSING) is not obj:
+            if getattr(owner, attr, MISSING) is not obj:
                 return False
         for mapping, n in self._len_watches:
             if len(mapping) != n:
@@ -219,7 +218,7 @@ def mark_state(fn: Any, objs: Iterable[Any]) -> None:
     change is attributed to ``fn`` itself: otherwise every call would see a new value and miss
     (``log.append(x)`` in a cached function).
     """
-    fn = _unwrap_memoized(fn)
+    fn = unwrap_memoized(fn)
     with _fp_lock:
         owned = _state.setdefault(id(fn), (fn, {}))[1]
         for obj in objs:
@@ -232,7 +231,7 @@ def mark_state(fn: Any, objs: Iterable[Any]) -> None:
 
 
 
-def _result(walk: _Walk) -> Fingerprint:
+def _result(walk: Walk) -> Fingerprint:
     """The fingerprint a finished walk describes."""
     if walk.versions and walk.distributions:
         # One component per distribution, so a miss can say which one moved.
@@ -266,7 +265,7 @@ def _result(walk: _Walk) -> Fingerprint:
     )
 
 
-def _measured(walk: _Walk) -> tuple[tuple[str, str, float], ...]:
+def _measured(walk: Walk) -> tuple[tuple[str, str, float], ...]:
     """The walk's slow values, timed again as a use re-hashes them (the walk's own timing may include
     one-time costs: a library's first import, cold caches)."""
     out = []
@@ -329,8 +328,8 @@ def fingerprint(obj: Callable[..., Any] | type, *, versions: bool = False,
     (keyed by name, never watched), wherever the walk reads them; likewise not cached here.
     """
     if owner is not None or ignore_globals:
-        return _compute(_unwrap_memoized(obj), versions, owner, ignore_globals)
-    fp = _fingerprint_of(_unwrap_memoized(obj), versions)
+        return _compute(unwrap_memoized(obj), versions, owner, ignore_globals)
+    fp = _fingerprint_of(unwrap_memoized(obj), versions)
     sink = getattr(_in_progress, "by_name", None)
     if sink is not None and fp.infrastructure:
         # Reached while another fingerprint is computed (a function held in a value it reads):
@@ -428,7 +427,7 @@ def _compute(obj: Any, versions: bool, owner: type | None = None,
     outer_sink = getattr(_in_progress, "by_name", None)
     try:
         found = _state.get(id(obj))
-        walk = _Walk(obj, versions, found[1] if found is not None and found[0] is obj else None,
+        walk = Walk(obj, versions, found[1] if found is not None and found[0] is obj else None,
                      ignore_globals)
         _in_progress.by_name = walk.by_name
         if isinstance(obj, type):

@@ -138,12 +138,19 @@ def unused(store: Any) -> list[str] | None:
         return []
     referenced: set[str] = set()
     for e in store.listing():
-        meta = e.meta
-        if e.damaged or not meta:
+        if e.damaged or not e.meta:
             continue  # metadata lost or unreadable: refers to nothing
-        if "components" not in meta and "version" not in meta:
-            return None  # a listing that names functions only: cannot tell which are in use
-        refs = meta.get("sources")
-        if isinstance(refs, dict):
-            referenced.update(v for v in refs.values() if isinstance(v, str))
+        refs = _sources_of(e.meta)
+        if refs is None:
+            return None
+        referenced |= refs
     return [a for a in kept if a not in referenced]
+
+
+def _sources_of(meta: dict[str, Any]) -> set[str] | None:
+    """The sources an entry's metadata refers to; None for metadata that names functions only
+    (a listing that cannot tell which sources are in use)."""
+    if "components" not in meta and "version" not in meta:
+        return None
+    refs = meta.get("sources")
+    return {v for v in refs.values() if isinstance(v, str)} if isinstance(refs, dict) else set()

@@ -23,7 +23,7 @@ import importlib
 import os
 import runpy
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fncache._errors import FncacheError
@@ -45,10 +45,9 @@ def recorded_module(module: str, namespace: Mapping[str, Any] | None) -> str:
     """
     if module not in _MAINS or not namespace:
         return module
-    for var in ("__vsc_ipynb_file__", "__session__"):
-        notebook = namespace.get(var)
-        if isinstance(notebook, str) and notebook.endswith(".ipynb"):
-            return os.path.basename(notebook)
+    notebook = _notebook_of(namespace)
+    if notebook is not None:
+        return notebook
     spec = namespace.get("__spec__")
     name = getattr(spec, "name", None)
     if isinstance(name, str) and name and name not in _MAINS:
@@ -57,6 +56,15 @@ def recorded_module(module: str, namespace: Mapping[str, Any] | None) -> str:
     if isinstance(path, str) and path.endswith(".py"):
         return os.path.basename(path)[:-3]
     return module
+
+
+def _notebook_of(namespace: Mapping[str, Any]) -> str | None:
+    """The file name of the notebook whose kernel runs ``namespace`` (VS Code's or Jupyter's), or None."""
+    for var in ("__vsc_ipynb_file__", "__session__"):
+        notebook = namespace.get(var)
+        if isinstance(notebook, str) and notebook.endswith(".ipynb"):
+            return os.path.basename(notebook)
+    return None
 
 
 def _is_script(where: str) -> bool:
@@ -94,18 +102,21 @@ def _walk(names: Mapping[str, Any], qualname: str, where: str) -> Any:
     """The object at ``qualname`` in the namespace ``names``; a TargetError names the missing part
     and the closest name there is."""
     parts = qualname.split(".")
-    found: Any = None
-    for i, part in enumerate(parts):
-        present = part in names if i == 0 else hasattr(found, part)
-        if not present:
-            owner = where if i == 0 else f"{where}:{'.'.join(parts[:i])}"
-            there = [n for n in (names if i == 0 else dir(found))
-                     if isinstance(n, str) and not n.startswith("__")]
-            close = difflib.get_close_matches(part, there, n=1)
-            raise TargetError(f"{owner} has no {part!r}"
-                              + (f"; did you mean {close[0]!r}?" if close else ""))
-        found = names[part] if i == 0 else getattr(found, part)
+    if parts[0] not in names:
+        raise _missing(where, parts[0], names)
+    found: Any = names[parts[0]]
+    for i, part in enumerate(parts[1:], 1):
+        if not hasattr(found, part):
+            raise _missing(f"{where}:{'.'.join(parts[:i])}", part, dir(found))
+        found = getattr(found, part)
     return found
+
+
+def _missing(owner: str, part: str, there: Iterable[Any]) -> TargetError:
+    """The error for ``owner`` having no ``part``, with the closest of the names ``there``."""
+    names = [n for n in there if isinstance(n, str) and not n.startswith("__")]
+    close = difflib.get_close_matches(part, names, n=1)
+    return TargetError(f"{owner} has no {part!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
 def load_target(target: str) -> tuple[Any, str]:
@@ -122,28 +133,36 @@ def load_target(target: str) -> tuple[Any, str]:
         raise TargetError(f"{where}: notebooks cannot be loaded from the command line; use "
                           "f.explain(...) in the notebook, or `fncache ls` to see its entries")
     if _is_script(where):
-        path = os.path.abspath(where)
-        if not os.path.isfile(path):
-            raise TargetError(f"no such script: {where}")
-        directory = os.path.dirname(path)
-        sys.path.insert(0, directory)
-        try:
-            namespace = runpy.run_path(path, run_name="__mp_main__")
-        except (Exception, SystemExit) as e:  # the user's code: whatever it raises
-            raise TargetError(f"running {where} raised {type(e).__name__}: {e}") from e
-        finally:
-            try:
-                sys.path.remove(directory)
-            except ValueError:  # pragma: no cover - the script removed it itself
-                pass
-        obj = _walk(namespace, qualname, where)
-        return obj, f"{recorded_module('__mp_main__', namespace)}:{qualname}"
+        namespace = _run_script(where)
+        return _walk(namespace, qualname, where), f"{recorded_module('__mp_main__', namespace)}:{qualname}"
+    return _walk(vars(_import(where)), qualname, where), target
+
+
+def _run_script(where: str) -> dict[str, Any]:
+    """The namespace of script ``where``, run as ``__mp_main__`` with its folder on ``sys.path``."""
+    path = os.path.abspath(where)
+    if not os.path.isfile(path):
+        raise TargetError(f"no such script: {where}")
+    directory = os.path.dirname(path)
+    sys.path.insert(0, directory)
     try:
-        module = importlib.import_module(where)
+        return runpy.run_path(path, run_name="__mp_main__")
+    except (Exception, SystemExit) as e:  # the user's code: whatever it raises
+        raise TargetError(f"running {where} raised {type(e).__name__}: {e}") from e
+    finally:
+        try:
+            sys.path.remove(directory)
+        except ValueError:  # pragma: no cover - the script removed it itself
+            pass
+
+
+def _import(where: str) -> Any:
+    """Module ``where``, imported; a TargetError says whether it is missing or raised."""
+    try:
+        return importlib.import_module(where)
     except ModuleNotFoundError as e:
         if e.name and (where == e.name or where.startswith(e.name + ".")):
             raise TargetError(f"no module named {e.name!r}") from e
         raise TargetError(f"importing {where} raised ModuleNotFoundError: {e}") from e
     except (Exception, SystemExit) as e:  # the user's code
         raise TargetError(f"importing {where} raised {type(e).__name__}: {e}") from e
-    return _walk(vars(module), qualname, where), target

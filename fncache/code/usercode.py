@@ -87,12 +87,22 @@ def is_user_module(name: str | None) -> bool:
     return found
 
 
-def _is_user_module(name: str) -> bool:
+def _decided(name: str) -> bool | None:
+    """What ``track``/``untrack`` decided for module ``name`` or its nearest package (True: user
+    code), or None."""
     parts = name.split(".")
     for i in range(len(parts), 0, -1):
         decided = _overrides.get(".".join(parts[:i]))
         if decided is not None:
             return decided
+    return None
+
+
+def _is_user_module(name: str) -> bool:
+    parts = name.split(".")
+    decided = _decided(name)
+    if decided is not None:
+        return decided
     if name == "__main__" or name == "__mp_main__":
         return True  # whatever runs as the main script is the user's, even from site-packages
     if parts[0] == "fncache":
@@ -117,23 +127,28 @@ def _is_user_module(name: str) -> bool:
 # Code objects
 # ---------------------------------------------------------------------------------------------
 
-def _library_location(name: str) -> bool | None:
+def library_location(name: str) -> bool | None:
     """Whether a module not imported yet would be library code (None: not found), without importing.
 
     Only the top-level package is looked up, so no package's ``__init__`` runs to find out.
     """
     parts = name.split(".")
-    for i in range(len(parts), 0, -1):
-        decided = _overrides.get(".".join(parts[:i]))
-        if decided is not None:
-            return not decided
+    decided = _decided(name)
+    if decided is not None:
+        return not decided
     if parts[0] == "fncache" or parts[0] in sys.builtin_module_names:
         return True
     top = sys.modules.get(parts[0])
     if top is not None:
         return not is_user_module(parts[0])
+    return _found_in_library(parts[0])
+
+
+def _found_in_library(top: str) -> bool | None:
+    """Whether the top-level package ``top``, found but not imported, is library code (None: not
+    found)."""
     try:
-        spec = importlib.util.find_spec(parts[0])
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
     if spec is None:
@@ -146,7 +161,7 @@ def _library_location(name: str) -> bool | None:
     return os.path.realpath(where).startswith(_LIB_ROOTS)
 
 
-def _submodule(package: str, name: str) -> None:
+def submodule(package: str, name: str) -> None:
     """Import ``package.name`` if it is a user submodule that exists (a name only read otherwise)."""
     full = f"{package}.{name}"
     if full in sys.modules or not name.isidentifier():
@@ -156,10 +171,10 @@ def _submodule(package: str, name: str) -> None:
     except (ImportError, ValueError):
         return
     if spec is not None and spec.origin and not _library_file(spec.origin):
-        _imported(full)
+        imported(full)
 
 
-def _imported(name: str) -> types.ModuleType | None:
+def imported(name: str) -> types.ModuleType | None:
     """The module an import in a function body names, imported now if it is user code.
 
     The function imports it when it runs anyway (the key is made just before); importing it here is
@@ -167,7 +182,7 @@ def _imported(name: str) -> types.ModuleType | None:
     here: they count by name.
     """
     mod = sys.modules.get(name)
-    if mod is not None or _library_location(name) is not False:
+    if mod is not None or library_location(name) is not False:
         return mod
     try:
         return importlib.import_module(name)
@@ -245,7 +260,7 @@ def compile_options(value: Any) -> tuple[Any, ...] | None:
             tuple(sorted((str(k), repr(v)) for k, v in local_types.items())), given)
 
 
-def _unwrap_memoized(obj: Any) -> Any:
+def unwrap_memoized(obj: Any) -> Any:
     # A memoized function read as a helper is fingerprinted as the function it wraps.
     inner = getattr(type(obj), "__fncache_wraps__", None)
     if inner is not None:

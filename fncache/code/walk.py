@@ -9,66 +9,41 @@ fingerprint can later be revalidated with identity checks alone.
 from __future__ import annotations
 
 import builtins
-import collections
 import enum
 import functools
-import io
 import logging
-import mmap
 import sys
 import time
 import types
-import typing
 from typing import Any
 
 from fncache._errors import UnhashableArgument
+from fncache.code.classify import (
+    class_bookkeeping,
+    is_immutable,
+    is_infrastructure,
+    is_user_object,
+    shown,
+)
 from fncache.code.digest import Import, absolute_import, code_digest, code_names, globals_written
 from fncache.code.usercode import (
-    _imported,
-    _library_location,
-    _submodule,
-    _unwrap_memoized,
     compile_options,
+    imported,
     is_user_code,
     is_user_module,
+    library_location,
+    submodule,
+    unwrap_memoized,
     wrapped_user_code,
 )
 from fncache.values import hasher as _hasher
 
 log = logging.getLogger("fncache")
 
-_MISSING = object()
-# Class attributes that describe where or how a class was written, not what it does, and those that
-# Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
-# cannot even be pickled), ``__slotnames__`` (copyreg adds it at the first pickle or copy of an
-# instance), typing's protocol bookkeeping, ``__abstractmethods__`` (derived from the methods). A class
-# must have one digest before and after these appear, and after a round trip through cloudpickle.
-_CLASS_SKIP = frozenset({
-    "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__firstlineno__",
-    "__static_attributes__", "__orig_bases__", "__parameters__", "__type_params__",
-    "_abc_impl", "_abc_registry", "_abc_cache", "_abc_negative_cache", "_abc_negative_cache_version",
-    "__abstractmethods__", "__slotnames__",
-    "_is_protocol", "__protocol_attrs__", "__non_callable_proto_members__",
-    "__callable_proto_members_only__",
-})
-# What the enum machinery writes into an enum's class dict, all derived from the members and bases
-# (which are hashed): everything else, ``__str__``, ``__init__``, ``_missing_``... is the user's own
-# and counts. A user-written ``__new__`` is kept by enum as ``__new_member__``, which counts too.
-_ENUM_DERIVED = frozenset({
-    "_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_",
-    "_unhashable_values_map_", "_hashable_values_", "_member_type_", "_value_repr_", "_use_args_",
-    "_new_member_", "_flag_mask_", "_singles_mask_", "_all_bits_", "_inverted_",
-})
-# Values whose content is data even when their type is a library's: one that cannot be pickled is
-# an error to report, never a piece of infrastructure to key by name. An open file or a memory map
-# is read for its content, so it is data too.
-_DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, memoryview,
-                                 types.SimpleNamespace, types.MappingProxyType, functools.partial,
-                                 collections.deque, io.IOBase, mmap.mmap)
-_DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
+MISSING = object()  # a name not bound (a global not set, an empty closure cell)
 _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, fn), leave it out "
                "of the class's __getstate__, or pin the function's code with version=")
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
+
 
 
 #: A mutable value read by the code is re-hashed on every call (to see whether it changed); one that
@@ -79,94 +54,6 @@ SLOW_REHASH = 0.001
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
 IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
-
-
-#: ``explain`` shows a global's value itself when its repr is at most this long (else its type).
-SHOWN_REPR = 80
-
-
-def describe(value: Any) -> str:
-    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
-    t = type(value)
-    what = f"{t.__module__}.{t.__qualname__}"
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        what += f" ({size / 1e6:.1f} MB)"
-    return what
-
-
-def _short_data(value: Any) -> bool:
-    """Whether ``value`` is plain data whose repr is short and cheap: a number, a short string, or a
-    tuple of at most a few of those (checked before any repr is made)."""
-    if isinstance(value, (str, bytes)):
-        return type(value) in (str, bytes) and len(value) <= SHOWN_REPR
-    if type(value) is tuple:
-        return len(value) <= 8 and all(_short_data(v) for v in value)
-    return type(value) in _IMMUTABLE
-
-
-def shown(value: Any, digest: str) -> str:
-    """How ``explain`` shows a global's value: its repr when short and of plain data (numbers,
-    strings, tuples of them), else its type, size and digest. Made when a fingerprint is computed
-    (a miss), never on a hit; a long tuple or string is never turned into a repr to be measured."""
-    if _short_data(value):
-        text = repr(value)
-        if len(text) <= SHOWN_REPR:
-            return text
-    return f"{describe(value)} [{digest[:12]}]"
-
-
-def _is_immutable(v: Any) -> bool:
-    t = type(v)
-    if t in _IMMUTABLE:
-        return True
-    if t is tuple or t is frozenset:
-        return all(_is_immutable(x) for x in v)
-    return False
-
-
-def _is_user_object(obj: Any) -> bool:
-    return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
-
-
-def holds_user_code(fn: types.FunctionType) -> bool:
-    """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
-    decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
-    for value in fn.__dict__.values():
-        if _is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
-                _is_user_object(k) or _is_user_object(v) for k, v in value.items())):
-            return True
-    return False
-
-
-def _is_infrastructure(value: Any) -> bool:
-    """Whether a value that cannot be pickled is infrastructure (a lock, a connection, a handler).
-
-    Such a value is keyed by its type and the name it is read under, as library code is. A value
-    whose content is the user's data (a container, an instance of a user class, an array) is not:
-    keying it by name could return a result computed from other content.
-    """
-    t = type(value)
-    if isinstance(value, _DATA_TYPES) or is_user_code(t):
-        return False
-    if isinstance(value, types.MethodType) and not _is_infrastructure(value.__self__):
-        return False  # a method bound to the user's data (``obj.predict``) carries that data
-    return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
-
-
-def _written_by_typing(name: str, value: Any) -> bool:
-    """Whether a protocol class's ``__init__``/``__subclasshook__`` is typing's, not the user's.
-
-    typing writes them at class creation and replaces ``__init__`` by ``object.__init__`` at the
-    first instance; cloudpickle copies its ``_proto_hook`` closure by value into another process.
-    """
-    if name == "__init__":
-        return value is object.__init__ or (getattr(value, "__module__", None) == "typing"
-                                            and not _is_user_object(value))
-    if name == "__subclasshook__":
-        return getattr(value, "__module__", None) == "typing" and \
-            getattr(value, "__qualname__", "").endswith("_proto_hook")
-    return False
 
 
 class _UnkeyableValue(UnhashableArgument):
@@ -186,7 +73,7 @@ def _unique(base: str, taken: set[str]) -> str:
     taken.add(name)
     return name
 
-class _Walk:
+class Walk:
     """One fingerprint computation, rooted at a function or class."""
 
     def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None,
@@ -275,25 +162,9 @@ class _Walk:
         """The token that stands for ``value`` where it is read; visits user code it reaches."""
         if self.state and id(value) in self.state:
             return STATE  # written by this function: keyed by where it is read, not content
-        value = _unwrap_memoized(value)
-        if isinstance(value, types.FunctionType):
-            if is_user_code(value):
-                return ("function", self.visit_function(value))
-            return self.library_function(value)
-        if isinstance(value, type):
-            if is_user_code(value):
-                return ("class", self.visit_class(value))
-            return self.library_ref(value)
-        if isinstance(value, types.ModuleType):
-            if is_user_module(value.__name__):
-                if code_names:
-                    self.visit_module_attrs(value, code_names)
-            else:
-                if code_names:
-                    self.visit_library_attrs(value, code_names)
-                if self.versions:
-                    self.distributions.add(value.__name__.split(".")[0])
-            return ("module", value.__name__)
+        value = unwrap_memoized(value)
+        if isinstance(value, (types.FunctionType, type, types.ModuleType)):
+            return self.code_reference(value, code_names)
         if isinstance(value, types.BuiltinFunctionType) and (
             value.__self__ is None or isinstance(value.__self__, types.ModuleType)
         ):
@@ -304,13 +175,38 @@ class _Walk:
             token = ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
             options = compile_options(value)
             return token if options is None else token + (options,)
+        return self.value_reference(value)
+
+    def code_reference(self, value: types.FunctionType | type | types.ModuleType,
+                       code_names: set[str] | None) -> Any:
+        """The token of a function, class or module: user code visited, library code by name."""
+        if isinstance(value, types.FunctionType):
+            if is_user_code(value):
+                return ("function", self.visit_function(value))
+            return self.library_function(value)
+        if isinstance(value, type):
+            if is_user_code(value):
+                return ("class", self.visit_class(value))
+            return self.library_ref(value)
+        if is_user_module(value.__name__):
+            if code_names:
+                self.visit_module_attrs(value, code_names)
+        else:
+            if code_names:
+                self.visit_library_attrs(value, code_names)
+            if self.versions:
+                self.distributions.add(value.__name__.split(".")[0])
+        return ("module", value.__name__)
+
+    def value_reference(self, value: Any) -> Any:
+        """The token of a value by its content; a mutable one is watched (re-hashed each call)."""
         try:
             start = time.perf_counter()
             d = _hasher.digest(value)
             spent = time.perf_counter() - start
         except UnhashableArgument as e:
             return self.unpicklable(value, e)
-        if not _is_immutable(value):
+        if not is_immutable(value):
             self.mutable.append((value, d))
             self.mutable_where.append(self.where)
             if spent > SLOW_REHASH:  # re-hashed on every call: the fingerprint reports it
@@ -324,13 +220,14 @@ class _Walk:
         if len(self.mutable) > n and self.mutable[n][0] is value:
             self.private.append(id(value))
         return token
+
     def unpicklable(self, value: Any, error: UnhashableArgument) -> Any:
         """Infrastructure that cannot be pickled is keyed by type and name; anything else raises."""
         if isinstance(error, _UnkeyableValue):
             raise error  # already names the place it was read
         t = type(value)
         tname = f"{t.__module__}.{t.__qualname__}"
-        if not _is_infrastructure(value):
+        if not is_infrastructure(value):
             raise _UnkeyableValue(f"{self.where} cannot be hashed: {error}; {_SUGGESTION}",
                                   type_name=t.__qualname__) from error
         report = f"{self.where} ({tname})"
@@ -367,14 +264,14 @@ class _Walk:
         for name in sorted(d):
             value = d[name]
             if isinstance(value, (dict, types.MappingProxyType)):
-                if any(_is_user_object(k) or _is_user_object(v) for k, v in value.items()):
+                if any(is_user_object(k) or is_user_object(v) for k, v in value.items()):
                     self.dict_watches.append((d, name, value))
                     held.append((name, self.mapping(value)))
                 elif name == "registry":
                     # Only the library's own entries so far: a registration made later must be seen.
                     self.dict_watches.append((d, name, value))
                     self.len_watches.append((value, len(value)))
-            elif _is_user_object(value):
+            elif is_user_object(value):
                 self.dict_watches.append((d, name, value))
                 held.append((name, self.reference(value)))
         return tuple(held)
@@ -396,11 +293,11 @@ class _Walk:
         """
         if isinstance(value, (types.MethodType, types.BuiltinMethodType)):
             owner = value.__self__
-            if _is_infrastructure(owner) and not isinstance(owner, (type, types.ModuleType)) \
-                    and not _is_user_object(getattr(value, "__func__", None)):
+            if is_infrastructure(owner) and not isinstance(owner, (type, types.ModuleType)) \
+                    and not is_user_object(getattr(value, "__func__", None)):
                 return ("bound", self.library_ref(type(owner)), value.__name__)
         if isinstance(value, (dict, types.MappingProxyType)) and any(
-            _is_user_object(k) or _is_user_object(v) for k, v in value.items()
+            is_user_object(k) or is_user_object(v) for k, v in value.items()
         ):
             outer, self.where = self.where, where
             try:
@@ -415,9 +312,8 @@ class _Walk:
         if "__getattr__" in md and "__path__" in md:
             # A package whose ``__getattr__`` imports submodules lazily: ``pkg.sub.func`` must count
             # on the first call too, before anything has imported ``sub``.
-            for attr in sorted(names):
-                if attr not in md:
-                    _submodule(mod.__name__, attr)
+            for attr in sorted(names - md.keys()):
+                submodule(mod.__name__, attr)
         # One module is reached from several pieces of code, each reading other names through it
         # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
         # visited, and a set already covered ends the visit (which also ends cycles of imports).
@@ -426,39 +322,45 @@ class _Walk:
             return
         seen |= names
         self.keep.append(mod)
-        missing = []
-        for attr in sorted(names):
-            v = md.get(attr, _MISSING)
-            if v is _MISSING:
-                missing.append(attr)
-                continue
-            self.dict_watches.append((md, attr, v))
-            label = f"attr {ns}.{attr}"
-            if label not in self.components:
-                self.components[label] = ""  # placeholder: ends cycles through the module
-                # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
-                self.components[label] = _hasher.digest(self.read(v, label, names)).hex()
-            elif isinstance(v, types.ModuleType):
-                self.read(v, label, names)  # a submodule seen before: these names read on through it
-        if type(mod) is not types.ModuleType and _is_user_object(type(mod)):
+        missing = [attr for attr in sorted(names) if not self.visit_attr(md, ns, attr, names)]
+        if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
             self.attr_watches.append((mod, "__class__", type(mod)))
-            label = f"attr {ns}.__class__"
-            if label not in self.components:
-                self.components[label] = ""
-                self.components[label] = _hasher.digest(self.read(type(mod), label)).hex()
+            self.read_once(f"attr {ns}.__class__", type(mod))
         if missing:
-            # A name the module does not define may be served by its ``__getattr__`` (PEP 562):
-            # its code (and what it reads) counts, and defining the name later changes the answer.
-            hook = md.get("__getattr__", _MISSING)
-            self.dict_watches.append((md, "__getattr__", hook))
-            if hook is not _MISSING:
-                self.dict_watches.extend((md, attr, _MISSING) for attr in missing)
-                label = f"attr {ns}.__getattr__"
-                if label not in self.components:
-                    self.components[label] = ""
-                    self.components[label] = _hasher.digest(self.read(hook, label, names)).hex()
+            self.visit_module_getattr(md, ns, missing, names)
+
+    def visit_module_getattr(self, md: dict[str, Any], ns: str, missing: list[str],
+                             names: set[str]) -> None:
+        """Names a module does not define may be served by its ``__getattr__`` (PEP 562): its code
+        (and what it reads) counts, and defining the name later changes the answer."""
+        hook = md.get("__getattr__", MISSING)
+        self.dict_watches.append((md, "__getattr__", hook))
+        if hook is not MISSING:
+            self.dict_watches.extend((md, attr, MISSING) for attr in missing)
+            self.read_once(f"attr {ns}.__getattr__", hook, names)
+
+    def visit_attr(self, md: dict[str, Any], ns: str, attr: str, names: set[str]) -> bool:
+        """The component of ``module.attr`` read by the code, watched; False if it is not defined."""
+        v = md.get(attr, MISSING)
+        if v is MISSING:
+            return False
+        self.dict_watches.append((md, attr, v))
+        label = f"attr {ns}.{attr}"
+        # The code's names reach through: ``pkg.sub.func`` follows ``sub`` to ``func``.
+        if not self.read_once(label, v, names) and isinstance(v, types.ModuleType):
+            self.read(v, label, names)  # a submodule seen before: these names read on through it
+        return True
+
+    def read_once(self, label: str, value: Any, names: set[str] | None = None) -> bool:
+        """Make component ``label``, the digest of ``value`` read there, unless it exists; whether
+        it was made. A placeholder is set first: it ends cycles through a module."""
+        if label in self.components:
+            return False
+        self.components[label] = ""
+        self.components[label] = _hasher.digest(self.read(value, label, names)).hex()
+        return True
 
     def visit_library_attrs(self, mod: types.ModuleType, names: set[str]) -> None:
         """Library functions read as ``lib.func`` that hold user code (a dispatch registry)."""
@@ -481,31 +383,39 @@ class _Walk:
         if label in self.components:
             return
         self.components[label] = ""
-        mod = sys.modules.get(name)
-        library = (not is_user_module(name)) if mod is not None else _library_location(name)
-        if library:
-            # By name, imported or not: the same token before and after the function first runs.
-            if self.versions:
-                self.distributions.add(name.split(".")[0])
-            self.components[label] = _hasher.digest(("module", name)).hex()
+        if self.library_import(label, name):
             return
-        mod = _imported(name)
-        self.dict_watches.append((sys.modules, name, _MISSING if mod is None else mod))
+        mod = imported(name)
+        self.dict_watches.append((sys.modules, name, MISSING if mod is None else mod))
         if mod is None:
             self.components[label] = _hasher.digest(("missing-module", name)).hex()
             return
         if hasattr(mod, "__path__"):
-            # ``from . import sub``: a submodule the import itself loads.
-            for item in imp.fromlist:
-                if item != "*" and item not in vars(mod):
-                    sub = _imported(f"{name}.{item}")
-                    self.dict_watches.append((sys.modules, f"{name}.{item}",
-                                              _MISSING if sub is None else sub))
+            self.watch_submodules(mod, name, imp.fromlist)
         token = [self.reference(mod, names)]
         if not imp.fromlist and "." in name:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
             token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
         self.components[label] = _hasher.digest(tuple(token)).hex()
+
+    def library_import(self, label: str, name: str) -> bool:
+        """Key an import of library module ``name`` by name, imported or not (the same token before
+        and after the function first runs); whether it is one."""
+        mod = sys.modules.get(name)
+        library = (not is_user_module(name)) if mod is not None else library_location(name)
+        if not library:
+            return False
+        if self.versions:
+            self.distributions.add(name.split(".")[0])
+        self.components[label] = _hasher.digest(("module", name)).hex()
+        return True
+
+    def watch_submodules(self, mod: types.ModuleType, name: str, fromlist: Any) -> None:
+        """``from . import sub``: the submodules of package ``mod`` the import itself loads."""
+        for item in fromlist:
+            if item != "*" and item not in vars(mod):
+                sub = imported(f"{name}.{item}")
+                self.dict_watches.append((sys.modules, f"{name}.{item}", MISSING if sub is None else sub))
 
     # -- functions and classes -----------------------------------------------------------------
     def visit_function(self, fn: types.FunctionType) -> str:
@@ -523,8 +433,25 @@ class _Walk:
         defaults = tuple(self.private_reference(v, f"a default of {qual}") for v in fn.__defaults__ or ())
         kwdefaults = tuple((k, self.private_reference(v, f"default {qual}.{k}"))
                            for k, v in (fn.__kwdefaults__ or {}).items())
-        # Its attributes (``helper.scale = 2``, a dispatch registry, ``__wrapped__``) are part of
-        # what it is; setting one later changes the dict's size or an entry's identity.
+        attrs = self.function_attrs(fn, qual)
+        self.components[label] = _hasher.digest(
+            (code_digest(code), fn.__qualname__, defaults, kwdefaults)
+            + ((tuple(attrs),) if attrs else ())
+        ).hex()
+        names_read, all_names, imports = code_names(code)
+        self.visit_closure(fn, qual, all_names)
+        g = fn.__globals__
+        written = globals_written(code)
+        for name in names_read:
+            self.visit_global(g, name, written, all_names)
+        for imp in imports:
+            self.visit_import(imp, g, all_names)
+        return label
+
+    def function_attrs(self, fn: types.FunctionType, qual: str) -> list[tuple[str, Any]]:
+        """The tokens of a function's attributes (``helper.scale = 2``, a dispatch registry,
+        ``__wrapped__``): part of what it is; setting one later changes the dict's size or an
+        entry's identity."""
         fd = fn.__dict__
         self.len_watches.append((fd, len(fd)))
         attrs = []
@@ -532,53 +459,49 @@ class _Walk:
             value = fd[name]
             self.dict_watches.append((fd, name, value))
             attrs.append((name, self.attribute(value, f"attribute {qual}.{name}")))
-        self.components[label] = _hasher.digest(
-            (code_digest(code), fn.__qualname__, defaults, kwdefaults)
-            + ((tuple(attrs),) if attrs else ())
-        ).hex()
-        names_read, all_names, imports = code_names(code)
-        for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        return attrs
+
+    def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str]) -> None:
+        """One component per closure variable of ``fn``, each watched."""
+        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell: a name assigned later in the enclosing scope
-                value = _MISSING
+                value = MISSING
             self.attr_watches.append((cell, "cell_contents", value))
             clabel = f"closure {qual}.{var}"
-            token = ("unbound",) if value is _MISSING else self.private_reference(value, clabel, all_names)
+            token = ("unbound",) if value is MISSING else self.private_reference(value, clabel, all_names)
             self.components[clabel] = _hasher.digest(token).hex()
-        g = fn.__globals__
-        b = vars(builtins)
-        written = globals_written(code)
-        for name in names_read:
-            if name in self.ignore_globals:
-                # The user's word that this global is state the code writes, not an input: keyed
-                # by name and never watched (docs: "What invalidates a cache entry").
-                self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
-                continue
-            if name in written and not isinstance(
-                    g.get(name), (types.FunctionType, type, types.ModuleType)):
-                # Rebound by this function's own code (a call counter): state it writes, keyed by
-                # name and not watched, or no call would hit again. A by-value read of the same
-                # global elsewhere in the walk takes precedence (it keeps the value in the key), and
-                # code (a function, class or module bound to it) is followed as usual.
-                glabel = f"global {self._name(g.get('__name__'), name)}"
-                self.components.setdefault(glabel, _hasher.digest(REBOUND).hex())
-                continue
-            value = g.get(name, _MISSING)
-            self.dict_watches.append((g, name, value))
-            glabel = self.global_label(g, name)
-            if value is _MISSING:
-                if name in b:
-                    continue  # a builtin; the Python version is part of every key
-                token = ("missing",)
-            else:
-                token = self.read(value, glabel, all_names)
-            self.components[glabel] = _hasher.digest(token).hex()
-            if value is not _MISSING and token[:1] == ("value",):
-                self.shown[glabel] = shown(value, self.components[glabel])
-        for imp in imports:
-            self.visit_import(imp, g, all_names)
-        return label
+
+    def visit_global(self, g: dict[str, Any], name: str, written: set[str] | frozenset[str],
+                     all_names: set[str]) -> None:
+        """The component of global ``name`` read by a function of namespace ``g``."""
+        if name in self.ignore_globals:
+            # The user's word that this global is state the code writes, not an input: keyed
+            # by name and never watched (docs: "What invalidates a cache entry").
+            self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
+            return
+        if name in written and not isinstance(
+                g.get(name), (types.FunctionType, type, types.ModuleType)):
+            # Rebound by this function's own code (a call counter): state it writes, keyed by
+            # name and not watched, or no call would hit again. A by-value read of the same
+            # global elsewhere in the walk takes precedence (it keeps the value in the key), and
+            # code (a function, class or module bound to it) is followed as usual.
+            glabel = f"global {self._name(g.get('__name__'), name)}"
+            self.components.setdefault(glabel, _hasher.digest(REBOUND).hex())
+            return
+        value = g.get(name, MISSING)
+        self.dict_watches.append((g, name, value))
+        glabel = self.global_label(g, name)
+        if value is MISSING:
+            if name in vars(builtins):
+                return  # a builtin; the Python version is part of every key
+            token: Any = ("missing",)
+        else:
+            token = self.read(value, glabel, all_names)
+        self.components[glabel] = _hasher.digest(token).hex()
+        if value is not MISSING and token[:1] == ("value",):
+            self.shown[glabel] = shown(value, self.components[glabel])
 
     def visit_class(self, cls: type) -> str:
         label, new = self.label("class", cls)
@@ -588,23 +511,16 @@ class _Walk:
         d = cls.__dict__
         self.len_watches.append((d, len(d)))
         items = []
-        is_enum = isinstance(cls, enum.EnumMeta)
-        is_protocol = typing.Protocol in cls.__mro__
-        if is_enum:
+        if isinstance(cls, enum.EnumMeta):
             # An enum's members cannot change after creation; its bookkeeping maps (_member_map_ and
             # friends) are derived from them, so the members stand for all of it, hashed once.
-            members = tuple((n, m._value_) for n, m in cls.__members__.items())  # type: ignore[attr-defined]
+            by_name: Any = cls.__members__
+            members = tuple((n, m._value_) for n, m in by_name.items())
             items.append(("__members__", ("value", _hasher.digest(members))))
+        skipped = class_bookkeeping(cls)
         for name in sorted(d):
-            if name in _CLASS_SKIP:
-                continue
             value = d[name]
-            if is_enum and (name in cls.__members__  # type: ignore[attr-defined]
-                            or (name in _ENUM_DERIVED and not _is_user_object(value))):
-                continue
-            if name == "__annotations__" and value == {}:
-                continue  # created empty by the first read of cls.__annotations__ (3.10+)
-            if is_protocol and _written_by_typing(name, value):
+            if skipped(name, value):
                 continue
             self.dict_watches.append((d, name, value))
             items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))

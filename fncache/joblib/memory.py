@@ -35,29 +35,32 @@ import logging
 import os
 import sys
 import time
-import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fncache import _codec
-from fncache._entries import Strategies
 from fncache._errors import ConfigError
-from fncache._memoize import Memoized
-from fncache._options import Options, unknown_options
+from fncache._options import unknown_options
 from fncache._units import parse_size
-from fncache.code.targets import importable
+from fncache.joblib.functions import (
+    AsyncMemorizedFunc,
+    AsyncNotMemorizedFunc,
+    MemorizedFunc,
+    NotMemorizedFunc,
+    check_joblib_compress,
+    check_validation_callback,
+    public_location,
+    shown_location,
+)
 from fncache.joblib.results import (
     MemorizedResult,
     NotMemorizedResult,
-    _check_backend,
-    _check_mmap_mode,
-    _metadata,
-    _read,
-    _revive,
-    _store_options,
-    _store_spec,
+    backend_store_options,
+    check_backend,
+    check_mmap_mode,
+    location_store,
+    revive,
 )
-from fncache.stores import Store, open_store, public_config, redact
+from fncache.stores import Store, open_store
 
 __all__ = [
     "AsyncMemorizedFunc",
@@ -71,277 +74,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("fncache")
-
-# joblib's compressors; fncache stores with zstd instead (faster, and as small or smaller).
-_JOBLIB_COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "xz")
-
-
-def _check_compress(compress: Any) -> str | None:
-    """joblib's ``compress`` (bool, level 0-9, ``(method, level)``, a method name) -> fncache's."""
-    if isinstance(compress, (tuple, list)):
-        if len(compress) != 2:
-            raise ConfigError(f"compress: expected (method, level), got {compress!r}")
-        method, level = compress
-        return None if not level else _check_compress(method)
-    if isinstance(compress, str) and compress in _JOBLIB_COMPRESSORS:
-        return _codec.check_compress(True)
-    return _codec.check_compress(compress)
-
-
-# ---------------------------------------------------------------------------------------------
-# Functions
-# ---------------------------------------------------------------------------------------------
-
-
-class _Packed:
-    """A function that plain pickle cannot take by name, carried as cloudpickle bytes."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __reduce__(self) -> Any:
-        import cloudpickle
-
-        return (cloudpickle.loads, (self.data,))
-
-
-def _portable(obj: Any) -> Any:
-    # Anything else (bound methods, partials, builtins) goes to the enclosing pickler as it is, so
-    # that an instance holding its own cached method (self.f = memory.cache(self.f)) pickles as the
-    # cycle it is instead of recursing.
-    if isinstance(obj, types.FunctionType) and not importable(obj):
-        import cloudpickle
-
-        return _Packed(cloudpickle.dumps(obj))
-    return obj
-
-
-class MemorizedFunc(Memoized):  # type: ignore[type-arg]
-    """joblib's ``MemorizedFunc``: a cached function bound to a cache ``location``.
-
-    A :class:`fncache.Memoized` underneath: thread-safe, and safe for concurrent processes writing
-    to one location (the first writer of a key wins, every reader sees a whole entry). The user's
-    exceptions propagate and are not cached; store failures are logged misses.
-
-    Arguments as joblib's; ``location`` is a directory (the store goes in its ``fncache``
-    subdirectory), an fncache store URL or a :class:`~fncache.Store`. ``timestamp`` is accepted and
-    unused. ``backend_options`` (not in joblib's signature) are options for opening the store.
-    """
-
-    def __init__(
-        self,
-        func: Callable[..., Any],
-        location: Any,
-        backend: str = "local",
-        ignore: list[str] | None = None,
-        mmap_mode: str | None = None,
-        compress: Any = False,
-        verbose: int = 1,
-        timestamp: float | None = None,
-        cache_validation_callback: Callable[[dict[str, Any]], bool] | None = None,
-        backend_options: dict[str, Any] | None = None,
-        ignore_globals: list[str] | None = None,
-    ) -> None:
-        _check_backend(backend)
-        if cache_validation_callback is not None and not callable(cache_validation_callback):
-            raise ConfigError(
-                f"cache_validation_callback needs to be callable, got {cache_validation_callback!r}"
-            )
-        compress = _check_compress(compress)
-        options = Options.make(
-            store=_store_spec(location),
-            ignore=list(ignore or ()),
-            ignore_globals=() if ignore_globals is None else ignore_globals,
-            compress=compress,
-            store_options=_store_options(backend_options),
-            verbose=False,  # joblib's levels are applied by _report
-        )
-        self.location = location
-        self.backend = backend
-        self._verbose = int(verbose or 0)
-        self.timestamp = timestamp if timestamp is not None else time.time()
-        self.cache_validation_callback = cache_validation_callback
-        self._backend_options = backend_options
-        self._mmap_mode = _check_mmap_mode(mmap_mode)
-        # Only "r" maps (see _read); a compressed entry is decompressed into memory whatever we do.
-        mapping = "r" if self._mmap_mode == "r" and compress is None else None
-        if mapping is not None and options.secret is not None:
-            from fncache._options import warn_mapped_and_signed
-
-            warn_mapped_and_signed()
-        lines = None
-        if self._verbose >= 1:
-            from fncache._callkey import function_id
-            from fncache._verbose import JoblibLines
-
-            name = getattr(func, "__name__", None)
-            fid = function_id(func)
-            lines = JoblibLines(fid, name if isinstance(name, str) else fid.rpartition(":")[2])
-        super().__init__(func, options, Strategies(
-            reader=functools.partial(_read, mmap_mode=mapping),
-            accept=None if cache_validation_callback is None else self._validate,
-            report=self._report,
-            announce=lines.announce if lines is not None else None,
-            map_result=mapping is not None,
-        ))
-        if self._mmap_mode is not None and compress:
-            # joblib warns here too; verbose=0 promises silence, so the logger only hears it then.
-            log.log(logging.WARNING if self._verbose else logging.INFO,
-                    "%s: compressed results cannot be memory-mapped; they are loaded in memory",
-                    self.function_id)
-
-    @property
-    def mmap_mode(self) -> str | None:
-        return self._mmap_mode
-
-    @property
-    def func(self) -> Callable[..., Any]:
-        """The original, undecorated function."""
-        return self.__wrapped__
-
-    @property
-    def func_id(self) -> str:
-        return self.function_id
-
-    # -- how entries are accepted and calls reported (see Strategies) ---------------------------
-    def _validate(self, header: _codec.Header) -> bool:
-        callback = self.cache_validation_callback
-        return callback is None or bool(callback(_metadata(header)))
-
-    def _report(self, what: str, key: str) -> None:
-        # A computation is announced (joblib's "Calling ..." and duration lines: fncache._verbose).
-        if what != "miss" and self._verbose >= 5:
-            name = getattr(self, "__name__", self.function_id)
-            print(f"[Memory] {name} loaded from cache ({key[:12]})", file=sys.stderr)
-        log.debug("%s %s %s", what, self.function_id, key)
-
-    # -- joblib's surface ----------------------------------------------------------------------
-    def call(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        """Run the function whatever the cache holds, store the result; ``(result, metadata)``."""
-        start = time.time()
-        value = super().call(*args, **kwargs)
-        return value, {"duration": time.time() - start, "time": time.time()}
-
-    def check_call_in_cache(self, *args: Any, **kwargs: Any) -> bool:
-        """Whether this call would be a hit now, validation callback included; nothing is run."""
-        if self.cache_validation_callback is None:
-            _revive(self.store)
-            return super().check_call_in_cache(*args, **kwargs)
-        _revive(self.store)
-        return self._entries.usable(self.key(*args, **kwargs))
-
-    def _shelve(self, key: str) -> MemorizedResult:
-        return MemorizedResult(self.store, (self.function_id, key), mmap_mode=self.mmap_mode,
-                               verbose=max(self._verbose - 1, 0), timestamp=self.timestamp)
-
-    def call_and_shelve(self, *args: Any, **kwargs: Any) -> MemorizedResult:
-        """Compute (if needed) and cache the call; return a :class:`MemorizedResult` handle."""
-        if not self.check_call_in_cache(*args, **kwargs):
-            self(*args, **kwargs)
-        return self._shelve(self.key(*args, **kwargs))
-
-    def clear(self, warn: bool = True) -> int:
-        """Remove every cached result of this function (all versions of its code)."""
-        if warn and self._verbose > 0:
-            print(f"[Memory] clearing {self.function_id}", file=sys.stderr)
-        log.info("%s: clearing its cache", self.function_id)
-        _revive(self.store)
-        return super().clear()
-
-    def __reduce__(self) -> Any:
-        if importable(self):
-            return self.__qualname__  # type: ignore[attr-defined]  # set by update_wrapper
-        # Credentials stay behind (a password in the URL or backend_options, an S3 secret):
-        # workers take theirs from the environment, as fncache.stores documents.
-        location, backend_options = _public(self.location, self._backend_options)
-        options = dict(
-            backend=self.backend, ignore=self.ignore, mmap_mode=self.mmap_mode,
-            compress=self.compress or False, verbose=self._verbose,
-            cache_validation_callback=_portable(self.cache_validation_callback),
-            backend_options=backend_options, ignore_globals=list(self.options.ignore_globals),
-        )
-        return (_rebuild, (type(self), _portable(self.__wrapped__), location, options))
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(func={self.function_id}, location={_shown(self.location)})"
-
-
-def _public(location: Any, backend_options: dict[str, Any] | None) -> tuple[Any, Any]:
-    """``location`` and ``backend_options`` without credentials, for pickles."""
-    clean, options = public_config(location, backend_options or {})
-    return clean, (options if backend_options is not None else None)
-
-
-def _shown(location: Any) -> Any:
-    """``location`` as ``repr`` shows it: a URL's password replaced by ``***``."""
-    if isinstance(location, (list, tuple)):  # tiers
-        return [_shown(t) for t in location]
-    return redact(location) if isinstance(location, str) else location
-
-
-def _rebuild(cls: type[MemorizedFunc], func: Any, location: Any, options: dict[str, Any]) -> Any:
-    return cls(func, location, **options)
-
-
-class AsyncMemorizedFunc(MemorizedFunc):
-    """:class:`MemorizedFunc` of a coroutine function: calling it returns an awaitable.
-
-    With ``mmap_mode="r"`` the first call of a key returns a memory map too, as for a plain function.
-    """
-
-    async def call(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:  # type: ignore[override]
-        start = time.time()
-        value = await Memoized.call(self, *args, **kwargs)
-        return value, {"duration": time.time() - start, "time": time.time()}
-
-    async def call_and_shelve(self, *args: Any, **kwargs: Any) -> MemorizedResult:  # type: ignore[override]
-        if not self.check_call_in_cache(*args, **kwargs):
-            await self(*args, **kwargs)
-        return self._shelve(self.key(*args, **kwargs))
-
-
-class NotMemorizedFunc:
-    """What :meth:`Memory.cache` returns when caching is off: the same surface, no cache."""
-
-    def __init__(self, func: Callable[..., Any]) -> None:
-        self.func = func
-        functools.update_wrapper(self, func)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.func(*args, **kwargs)
-
-    def call_and_shelve(self, *args: Any, **kwargs: Any) -> Any:
-        return NotMemorizedResult(self.func(*args, **kwargs))
-
-    def call(self, *args: Any, **kwargs: Any) -> Any:
-        return self.func(*args, **kwargs), {}
-
-    def check_call_in_cache(self, *args: Any, **kwargs: Any) -> bool:
-        return False
-
-    def clear(self, warn: bool = True) -> None:
-        pass
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(func={self.func})"
-
-
-class AsyncNotMemorizedFunc(NotMemorizedFunc):
-    """:class:`NotMemorizedFunc` of a coroutine function."""
-
-    async def call_and_shelve(self, *args: Any, **kwargs: Any) -> Any:
-        return NotMemorizedResult(await self.func(*args, **kwargs))
-
-    async def call(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.func(*args, **kwargs), {}
-
-
-# ---------------------------------------------------------------------------------------------
-# Memory
-# ---------------------------------------------------------------------------------------------
-
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -415,13 +147,13 @@ class Memory:
         backend_options: dict[str, Any] | None = None,
         ignore_globals: list[str] | None = None,
     ) -> None:
-        _check_backend(backend)
+        check_backend(backend)
         if location is not None:
-            _make_locations(_store_spec(location))  # fail here, not on first use
+            _make_locations(location_store(location))  # fail here, not on first use
         self.location = location
         self.backend = backend
-        self.mmap_mode = _check_mmap_mode(mmap_mode)
-        _check_compress(compress)
+        self.mmap_mode = check_mmap_mode(mmap_mode)
+        check_joblib_compress(compress)
         self.compress = compress
         self._verbose = verbose
         self.backend_options = dict(backend_options or {})
@@ -432,7 +164,7 @@ class Memory:
         """The store behind ``location`` (``None`` when caching is off)."""
         if self.location is None:
             return None
-        return open_store(_store_spec(self.location), **_store_options(self.backend_options))
+        return open_store(location_store(self.location), **backend_store_options(self.backend_options))
 
     @_checked_names("Memory.cache")
     def cache(
@@ -451,10 +183,7 @@ class Memory:
         ``cache_validation_callback(metadata)`` is asked on each hit; ``False`` discards the entry
         and recomputes. Invalid options raise :class:`fncache.ConfigError` (a ``ValueError``) here.
         """
-        if cache_validation_callback is not None and not callable(cache_validation_callback):
-            raise ConfigError(
-                f"cache_validation_callback needs to be callable, got {cache_validation_callback!r}"
-            )
+        check_validation_callback(cache_validation_callback)
         if func is None:
             return functools.partial(
                 self.cache, ignore=ignore, verbose=verbose, mmap_mode=mmap_mode,
@@ -492,7 +221,7 @@ class Memory:
             return 0
         if warn and self._verbose > 0:
             print(f"[Memory] flushing the cache in {self.location}", file=sys.stderr)
-        _revive(store)
+        revive(store)
         return store.clear()
 
     def reduce_size(
@@ -520,7 +249,7 @@ class Memory:
                        else age_limit)
             if max_age < 0:
                 raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
-        _revive(store)
+        revive(store)
         entries = sorted(store.listing(), key=lambda e: e.accessed or e.created, reverse=True)
         now, kept, size, full = time.time(), 0, 0, False
         removed = 0
@@ -535,12 +264,12 @@ class Memory:
         return removed
 
     def __getstate__(self) -> dict[str, Any]:
-        location, backend_options = _public(self.location, self.backend_options)
+        location, backend_options = public_location(self.location, self.backend_options)
         return dict(self.__dict__, timestamp=None, location=location,
                     backend_options=backend_options)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(location={_shown(self.location)})"
+        return f"{type(self).__name__}(location={shown_location(self.location)})"
 
 
 def _make_locations(spec: Any) -> None:
@@ -579,11 +308,11 @@ def _joblib_memory() -> type[Memory] | None:
     if importlib.util.find_spec("joblib") is None:
         return None
     try:
-        from fncache.joblib.subclass import Memory as JoblibMemory
+        from fncache.joblib.subclass import joblib_memory_class
     except Exception as e:  # a broken joblib install: stay a plain fncache.Memory
         log.debug("joblib cannot be imported (%s): fncache.Memory is not a joblib.Memory", e)
         return None
-    return JoblibMemory
+    return joblib_memory_class(Memory)
 
 
 def expires_after(

@@ -32,7 +32,7 @@ _MMAP_MODES = (None, "r", "r+", "w+", "c")
 # ---------------------------------------------------------------------------------------------
 
 
-def _store_spec(location: Any) -> str | Store | tuple[str | Store, ...]:
+def location_store(location: Any) -> str | Store | tuple[str | Store, ...]:
     """The store behind a joblib ``location``: a path gets the ``fncache`` subdirectory.
 
     A list of locations (or one string of them joined by commas) is tiers, nearest first, each
@@ -44,7 +44,7 @@ def _store_spec(location: Any) -> str | Store | tuple[str | Store, ...]:
     if tiers is not None:
         if len(tiers) < 2:
             raise ConfigError(f"location: tiers need two or more locations, got {location!r}")
-        return tuple(_store_spec(t) for t in tiers)  # type: ignore[misc]
+        return tuple(location_store(t) for t in tiers)  # type: ignore[misc]
     if isinstance(location, os.PathLike):
         location = os.fspath(location)
     if not isinstance(location, str) or not location:
@@ -56,13 +56,13 @@ def _store_spec(location: Any) -> str | Store | tuple[str | Store, ...]:
     return os.path.join(os.path.abspath(os.path.expanduser(location)), SUBDIR)
 
 
-def _check_mmap_mode(mmap_mode: Any) -> str | None:
+def check_mmap_mode(mmap_mode: Any) -> str | None:
     if mmap_mode not in _MMAP_MODES:
         raise ConfigError(f"mmap_mode: expected one of {_MMAP_MODES}, got {mmap_mode!r}")
     return mmap_mode  # type: ignore[no-any-return]
 
 
-def _check_backend(backend: Any) -> None:
+def check_backend(backend: Any) -> None:
     if backend != "local":
         raise ConfigError(
             f"backend: only 'local' is supported, got {backend!r}; for a shared cache pass an "
@@ -70,7 +70,7 @@ def _check_backend(backend: Any) -> None:
         )
 
 
-def _store_options(backend_options: dict[str, Any] | None) -> dict[str, Any]:
+def backend_store_options(backend_options: dict[str, Any] | None) -> dict[str, Any]:
     # joblib's local backend reads compress/mmap_mode/verbose from here too; fncache takes those
     # from the Memory arguments, and hands the rest (e.g. size_limit) to the store.
     opts = dict(backend_options or {})
@@ -83,12 +83,12 @@ def _store_options(backend_options: dict[str, Any] | None) -> dict[str, Any]:
 # Reading entries: memory maps, and a disk store whose directory was deleted
 # ---------------------------------------------------------------------------------------------
 
-def _revive(store: Store) -> None:
+def revive(store: Store) -> None:
     """Reopen a disk store whose directory was deleted (or replaced) since the last look."""
     store.refresh()
 
 
-def _read(store: Store, key: str, check: Any, mmap_mode: str | None) -> Any:
+def read_entry(store: Store, key: str, check: Any, mmap_mode: str | None) -> Any:
     """The frame at ``key`` (``None`` if absent); with ``mmap_mode="r"`` a memory map if possible.
 
     Stores that keep values in files (disk: values over 32 KiB) map them; smaller values and other
@@ -100,7 +100,7 @@ def _read(store: Store, key: str, check: Any, mmap_mode: str | None) -> Any:
     return store.get_checked(key, check, mmap_mode == "r")
 
 
-def _metadata(header: _codec.Header) -> dict[str, Any]:
+def result_metadata(header: _codec.Header) -> dict[str, Any]:
     """joblib's metadata dict for an entry: when it was computed and how long that took."""
     return {"duration": header.duration, "time": header.created}
 
@@ -127,10 +127,10 @@ class MemorizedResult:
         timestamp: float | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        _check_backend(backend)
-        self.store = open_store(_store_spec(location))
+        check_backend(backend)
+        self.store = open_store(location_store(location))
         self.func_id, self.args_id = call_id
-        self.mmap_mode = _check_mmap_mode(mmap_mode)
+        self.mmap_mode = check_mmap_mode(mmap_mode)
         self.verbose = verbose
         self.timestamp = timestamp
         self._metadata = metadata
@@ -145,7 +145,7 @@ class MemorizedResult:
         if self._metadata is None:
             frame = self.store.get(self.args_id)
             try:
-                return _metadata(_codec.read_header(frame)) if frame is not None else {}
+                return result_metadata(_codec.read_header(frame)) if frame is not None else {}
             except IntegrityError:
                 return {}
         return self._metadata
@@ -158,7 +158,7 @@ class MemorizedResult:
         """The cached value. Raises ``KeyError`` if it is no longer in the cache."""
         secret = secret_from(None)
         check = functools.partial(_codec.verify, secret=secret)
-        frame = _read(self.store, self.args_id, check, self.mmap_mode)
+        frame = read_entry(self.store, self.args_id, check, self.mmap_mode)
         if frame is None:
             raise KeyError(f"{self.func_id}: result {self.args_id} is not in the cache")
         try:

@@ -17,16 +17,26 @@ without joblib can load them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import joblib
 
-from fncache.joblib.memory import Memory as _Memory
-
-__all__ = ["Memory"]
+__all__ = ["joblib_memory_class"]
 
 
-class Memory(_Memory, joblib.Memory):  # type: ignore[misc]
-    """:class:`fncache.Memory`, also an instance of ``joblib.Memory``: see the module docstring."""
+def joblib_memory_class(memory: type[Any]) -> type[Any]:
+    """``memory`` (:class:`fncache.Memory`) subclassed with ``joblib.Memory``: see the module docstring.
 
-    # joblib.Logger's attributes (its __init__ is never called), for its warn/debug helpers.
-    depth = 3
-    _name = "joblib"
+    Given the class rather than importing it, so that this module stays below
+    :mod:`fncache.joblib.memory`, which calls it once.
+    """
+
+    class Memory(memory, joblib.Memory):  # type: ignore[misc]
+        """:class:`fncache.Memory`, also an instance of ``joblib.Memory``: see the module docstring."""
+
+        # joblib.Logger's attributes (its __init__ is never called), for its warn/debug helpers.
+        depth = 3
+        _name = "joblib"
+
+    Memory.__qualname__ = "Memory"
+    return Memory

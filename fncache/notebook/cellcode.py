@@ -30,26 +30,36 @@ def _names_read(node: ast.AST) -> set[str]:
         return _names_read(node.iter) | (_all_read(node.body) - _targets(node.target)) \
             | _all_read(node.orelse)
     if isinstance(node, (ast.With, ast.AsyncWith)):
-        found: set[str] = set()
-        bound: set[str] = set()
-        for item in node.items:
-            found |= _names_read(item.context_expr) - bound
-            if item.optional_vars is not None:
-                found |= _names_read(item.optional_vars) - bound  # ``as obj.attr`` reads obj
-                bound |= _targets(item.optional_vars)
-        return found | (_all_read(node.body) - bound)
+        return _with_read(node)
     if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        gens = node.generators
-        local = set().union(*(_targets(g.target) for g in gens))
-        inner = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        inner += [g.iter for g in gens[1:]] + [i for g in gens for i in g.ifs]
-        return _names_read(gens[0].iter) | (_all_read(inner) - local)
+        return _comprehension_read(node)
     found = set()
     if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
         found.add(node.target.id)
     for child in ast.iter_child_nodes(node):
         found |= _names_read(child)
     return found
+
+
+def _with_read(node: ast.With | ast.AsyncWith) -> set[str]:
+    """What a ``with`` reads: each context expression, then its body less what ``as`` bound."""
+    found: set[str] = set()
+    bound: set[str] = set()
+    for item in node.items:
+        found |= _names_read(item.context_expr) - bound
+        if item.optional_vars is not None:
+            found |= _names_read(item.optional_vars) - bound  # ``as obj.attr`` reads obj
+            bound |= _targets(item.optional_vars)
+    return found | (_all_read(node.body) - bound)
+
+
+def _comprehension_read(node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> set[str]:
+    """What a comprehension reads: its first iterable, then the rest less its own variables."""
+    gens = node.generators
+    local = set().union(*(_targets(g.target) for g in gens))
+    inner = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    inner += [g.iter for g in gens[1:]] + [i for g in gens for i in g.ifs]
+    return _names_read(gens[0].iter) | (_all_read(inner) - local)
 
 
 def _all_read(nodes: list[Any]) -> set[str]:
@@ -140,8 +150,14 @@ def unseen_reads(tree: ast.Module, namespace: dict[str, Any]) -> str | None:
                    "be keyed; move them to another cell"
         if n.id in _NAMESPACE_READERS:
             return f"it calls {n.id}() (line {line}), which reads variables its code does not name"
+    return _bare_vars(tree, namespace)
+
+
+def _bare_vars(tree: ast.Module, namespace: dict[str, Any]) -> str | None:
+    """Why a call of ``vars()`` without an argument reads names the code does not show, or None."""
+    if "vars" in namespace:
+        return None  # the notebook rebound it
     for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "vars" \
-                and not n.args and "vars" not in namespace:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "vars" and not n.args:
             return f"it calls vars() (line {n.lineno}), which reads variables its code does not name"
     return None

@@ -36,7 +36,7 @@ from typing import Any
 from fncache._callkey import KEY_SCHEMA, PYTHON, CallKey
 from fncache._entries import Counters, Entries
 from fncache._errors import ConfigError, UnhashableArgument
-from fncache._options import _DISABLED, Options
+from fncache._options import DISABLED, Options
 from fncache.code.fingerprint import fingerprint
 from fncache.code.targets import recorded_module
 from fncache.notebook.cellcode import cell_inputs, cell_name, top_level_nodes, unseen_reads
@@ -160,15 +160,8 @@ class CellMagic:
 
     def __call__(self, line: str, cell: str) -> Any:
         options = parse_options(line)
-        ns = self.shell.user_ns
-        source = self.shell.transform_cell(cell)
-        filename = self.shell.compile.cache(source)
-        tree = self.shell.transform_ast(ast.parse(source, filename))
-        for node in top_level_nodes(tree):
-            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
-                raise _usage_error(f"top-level await is not supported (line {node.lineno}): "
-                                   "run it with asyncio.run(...) or in another cell")
-        if _DISABLED[0]:
+        source, filename, tree = self._parse(cell)
+        if DISABLED[0]:
             return self._run(tree, filename)
         try:
             c = self._key_parts(source, tree, filename)
@@ -183,8 +176,25 @@ class CellMagic:
             if verbose is not None:
                 verbose.report("hit", ck.key)
             return self._restore(payload, names)
+        return self._compute(ck, entries, verbose, tree, filename)
+
+    def _parse(self, cell: str) -> tuple[str, str, ast.Module]:
+        """The cell's source after IPython's transforms, its file name and its tree; top-level
+        ``await`` is refused."""
+        source = self.shell.transform_cell(cell)
+        filename = self.shell.compile.cache(source)
+        tree = self.shell.transform_ast(ast.parse(source, filename))
+        for node in top_level_nodes(tree):
+            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+                raise _usage_error(f"top-level await is not supported (line {node.lineno}): "
+                                   "run it with asyncio.run(...) or in another cell")
+        return source, filename, tree
+
+    def _compute(self, ck: CallKey, entries: Entries, verbose: Any, tree: ast.Module,
+                 filename: str) -> Any:
+        """A miss: run the cell, recording what it shows, and store what it left behind."""
         told = verbose.announce(ck, (), {}) if verbose is not None else None
-        before = dict(ns)
+        before = dict(self.shell.user_ns)
         start = time.perf_counter()
         with recorded(self.shell) as rec:
             value = self._run(tree, filename)
@@ -270,42 +280,25 @@ class CellMagic:
         """What to store: the names the cell bound or modified, its outputs and its value; raises
         :class:`_Uncached` naming what cannot be stored."""
         ns = self.shell.user_ns
-        names: dict[str, Any] = {}
-        for name, v in ns.items():
-            if before.get(name, _MISSING) is not v and not _IPYTHON_NAMES.fullmatch(name):
-                names[name] = v
+        names = {name: v for name, v in ns.items()
+                 if before.get(name, _MISSING) is not v and not _IPYTHON_NAMES.fullmatch(name)}
         deleted = sorted(n for n in before if n not in ns and not _IPYTHON_NAMES.fullmatch(n))
         assert ck.fingerprint is not None
-        changed = ck.fingerprint.changed_state()
-        if changed:
-            held = {id(v): n for n, v in ns.items() if not _IPYTHON_NAMES.fullmatch(n)}
-            for v in changed:
-                n = held.get(id(v))
-                if n is None:
-                    raise _Uncached(f"it modified a {describe_type(v)} that it reads through a "
-                                    "function or an attribute, which restoring names cannot redo")
-                names[n] = v  # modified in place: restored by binding the name to the new value
+        names.update(_modified_names(ns, ck.fingerprint.changed_state()))
         main = ns.get("__name__", "__main__")
-        by_value: dict[str, bytes] = {}
-        for name in sorted(names):
-            why, copy = storable(names[name], before, main)
-            if why is not None:
-                raise _Uncached(f"variable {name!r} ({describe_type(names[name])}) cannot be "
-                                f"stored: {why}")
-            if copy:
-                import cloudpickle
-
-                by_value[name] = cloudpickle.dumps(names.pop(name), protocol=5)
-        shown: tuple[Any, ...] = ("none",)
-        if value is not None:
-            why, copy = storable(value, before, main)
-            if why is None and not copy:
-                shown = ("value", value)
-            else:  # kept as what it displayed
-                data, metadata = self.shell.display_formatter.format(value)
-                shown = ("display", data, metadata)
+        by_value = _by_value(names, before, main)
         return {"fncache-cell": PAYLOAD, "names": names, "by_value": by_value, "deleted": deleted,
-                "events": rec.events, "lost": rec.lost, "value": shown}
+                "events": rec.events, "lost": rec.lost, "value": self._shown(value, before, main)}
+
+    def _shown(self, value: Any, before: dict[str, Any], main: str) -> tuple[Any, ...]:
+        """The cell's value as stored: itself, or (not storable) what it displayed."""
+        if value is None:
+            return ("none",)
+        why, copy = storable(value, before, main)
+        if why is None and not copy:
+            return ("value", value)
+        data, metadata = self.shell.display_formatter.format(value)
+        return ("display", data, metadata)
 
     def _restore(self, payload: dict[str, Any], names: dict[str, Any]) -> Any:
         """Bind every name (all were read back already), then replay what the cell showed."""
@@ -342,17 +335,52 @@ def _names_of(payload: dict[str, Any], key: str) -> dict[str, Any] | None:
     return names
 
 
+def _modified_names(ns: dict[str, Any], changed: list[Any]) -> dict[str, Any]:
+    """The names holding values the cell modified in place (restored by binding the name to the
+    new value); :class:`_Uncached` for one no name holds."""
+    if not changed:
+        return {}
+    held = {id(v): n for n, v in ns.items() if not _IPYTHON_NAMES.fullmatch(n)}
+    names = {}
+    for v in changed:
+        n = held.get(id(v))
+        if n is None:
+            raise _Uncached(f"it modified a {describe_type(v)} that it reads through a "
+                            "function or an attribute, which restoring names cannot redo")
+        names[n] = v
+    return names
+
+
+def _by_value(names: dict[str, Any], before: dict[str, Any], main: str) -> dict[str, bytes]:
+    """Take out of ``names`` the values stored by value (code made in the notebook), pickled;
+    :class:`_Uncached` naming a value that cannot be stored."""
+    by_value: dict[str, bytes] = {}
+    for name in sorted(names):
+        why, copy = storable(names[name], before, main)
+        if why is not None:
+            raise _Uncached(f"variable {name!r} ({describe_type(names[name])}) cannot be "
+                            f"stored: {why}")
+        if copy:
+            import cloudpickle
+
+            by_value[name] = cloudpickle.dumps(names.pop(name), protocol=5)
+    return by_value
+
+
+# The fields of a stored cell and their types.
+_PAYLOAD_FIELDS = {"names": dict, "by_value": dict, "deleted": list, "events": list, "lost": int,
+                   "value": tuple}
+
+
 def _valid_payload(payload: Any) -> bool:
     """Whether a verified entry has the shape of a cell's (anything else is a miss)."""
-    return (isinstance(payload, dict) and payload.get("fncache-cell") == PAYLOAD
-            and isinstance(payload.get("names"), dict)
-            and all(isinstance(n, str) for n in payload["names"])
-            and isinstance(payload.get("by_value"), dict)
+    if not isinstance(payload, dict) or payload.get("fncache-cell") != PAYLOAD:
+        return False
+    if not all(isinstance(payload.get(k), t) for k, t in _PAYLOAD_FIELDS.items()):
+        return False
+    return (all(isinstance(n, str) for n in payload["names"])
             and all(isinstance(n, str) and isinstance(b, bytes) for n, b in payload["by_value"].items())
-            and isinstance(payload.get("deleted"), list)
-            and isinstance(payload.get("events"), list)
-            and isinstance(payload.get("lost"), int)
-            and isinstance(payload.get("value"), tuple) and bool(payload["value"]))
+            and bool(payload["value"]))
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -348,6 +348,9 @@ def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
         return
     import diskcache
 
+    from fncache.stores.disk import check_size_limit
+
+    check_size_limit(options.get("size_limit"))
     known = set(diskcache.DEFAULT_SETTINGS) | {"timeout"}
     unknown = sorted(k for k in options if k not in known and not str(k).startswith("disk_"))
     if unknown:

@@ -159,6 +159,18 @@ def _aside_name(path: str) -> str:
     return target + ("" if n == 1 else f"-{n}")
 
 
+def check_size_limit(size_limit: Any) -> None:
+    """The one check of a disk store's ``size_limit``: None, or a positive int of bytes (not a bool).
+
+    Made where the store is opened and, through :func:`fncache.stores.check_store`, where a
+    memoized function is configured.
+    """
+    if size_limit is not None and (type(size_limit) is not int or size_limit <= 0):
+        from fncache._errors import ConfigError
+
+        raise ConfigError(f"size_limit: expected a positive number of bytes, got {size_limit!r}")
+
+
 class DiskStore(Store):
     """A diskcache-backed store in ``directory`` (created with mode 0700, parents too).
 
@@ -172,12 +184,7 @@ class DiskStore(Store):
     accepts_parts = True  # large frames are written part by part, straight from the result's buffers
 
     def __init__(self, url: str, size_limit: int | None = None, **options: Any) -> None:
-        if size_limit is not None and (not isinstance(size_limit, int) or size_limit <= 0):
-            from fncache._errors import ConfigError
-
-            raise ConfigError(
-                f"size_limit: expected a positive number of bytes, got {size_limit!r}"
-            )
+        check_size_limit(size_limit)
         if size_limit is not None:
             options["size_limit"] = size_limit
         super().__init__(url, **options)

@@ -1,0 +1,163 @@
+"""What a value read by user code is, for the fingerprint walk: data, code, or infrastructure.
+
+The walk (:mod:`fncache.code.walk`) keys what a function reads by content or by name; these
+predicates decide which, and say how ``explain`` shows a global's value (:func:`shown`). Class
+attributes that are bookkeeping rather than behaviour (:data:`CLASS_SKIP`, :data:`ENUM_DERIVED`)
+are listed here too. Pure functions of the value: nothing here hashes, walks or logs.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import io
+import mmap
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from fncache.code.usercode import is_user_code
+
+__all__ = ["CLASS_SKIP", "ENUM_DERIVED", "SHOWN_REPR", "class_bookkeeping", "describe", "holds_user_code",
+           "is_immutable", "is_infrastructure", "is_user_object", "shown", "written_by_typing"]
+
+# Class attributes that describe where or how a class was written, not what it does, and those that
+# Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
+# cannot even be pickled), ``__slotnames__`` (copyreg adds it at the first pickle or copy of an
+# instance), typing's protocol bookkeeping, ``__abstractmethods__`` (derived from the methods). A class
+# must have one digest before and after these appear, and after a round trip through cloudpickle.
+CLASS_SKIP = frozenset({
+    "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__firstlineno__",
+    "__static_attributes__", "__orig_bases__", "__parameters__", "__type_params__",
+    "_abc_impl", "_abc_registry", "_abc_cache", "_abc_negative_cache", "_abc_negative_cache_version",
+    "__abstractmethods__", "__slotnames__",
+    "_is_protocol", "__protocol_attrs__", "__non_callable_proto_members__",
+    "__callable_proto_members_only__",
+})
+# What the enum machinery writes into an enum's class dict, all derived from the members and bases
+# (which are hashed): everything else, ``__str__``, ``__init__``, ``_missing_``... is the user's own
+# and counts. A user-written ``__new__`` is kept by enum as ``__new_member__``, which counts too.
+ENUM_DERIVED = frozenset({
+    "_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_",
+    "_unhashable_values_map_", "_hashable_values_", "_member_type_", "_value_repr_", "_use_args_",
+    "_new_member_", "_flag_mask_", "_singles_mask_", "_all_bits_", "_inverted_",
+})
+# Values whose content is data even when their type is a library's: one that cannot be pickled is
+# an error to report, never a piece of infrastructure to key by name. An open file or a memory map
+# is read for its content, so it is data too.
+_DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, memoryview,
+                                 types.SimpleNamespace, types.MappingProxyType, functools.partial,
+                                 collections.deque, io.IOBase, mmap.mmap)
+_DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
+
+
+#: ``explain`` shows a global's value itself when its repr is at most this long (else its type).
+SHOWN_REPR = 80
+
+
+def describe(value: Any) -> str:
+    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
+    t = type(value)
+    what = f"{t.__module__}.{t.__qualname__}"
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        what += f" ({size / 1e6:.1f} MB)"
+    return what
+
+
+def _short_data(value: Any) -> bool:
+    """Whether ``value`` is plain data whose repr is short and cheap: a number, a short string, or a
+    tuple of at most a few of those (checked before any repr is made)."""
+    if isinstance(value, (str, bytes)):
+        return type(value) in (str, bytes) and len(value) <= SHOWN_REPR
+    if type(value) is tuple:
+        return len(value) <= 8 and all(_short_data(v) for v in value)
+    return type(value) in _IMMUTABLE
+
+
+def shown(value: Any, digest: str) -> str:
+    """How ``explain`` shows a global's value: its repr when short and of plain data (numbers,
+    strings, tuples of them), else its type, size and digest. Made when a fingerprint is computed
+    (a miss), never on a hit; a long tuple or string is never turned into a repr to be measured."""
+    if _short_data(value):
+        text = repr(value)
+        if len(text) <= SHOWN_REPR:
+            return text
+    return f"{describe(value)} [{digest[:12]}]"
+
+
+def is_immutable(v: Any) -> bool:
+    t = type(v)
+    if t in _IMMUTABLE:
+        return True
+    if t is tuple or t is frozenset:
+        return all(is_immutable(x) for x in v)
+    return False
+
+
+def is_user_object(obj: Any) -> bool:
+    return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
+
+
+def holds_user_code(fn: types.FunctionType) -> bool:
+    """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
+    decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
+    for value in fn.__dict__.values():
+        if is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
+                is_user_object(k) or is_user_object(v) for k, v in value.items())):
+            return True
+    return False
+
+
+def is_infrastructure(value: Any) -> bool:
+    """Whether a value that cannot be pickled is infrastructure (a lock, a connection, a handler).
+
+    Such a value is keyed by its type and the name it is read under, as library code is. A value
+    whose content is the user's data (a container, an instance of a user class, an array) is not:
+    keying it by name could return a result computed from other content.
+    """
+    t = type(value)
+    if isinstance(value, _DATA_TYPES) or is_user_code(t):
+        return False
+    if isinstance(value, types.MethodType) and not is_infrastructure(value.__self__):
+        return False  # a method bound to the user's data (``obj.predict``) carries that data
+    return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
+
+
+def written_by_typing(name: str, value: Any) -> bool:
+    """Whether a protocol class's ``__init__``/``__subclasshook__`` is typing's, not the user's.
+
+    typing writes them at class creation and replaces ``__init__`` by ``object.__init__`` at the
+    first instance; cloudpickle copies its ``_proto_hook`` closure by value into another process.
+    """
+    if name == "__init__":
+        return value is object.__init__ or (getattr(value, "__module__", None) == "typing"
+                                            and not is_user_object(value))
+    if name == "__subclasshook__":
+        return getattr(value, "__module__", None) == "typing" and \
+            getattr(value, "__qualname__", "").endswith("_proto_hook")
+    return False
+
+
+def class_bookkeeping(cls: type) -> Callable[[str, Any], bool]:
+    """The test of whether an item of ``cls.__dict__`` is bookkeeping, not behaviour: where or how
+    the class was written (:data:`CLASS_SKIP`), an enum's members (hashed together) and what the
+    enum machinery derives, the empty ``__annotations__`` a first read creates (3.10+), and what
+    typing writes into a protocol class."""
+    members: Any = cls.__members__ if isinstance(cls, enum.EnumMeta) else None
+    is_protocol = typing.Protocol in cls.__mro__
+
+    def skipped(name: str, value: Any) -> bool:
+        if name in CLASS_SKIP:
+            return True
+        if members is not None and (name in members
+                                    or (name in ENUM_DERIVED and not is_user_object(value))):
+            return True
+        if name == "__annotations__" and value == {}:
+            return True
+        return is_protocol and written_by_typing(name, value)
+
+    return skipped
