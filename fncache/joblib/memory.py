@@ -71,6 +71,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("fncache")
+# Keys per delete_many call in reduce_size (a shared store deletes a batch in a few requests).
+_DELETE_BATCH = 20_000
 
 # joblib's compressors; fncache stores with zstd instead (faster, and as small or smaller).
 _JOBLIB_COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "xz")
@@ -503,10 +505,10 @@ class Memory:
     ) -> int:
         """Remove entries until the cache fits the limits; returns how many were removed.
 
-        Entries are ranked by their last access where the store records one (Redis, S3) and
-        otherwise by when they were computed (disk and memory stores do not record reads): the most
-        recent are kept, the rest go from the first one that does not fit ``bytes_limit`` or
-        ``items_limit``.
+        The policy is ``fncache prune``'s (:func:`fncache.stores.prune.plan_prune`): entries are
+        ranked by their last use where the store records uses and otherwise by when they were
+        computed, damaged entries first; the most recent are kept, the rest go from the first one
+        that does not fit ``bytes_limit`` or ``items_limit``.
         ``age_limit`` (a ``timedelta``) removes every entry older than that. Entries written
         meanwhile by other processes may survive. ``bytes_limit`` accepts ``"10M"``-style strings.
         """
@@ -521,17 +523,12 @@ class Memory:
             if max_age < 0:
                 raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
         _revive(store)
-        entries = sorted(store.listing(), key=lambda e: e.accessed or e.created, reverse=True)
-        now, kept, size, full = time.time(), 0, 0, False
+        from fncache.stores.prune import plan_prune
+
+        doomed = plan_prune(store, max_bytes, older_than=max_age, max_items=items_limit)
         removed = 0
-        for e in entries:
-            too_old = max_age is not None and now - (e.accessed or e.created) > max_age
-            full = full or (items_limit is not None and kept >= items_limit) or (
-                max_bytes is not None and size + e.size > max_bytes)
-            if too_old or full:
-                removed += store.delete(e.key)
-            else:
-                kept, size = kept + 1, size + e.size
+        for start in range(0, len(doomed), _DELETE_BATCH):
+            removed += store.delete_many([e.key for e in doomed[start:start + _DELETE_BATCH]])
         return removed
 
     def __getstate__(self) -> dict[str, Any]:

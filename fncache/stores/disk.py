@@ -45,20 +45,20 @@ from fncache._errors import IntegrityError, StoreError
 from fncache.stores._base import (
     ORPHAN_GRACE,
     EntryInfo,
+    FunctionSummary,
     Store,
     Use,
     encode_meta,
     join_parts,
-    FunctionSummary,
     now,
     store_error,
     summarize,
     value_size,
 )
 from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache, entry, parse_row_meta
-from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._diskfs import UnsafeFile, make_private_dirs, unsafe_ancestors
 from fncache.stores._disksources import SourceFiles
+from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
 from fncache.stores.gitignore import write_gitignore
 
@@ -539,10 +539,10 @@ class DiskStore(Store):
     def clear(self) -> int:
         """Remove every entry (and lock); returns how many entries there were.
 
-        Rows go in batches of 20,000 per transaction (see :attr:`progress`), their files after each commit. Concurrent
-        readers see an entry or a miss, never part of one (a reader that found a row whose file is
-        already gone reads a miss). Writers wait for one batch at most; entries added meanwhile may
-        or may not be removed.
+        Rows go in batches of 20,000 per transaction, their files after each commit, and
+        :attr:`progress` is told after each batch. Concurrent readers see an entry or a miss,
+        never part of one (a reader that found a row whose file is already gone reads a miss).
+        Writers wait for one batch at most; entries added meanwhile may or may not be removed.
         """
         return int(self._guard("clear", self._clear_rows, None))
 
@@ -569,10 +569,6 @@ class DiskStore(Store):
 
     def _clear_rows(self, tag: str | None) -> int:
         return self.db.clear_rows(tag, self.progress)
-
-    #: Called with the number of entries removed so far after each batch of :meth:`clear` and
-    #: :meth:`clear_function` (the command line's progress counter); None: nothing is called.
-    progress: Any = None
 
     # -- orphaned value files --------------------------------------------------------------------
     def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
