@@ -49,7 +49,7 @@ def _fill(f: Callable[..., Any], start: int, stop: int) -> float:
 
 def _bulk_fill(store: Any, n: int, function: str) -> float:
     """Write ``n`` entries by the store's insert statement, ``_BULK`` per transaction; seconds."""
-    from fncache.stores import _disksql as q
+    import fncache.stores._disksql as q
 
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     value = sqlite3.Binary(b"\0" * 64)

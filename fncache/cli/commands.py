@@ -35,6 +35,7 @@ from fncache.cli.format import (
 )
 from fncache.stores import EntryInfo, Store
 from fncache.stores._base import FunctionSummary
+from fncache.stores.prune import DELETE_BATCH
 
 __all__ = ["LS_ORDER", "cmd_clear", "cmd_info", "cmd_ls", "cmd_prune"]
 
@@ -81,9 +82,6 @@ def remove(store: Store, targets: list[EntryInfo]) -> tuple[int, int]:
         removed += n
         freed += size if n == len(batch) else size * n // max(len(batch), 1)
     return removed, freed
-
-
-DELETE_BATCH = 20_000
 
 
 def check_can_confirm(args: argparse.Namespace) -> None:

@@ -58,6 +58,7 @@ from fncache.joblib.results import (
     _store_spec,
 )
 from fncache.stores import Store, open_store, public_config, redact
+from fncache.stores.prune import DELETE_BATCH, plan_prune
 
 __all__ = [
     "AsyncMemorizedFunc",
@@ -71,8 +72,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("fncache")
-# Keys per delete_many call in reduce_size (a shared store deletes a batch in a few requests).
-_DELETE_BATCH = 20_000
 
 # joblib's compressors; fncache stores with zstd instead (faster, and as small or smaller).
 _JOBLIB_COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "xz")
@@ -369,6 +368,18 @@ def _checked_names(where: str) -> Callable[[_F], _F]:
     return decorate
 
 
+def _reduce_limits(items_limit: Any, age_limit: Any) -> float | None:
+    """``reduce_size``'s ``items_limit`` checked, and its ``age_limit`` in seconds."""
+    if items_limit is not None and (type(items_limit) is not int or items_limit < 0):
+        raise ConfigError(f"items_limit: expected a non-negative int, got {items_limit!r}")
+    if age_limit is None:
+        return None
+    age = age_limit.total_seconds() if isinstance(age_limit, datetime.timedelta) else age_limit
+    if age < 0:
+        raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
+    return float(age)
+
+
 def _parse_bytes(limit: int | str | None) -> int | None:
     if limit is None or isinstance(limit, int):
         return limit
@@ -508,28 +519,18 @@ class Memory:
         The policy is ``fncache prune``'s (:func:`fncache.stores.prune.plan_prune`): entries are
         ranked by their last use where the store records uses and otherwise by when they were
         computed, damaged entries first; the most recent are kept, the rest go from the first one
-        that does not fit ``bytes_limit`` or ``items_limit``.
+        that does not fit ``bytes_limit`` (``"10M"``-style strings too) or ``items_limit``;
         ``age_limit`` (a ``timedelta``) removes every entry older than that. Entries written
-        meanwhile by other processes may survive. ``bytes_limit`` accepts ``"10M"``-style strings.
+        meanwhile by other processes may survive.
         """
         store = self.store
         if store is None or (bytes_limit is None and items_limit is None and age_limit is None):
             return 0
-        max_bytes = _parse_bytes(bytes_limit)
-        max_age = None
-        if age_limit is not None:
-            max_age = (age_limit.total_seconds() if isinstance(age_limit, datetime.timedelta)
-                       else age_limit)
-            if max_age < 0:
-                raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
+        max_bytes, max_age = _parse_bytes(bytes_limit), _reduce_limits(items_limit, age_limit)
         _revive(store)
-        from fncache.stores.prune import plan_prune
-
         doomed = plan_prune(store, max_bytes, older_than=max_age, max_items=items_limit)
-        removed = 0
-        for start in range(0, len(doomed), _DELETE_BATCH):
-            removed += store.delete_many([e.key for e in doomed[start:start + _DELETE_BATCH]])
-        return removed
+        return sum(store.delete_many([e.key for e in doomed[i:i + DELETE_BATCH]])
+                   for i in range(0, len(doomed), DELETE_BATCH))
 
     def __getstate__(self) -> dict[str, Any]:
         location, backend_options = _public(self.location, self.backend_options)

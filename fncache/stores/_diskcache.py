@@ -21,10 +21,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from fncache.stores import _disksql as q
-from fncache.stores import _disksummary
+import fncache.stores._disksql as q
 from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
+from fncache.stores._disksummary import ensure as ensure_summary
+from fncache.stores._disksummary import read as read_summary
 
 log = logging.getLogger("fncache")
 
@@ -207,7 +208,7 @@ class Diskcache:
         try:
             _add_meta_column(cache)
             self._cache = cache
-            _disksummary.ensure(self)
+            ensure_summary(self)
         except BaseException:
             self._cache = None
             cache.close()
@@ -381,10 +382,7 @@ class Diskcache:
                 if not rows:
                     return count
                 first, last = rows[0][0], rows[-1][0]
-                if tag is None:
-                    sql(q.DELETE_RANGE, (first, last))
-                else:
-                    sql(q.DELETE_RANGE_TAG, (tag, first, last))
+                _delete_range(sql, tag, first, last)
                 for _, filename, is_entry in rows:
                     count += bool(is_entry)
                     doom(filename)
@@ -405,7 +403,7 @@ class Diskcache:
     def summary(self) -> list[FunctionSummary] | None:
         """Per (function, Python version), from the summary table (see
         :mod:`~fncache.stores._disksummary`); None while expired rows wait for removal."""
-        return _disksummary.read(self, self.tracks_reads)
+        return read_summary(self, self.tracks_reads)
 
     # -- leases ----------------------------------------------------------------------------------
     def lease_add(self, name: str, token: str, ttl: float) -> bool:
@@ -449,6 +447,26 @@ class Diskcache:
         cache, self._cache = self._cache, None
         if cache is not None:
             cache.close()
+
+
+def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
+    """Delete the rows ``first`` to ``last`` (of ``tag``, if given) inside a transaction, taking
+    them out of the summary in one statement (see :data:`~fncache.stores._disksql.SUBTRACT_RANGE`)
+    where the summary is kept, else through its trigger or not at all."""
+    kept = len(sql(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS).fetchall()) == len(q.SUMMARY_OBJECTS)
+    if kept:
+        sql(q.DROP_DELETE_TRIGGER)
+        if tag is None:
+            sql(q.SUBTRACT_RANGE, (first, last))
+        else:
+            sql(q.SUBTRACT_RANGE_TAG, (tag, first, last))
+        sql(q.DROP_EMPTY_GROUPS)
+    if tag is None:
+        sql(q.DELETE_RANGE, (first, last))
+    else:
+        sql(q.DELETE_RANGE_TAG, (tag, first, last))
+    if kept:
+        sql(q.CREATE_DELETE_TRIGGER)
 
 
 def _read_policy(policy: str) -> str | None:

@@ -232,3 +232,22 @@ SELECT_SUMMARY = (f"SELECT fn, py, py_known, damaged, rows, size, newest, oldest
 #: Rows counted by the summary against rows in the table: unequal means the summary is damaged.
 SUMMARY_CHECK = (f"SELECT (SELECT coalesce(SUM(rows), 0) FROM {SUMMARY_TABLE}),"
                  " (SELECT COUNT(*) FROM Cache)")
+
+# Bulk removal: a batch of rows leaves the summary in one statement, not through a trigger per row
+# (which made a clear of a million entries several times slower than the deletes themselves). In
+# the batch's transaction: the delete trigger is dropped, the batch's groups subtracted (and marked
+# stale), the rows deleted, the trigger created again; other connections never see it missing.
+_BATCH_GROUPS = ("SELECT fn, py, py_known, damaged, entry, COUNT(*) AS n, SUM(size) AS size,"
+                 " SUM(uses) AS uses FROM ({group}) GROUP BY fn, py, py_known, damaged, entry")
+_SUBTRACT_BATCH = (
+    f"UPDATE {T} SET rows = {T}.rows - g.n, size = {T}.size - g.size, uses = {T}.uses - g.uses,"
+    f" stale = 1 FROM ({{groups}}) AS g WHERE {_MATCH}"
+)
+#: (drop the delete trigger, subtract the rows in a rowid range, and, with a tag, of that tag)
+SUBTRACT_RANGE = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(
+    group=_group("Cache", " WHERE Cache.rowid BETWEEN ? AND ?")))
+SUBTRACT_RANGE_TAG = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(
+    group=_group("Cache", " WHERE Cache.tag = ? AND Cache.rowid BETWEEN ? AND ?")))
+DROP_DELETE_TRIGGER = "DROP TRIGGER IF EXISTS fncache_summary_delete"
+CREATE_DELETE_TRIGGER = SUMMARY_SCHEMA[2]
+DROP_EMPTY_GROUPS = f"DELETE FROM {T} WHERE rows <= 0"

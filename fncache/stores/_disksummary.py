@@ -16,17 +16,24 @@ import sqlite3
 import time
 from typing import Any
 
-from fncache.stores import _disksql as q
+import fncache.stores._disksql as q
 from fncache.stores._base import FunctionSummary
 
 __all__ = ["ensure", "read"]
 
 log = logging.getLogger("fncache")
 
+# UPDATE ... FROM in the triggers (3.33) and the JSON functions built in (3.38).
+_NEEDS = (3, 38)
+
 
 def ensure(db: Any, rebuild: bool = False) -> None:
     """Create the summary table and its triggers if any is missing (filled from the rows), or
-    rebuild them if ``rebuild``. One write transaction: concurrent writers wait for it."""
+    rebuild them if ``rebuild``. One write transaction: concurrent writers wait for it. Nothing
+    is created where SQLite is older than the triggers need (3.38: ``UPDATE ... FROM``, JSON):
+    ``summary()`` then lists the entries."""
+    if sqlite3.sqlite_version_info < _NEEDS:
+        return
     names = {r[0] for r in db.rows(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS)}
     if not rebuild and names == set(q.SUMMARY_OBJECTS):
         return
@@ -43,9 +50,10 @@ def ensure(db: Any, rebuild: bool = False) -> None:
 
 
 def read(db: Any, tracks_reads: bool) -> list[FunctionSummary] | None:
-    """The summary rows of the store, or None while expired rows wait for removal (the caller
-    then summarises the listing)."""
-    if db.rows(q.ANY_EXPIRED, (time.time(),)):
+    """The summary rows of the store, or None (the caller then summarises the listing) while
+    expired rows wait for removal, or where the summary cannot be kept (an old SQLite, a store
+    this process cannot write to whose summary needs a rebuild)."""
+    if sqlite3.sqlite_version_info < _NEEDS or db.rows(q.ANY_EXPIRED, (time.time(),)):
         return None
     try:
         counted, total = db.rows(q.SUMMARY_CHECK, ())[0]
@@ -55,7 +63,11 @@ def read(db: Any, tracks_reads: bool) -> list[FunctionSummary] | None:
             raise
         rows = None
     if rows is None:
-        ensure(db, rebuild=True)
+        try:
+            ensure(db, rebuild=True)
+        except sqlite3.OperationalError as e:  # read-only, busy, or an SQLite without the features
+            log.info("summary of %s not rebuilt (%s); listing the entries instead", db.directory, e)
+            return None
         rows = db.rows(q.SELECT_SUMMARY, ())
     if any(r[11] for r in rows):
         rows = _refresh_stale(db, rows)

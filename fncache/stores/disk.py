@@ -40,7 +40,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from fncache import _forks
-from fncache._codec import read_frame
 from fncache._errors import IntegrityError, StoreError
 from fncache.stores._base import (
     ORPHAN_GRACE,
@@ -56,7 +55,13 @@ from fncache.stores._base import (
     value_size,
 )
 from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache, entry, parse_row_meta
-from fncache.stores._diskfs import UnsafeFile, make_private_dirs, unsafe_ancestors
+from fncache.stores._diskfs import (
+    UnsafeFile,
+    make_private_dirs,
+    map_file,
+    read_file,
+    unsafe_ancestors,
+)
 from fncache.stores._disksources import SourceFiles
 from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
@@ -69,13 +74,7 @@ log = logging.getLogger("fncache")
 DB_NAME = "cache.db"
 _LOCK = "l:"
 _LIST_BATCH = 1_000
-# From this size on, value files are read by _codec.read_frame (see _read_file): below it, one
-# read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
-_CHECKED_READ_MIN = 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
-# A value file nobody writes to is an orphan (once unreferenced) only when it was last written this
-# long ago: covers the instant between creating a file and taking its lock.
-_SETTLED = 10.0
 
 
 def _corrupt(e: BaseException) -> bool:
@@ -94,39 +93,6 @@ def _identity(directory: str) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino, db.st_ino)
-
-
-def _map_file(fd: int, key: str) -> bytes | mmap.mmap:
-    """A read-only map of an open value file (the descriptor is closed); nothing is read here."""
-    with open(fd, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _read_file(fd: int, key: str) -> Any:
-    """An open value file read whole into writable memory, or None if it shrank meanwhile.
-
-    A large value is read by the codec chunk by chunk, each chunk's checksum taken while it is in
-    the CPU cache (instead of a second pass over the whole value from memory), each array buffer
-    into memory of its own that the result then uses without another copy. A small one is read
-    in one go and checked by the codec afterwards, from the cache.
-    """
-    with open(fd, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        # From 1 MiB up the codec reads the header first and refuses (IntegrityError) a file whose
-        # size is not what the header gives, before reading or hashing the rest.
-        if size >= _CHECKED_READ_MIN:
-            return read_frame(f.readinto, size, key)
-        buf = bytearray(size)
-        view = memoryview(buf)
-        pos = 0
-        while pos < size:
-            n = f.readinto(view[pos:])
-            if not n:
-                return None  # truncated under us: not a whole value
-            pos += n
-        return buf
 
 
 # The identity of each store directory at the last refresh() (see DiskStore.refresh).
@@ -317,7 +283,7 @@ class DiskStore(Store):
         A file deleted between the row lookup and the read is a miss. A row that is not raw bytes
         or a regular value file in the directory is removed unread (logged) and is a miss.
         """
-        return self._guard("read", self._read, key, _read_file)
+        return self._guard("read", self._read, key, read_file)
 
     def get_mmap(self, key: str) -> bytes | mmap.mmap | None:
         """The value at ``key`` as a read-only memory map of its file, or ``None``.
@@ -326,7 +292,7 @@ class DiskStore(Store):
         The map stays valid if the entry is deleted or replaced meanwhile (POSIX keeps an unlinked
         file's pages while they are mapped), and published files are never modified in place.
         """
-        found: bytes | mmap.mmap | None = self._guard("read", self._read, key, _map_file)
+        found: bytes | mmap.mmap | None = self._guard("read", self._read, key, map_file)
         return found
 
     def _read(self, key: str, read_file: Any) -> Any:
@@ -591,34 +557,7 @@ class DiskStore(Store):
 
     def _orphans(self, grace: float, remove: bool) -> tuple[int, int]:
         db = self.db
-        t = time.time()
-        cutoff, settled = t - grace, t - _SETTLED
-        found = [(name, st.st_size, st.st_mtime < cutoff) for name, st in db.files.walk()
-                 if st.st_mtime < settled]
-        if not found:
-            return 0, 0
-        # Read after the walk: a row published meanwhile names a file younger than ``grace``.
-        referenced = db.filenames()
-        count = nbytes = 0
-        for name, size, old in found:
-            if name in referenced:
-                continue
-            fd = None if old else db.files.abandoned(name)
-            if not old and fd is None:
-                continue  # a live writer holds it: being written, or about to be published
-            try:
-                # Its lock is ours now: a writer that published it since the read above did
-                # so before letting go, so the row is seen here.
-                if fd is not None and db.references(name):
-                    continue
-                if remove and not db.files.remove(name):
-                    continue
-            finally:
-                if fd is not None:
-                    os.close(fd)
-            count += 1
-            nbytes += size
-        return count, nbytes
+        return db.files.orphans(grace, remove, db.filenames, db.references)
 
     def integrity(self) -> str:
         """SQLite's ``quick_check`` of the database: ``"ok"`` or the first problem (slow: reads it

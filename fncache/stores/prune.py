@@ -19,7 +19,11 @@ from collections.abc import Iterable
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["last_active", "matches", "name_matches", "plan_prune", "python_of", "select"]
+__all__ = ["DELETE_BATCH", "last_active", "matches", "name_matches", "plan_prune", "python_of", "select"]
+
+#: Keys per :meth:`Store.delete_many` call when a plan is carried out (a shared store deletes a
+#: batch in a few requests, not one or two per entry).
+DELETE_BATCH = 20_000
 
 
 def _bound(name: str, value: float) -> float:
