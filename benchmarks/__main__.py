@@ -400,67 +400,6 @@ def bench_compress(tmp: str, quick: bool) -> list[Row]:
     return rows
 
 
-# -- many entries -------------------------------------------------------------------------------
-
-def bench_scale(tmp: str, quick: bool, entries: int) -> list[Row]:
-    import random
-
-    import diskcache
-
-    from fncache.stores.disk import DiskStore
-
-    def fill(f: Callable[..., Any], start: int, stop: int) -> None:
-        for i in range(start, stop):
-            f(i, "x")
-
-    def hit_time(f: Callable[..., Any], n: int) -> Stat:
-        rng = random.Random(0)
-        keys = itertools.cycle([rng.randrange(n) for _ in range(3000)])
-        return _measure({"hit": lambda: f(next(keys), "x")}, 5, number=3000)["hit"]
-
-    store = DiskStore(os.path.join(tmp, "scale-fn"))
-    f = fncache.memoize(store=store)(_funcs.small)
-    fill(f, 0, 1000)
-    hit_small = hit_time(f, 1000)
-    sample = min(entries, 20000)
-    dc = diskcache.Cache(os.path.join(tmp, "scale-dc"))
-    theirs = dc.memoize()(_funcs.small)
-    # The fill in ten blocks per cache, interleaved (rotated): both see the same machine.
-    blocks, block = 10, sample // 10
-    next_start = {"ours": 1000, "dc": 0}
-
-    def fill_block(name: str, g: Callable[..., Any]) -> None:
-        start = next_start[name]
-        next_start[name] += block
-        fill(g, start, start + block)
-
-    t = _measure({"ours": lambda: fill_block("ours", f), "dc": lambda: fill_block("dc", theirs)},
-                 blocks)
-    ours_fill, dc_fill = (Stat(*(x / block for x in t[k])) for k in ("ours", "dc"))
-    dc.close()
-    shutil.rmtree(os.path.join(tmp, "scale-dc"), ignore_errors=True)
-    filled = next_start["ours"]
-    entries = max(entries, filled)
-    start = time.perf_counter()
-    fill(f, filled, entries)
-    rest = time.perf_counter() - start
-    hit_big = hit_time(f, entries)
-    start = time.perf_counter()
-    n = store.clear()
-    clear_t = time.perf_counter() - start
-    assert n == entries, (n, entries)
-    return [
-        _row(f"hit at {entries} entries vs at 1000", hit_big, hit_small, "hit at 1000 entries",
-             "<= 1.5x", 1.5),
-        _row(f"fill rate (per entry, {blocks * block} entries)", ours_fill, dc_fill,
-             "diskcache.memoize", "<= 1.0x", 1.0),
-        _row(f"fill to {entries} (total)", _const(rest + ours_fill.median * (filled - 1000)),
-             _const(1.0), "1 s", "(info)", None, "s"),
-        _row(f"clear {entries} entries", _const(clear_t), _const(60.0), "60 s",
-             "seconds, not minutes", 1.0, "s"),
-    ]
-
-
 # -- import ------------------------------------------------------------------------------------
 
 def bench_import(tmp: str, quick: bool) -> list[Row]:
@@ -516,7 +455,10 @@ def main(argv: list[str] | None = None) -> int:
             where = os.path.join(tmp, name)
             os.mkdir(where)
             if name == "scale":
-                new = bench_scale(where, args.quick, entries)
+                from benchmarks._scale import bench_scale
+
+                new = bench_scale(where, args.quick, entries, measure=_measure, row=_row,
+                                  const=_const)
             elif name == "listing":
                 from benchmarks._listing import bench_listing
 

@@ -88,21 +88,21 @@ def import_source(name: str, source: str, directory: Path, *, keep: bool = True)
 
 def clear_older_than(store: Any, seconds: float) -> int:
     """Delete what ``fncache clear --older-than`` selects; returns how many were removed."""
-    from fncache.cli.prune import select
+    from fncache.stores.prune import select
 
     return sum(1 for e in select(store, older_than=seconds) if store.delete(e.key))
 
 
 def clear_larger_than(store: Any, nbytes: int) -> int:
     """Delete what ``fncache clear --larger-than`` selects; returns how many were removed."""
-    from fncache.cli.prune import select
+    from fncache.stores.prune import select
 
     return sum(1 for e in select(store, larger_than=nbytes) if store.delete(e.key))
 
 
 def prune_to_size(store: Any, max_bytes: int) -> int:
     """Delete what ``fncache prune --max-size`` plans to remove; returns how many were removed."""
-    from fncache.cli.prune import plan_prune
+    from fncache.stores.prune import plan_prune
 
     return sum(1 for e in plan_prune(store, max_bytes) if store.delete(e.key))
 

@@ -263,18 +263,14 @@ def test_prune_to_a_size_removes_oldest_first(filled):
     assert rows == {"fill:large": 1}, rows
 
 
-@pytest.mark.slow
-def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
-    """Scanning a store shows a counter when stderr is a terminal and nothing when it is piped."""
+def _on_a_terminal(*args: str) -> bytes:
+    """What ``fncache ARGS`` writes to stderr when stderr is a terminal."""
     import os
     import pty
 
-    _, _, cache = filled
-    piped = fncache_cmd("clear", "--dir", cache, "--dry-run")
-    assert piped.stderr == ""
     master, slave = pty.openpty()
     proc = subprocess.run(
-        [sys.executable, "-m", "fncache", "clear", "--dir", cache, "--dry-run"],
+        [sys.executable, "-m", "fncache", *args],
         stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, text=True, timeout=120,
     )
     os.close(slave)
@@ -289,7 +285,21 @@ def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
         shown += chunk
     os.close(master)
     assert proc.returncode == 0
-    assert b"scanning: 5 done" in shown
+    return shown
+
+
+@pytest.mark.slow
+def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
+    """Scanning a store (prune) and removing entries in batches (clear) show a counter when stderr
+    is a terminal and nothing when it is piped; a whole-store dry run reads no entry."""
+    _, _, cache = filled
+    piped = fncache_cmd("prune", "--dir", cache, "--max-size", "1MB", "--dry-run")
+    assert piped.stderr == ""
+    assert b"scanning: 5 done" in _on_a_terminal("prune", "--dir", cache, "--max-size", "1MB",
+                                                  "--dry-run")
+    assert b"scanning" not in _on_a_terminal("clear", "--dir", cache, "--dry-run")
+    assert b"removed: 5 done" in _on_a_terminal("clear", "--dir", cache, "--yes")
+    assert info(cache)["entries"] == 0
 
 
 # -- read-only commands create nothing -----------------------------------------------------------

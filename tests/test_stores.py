@@ -220,6 +220,34 @@ class StoreContract:
         assert listed[used].uses == 5 and abs((listed[used].accessed or 0) - (t + 5)) < 0.01
         assert listed[idle].uses is None
 
+    def test_summary_is_the_listing_grouped(self, store: Store) -> None:
+        """``summary()`` gives the rows ``summarize(listing())`` gives, through adds, a replaced
+        entry, recorded uses, deletes (of a group's newest and oldest), ``clear_function`` and
+        ``clear``."""
+        from fncache.stores._base import Use, summarize
+
+        def same() -> None:
+            assert store.summary() == summarize(store.listing())
+
+        same()
+        keys = [new_key() for _ in range(8)]
+        for i, key in enumerate(keys):
+            fn = f"tests.test_stores:{'fg'[i % 2]}"
+            store.add(key, b"v" * (i + 1), dict(META, function=fn, python="3.11" if i < 5 else "3.12"))
+            time.sleep(0.002)  # distinct creation times: a group's newest and oldest are one entry
+        same()
+        assert sum(s.entries for s in store.summary()) == 8
+        store.set(keys[2], b"replaced, longer", dict(META, python="3.11"))
+        store.record_use([Use(keys[1], META["function"], time.time(), 3)])
+        same()
+        store.delete(keys[0])  # the oldest of its group
+        store.delete(keys[-1])  # the newest of its group
+        same()
+        store.clear_function("tests.test_stores:f")
+        same()
+        store.clear()
+        assert store.summary() == []
+
     def test_len_and_volume_count_entries_and_bytes(self, store: Store) -> None:
         """``len`` counts entries and ``volume`` adds their sizes (at least; some add overhead)."""
         assert len(store) == 0

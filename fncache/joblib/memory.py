@@ -61,6 +61,7 @@ from fncache.joblib.results import (
     revive,
 )
 from fncache.stores import Store, open_store
+from fncache.stores.prune import DELETE_BATCH, plan_prune
 
 __all__ = [
     "AsyncMemorizedFunc",
@@ -97,6 +98,18 @@ def _checked_names(where: str) -> Callable[[_F], _F]:
         return checked  # type: ignore[return-value]
 
     return decorate
+
+
+def _reduce_limits(items_limit: Any, age_limit: Any) -> float | None:
+    """``reduce_size``'s ``items_limit`` checked, and its ``age_limit`` in seconds."""
+    if items_limit is not None and (type(items_limit) is not int or items_limit < 0):
+        raise ConfigError(f"items_limit: expected a non-negative int, got {items_limit!r}")
+    if age_limit is None:
+        return None
+    age = age_limit.total_seconds() if isinstance(age_limit, datetime.timedelta) else age_limit
+    if age < 0:
+        raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
+    return float(age)
 
 
 def _parse_bytes(limit: int | str | None) -> int | None:
@@ -232,36 +245,21 @@ class Memory:
     ) -> int:
         """Remove entries until the cache fits the limits; returns how many were removed.
 
-        Entries are ranked by their last access where the store records one (Redis, S3) and
-        otherwise by when they were computed (disk and memory stores do not record reads): the most
-        recent are kept, the rest go from the first one that does not fit ``bytes_limit`` or
-        ``items_limit``.
+        The policy is ``fncache prune``'s (:func:`fncache.stores.prune.plan_prune`): entries are
+        ranked by their last use where the store records uses and otherwise by when they were
+        computed, damaged entries first; the most recent are kept, the rest go from the first one
+        that does not fit ``bytes_limit`` (``"10M"``-style strings too) or ``items_limit``;
         ``age_limit`` (a ``timedelta``) removes every entry older than that. Entries written
-        meanwhile by other processes may survive. ``bytes_limit`` accepts ``"10M"``-style strings.
+        meanwhile by other processes may survive.
         """
         store = self.store
         if store is None or (bytes_limit is None and items_limit is None and age_limit is None):
             return 0
-        max_bytes = _parse_bytes(bytes_limit)
-        max_age = None
-        if age_limit is not None:
-            max_age = (age_limit.total_seconds() if isinstance(age_limit, datetime.timedelta)
-                       else age_limit)
-            if max_age < 0:
-                raise ConfigError(f"age_limit: expected a non-negative duration, got {age_limit!r}")
+        max_bytes, max_age = _parse_bytes(bytes_limit), _reduce_limits(items_limit, age_limit)
         revive(store)
-        entries = sorted(store.listing(), key=lambda e: e.accessed or e.created, reverse=True)
-        now, kept, size, full = time.time(), 0, 0, False
-        removed = 0
-        for e in entries:
-            too_old = max_age is not None and now - (e.accessed or e.created) > max_age
-            full = full or (items_limit is not None and kept >= items_limit) or (
-                max_bytes is not None and size + e.size > max_bytes)
-            if too_old or full:
-                removed += store.delete(e.key)
-            else:
-                kept, size = kept + 1, size + e.size
-        return removed
+        doomed = plan_prune(store, max_bytes, older_than=max_age, max_items=items_limit)
+        return sum(store.delete_many([e.key for e in doomed[i:i + DELETE_BATCH]])
+                   for i in range(0, len(doomed), DELETE_BATCH))
 
     def __getstate__(self) -> dict[str, Any]:
         location, backend_options = public_location(self.location, self.backend_options)

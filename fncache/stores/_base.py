@@ -327,6 +327,10 @@ class Store:
 
     #: short name of the kind of store, shown by ``fncache info``
     kind: str = "abstract"
+    #: Called by a store's bulk removals (:meth:`clear`, :meth:`clear_function`) that work in
+    #: batches, with the number of entries removed so far (the command line's progress counter);
+    #: None: nothing is called. Stores that remove all at once do not call it.
+    progress: Callable[[int], None] | None = None
     #: whether add/set take a list of parts and write them without joining them first
     accepts_parts: bool = False
 

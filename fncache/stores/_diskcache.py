@@ -1,9 +1,9 @@
 """The SQL side of the disk store: diskcache's ``Cache`` table and the one adapter over its private API.
 
-:class:`_Diskcache` is the only code that touches diskcache's internals (checked against diskcache
+:class:`Diskcache` is the only code that touches diskcache's internals (checked against diskcache
 5.4 to 5.6; ``tests/test_disk.py`` checks what it assumes against the installed version). The
-statements below name the table's columns (:data:`COLUMNS`) and fncache's own metadata column; a
-listed row becomes an :class:`EntryInfo` through :func:`_entry`, which never raises on planted or
+statements it runs, and the schema, are in :mod:`fncache.stores._disksql`; a
+listed row becomes an :class:`EntryInfo` through :func:`entry`, which never raises on planted or
 damaged metadata.
 """
 
@@ -21,45 +21,24 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from fncache.stores._base import EntryInfo
+import fncache.stores._disksql as q
+from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
+from fncache.stores._disksummary import ensure as ensure_summary
+from fncache.stores._disksummary import read as read_summary
 
 log = logging.getLogger("fncache")
 
 # diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
 _UNLIMITED = 2**62
-# diskcache's storage modes (diskcache.core.MODE_RAW / MODE_BINARY): inline blob, or a file.
-_MODE_RAW, _MODE_BINARY = 1, 2
-_COLUMN = "fncache_meta"
-# Columns of diskcache's Cache table that the statements below use (checked by the tests).
-COLUMNS = ("rowid", "key", "raw", "store_time", "expire_time", "access_time", "access_count", "tag",
-           "size", "mode", "filename", "value")
-_SELECT_VALUE = (
-    "SELECT rowid, mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
-    " AND (expire_time IS NULL OR expire_time > ?)"
-)
-_SELECT_LIVE = (
-    "SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
-)
-_SELECT_META = (
-    f"SELECT {_COLUMN}, store_time FROM Cache WHERE key = ? AND raw = 1"
-    " AND (expire_time IS NULL OR expire_time > ?)"
-)
-_SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
-_INSERT_ROW = (
-    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"
-    f" mode, filename, value, {_COLUMN}) VALUES (?, 1, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
-)
-_UPDATE_ROW = (
-    "UPDATE Cache SET store_time = ?, expire_time = ?, access_time = ?, access_count = 0, tag = ?,"
-    f" size = ?, mode = ?, filename = ?, value = ?, {_COLUMN} = ? WHERE rowid = ?"
-)
-_SELECT_ENTRIES = (
-    f"SELECT rowid, key, size, value, store_time, access_time, access_count, {_COLUMN} FROM Cache"
-    f" WHERE rowid > ? AND {_COLUMN} IS NOT NULL AND (expire_time IS NULL OR expire_time > ?)"
-    " ORDER BY rowid LIMIT ?"
-)
-_META_MAX = 64 * 1024
+# Rows per transaction in clear(): large enough that a million entries take a few dozen
+# transactions (diskcache's Cache.clear takes 100 rows per transaction: minutes for a million),
+# small enough that a concurrent writer waits for one batch at most, not for the whole clear.
+CLEAR_BATCH = 20_000
+# Bytes of the database a reader maps into memory (virtual address space, not memory used): a hit
+# in a large store then reads its index pages from the page cache without a system call per page.
+# diskcache maps 64 MiB, about 500,000 small entries; past that each hit paid a pread per page.
+_READER_MMAP = 1 << 34
 # A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
 # regular expression, never unpickled.
 _TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
@@ -73,17 +52,17 @@ def _number(x: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
+def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
     is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
     a listing, or the command that would clean it up).
 
     The last use is ``access_time`` once a use was recorded (``access_count > 0``, see
-    :meth:`_Diskcache.record_uses`) or where diskcache's LRU policy records every read."""
+    :meth:`Diskcache.record_uses`) or where diskcache's LRU policy records every read."""
     _, key, size, value, store_time, access_time, access_count, raw = row
     count = access_count if type(access_count) is int and access_count > 0 else None
     tracks_reads = tracks_reads or count is not None
-    meta, problem = _parse_meta(raw, store_time)
+    meta, problem = parse_row_meta(raw, store_time)
     if not isinstance(key, str):
         key, problem = "", problem or "key is not text"
     stored = _number(size)
@@ -99,10 +78,10 @@ def _entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
                      accessed=accessed or None, meta=meta, uses=count)
 
 
-def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
+def parse_row_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
     """(the metadata JSON object of a row, what is wrong with it or None)."""
     try:
-        if not isinstance(raw, (bytes, str)) or len(raw) > _META_MAX:
+        if not isinstance(raw, (bytes, str)) or len(raw) > q.META_MAX:
             raise ValueError("not a short JSON text")
         meta = json.loads(raw)
         if not isinstance(meta, dict):
@@ -126,7 +105,7 @@ def _parse_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
 DEFAULT_TIMEOUT = 10.0
 
 
-class _Diskcache:
+class Diskcache:
     """The one place that uses diskcache's private API (checked against diskcache 5.4 to 5.6).
 
     It relies on: the ``Cache`` table's columns (:data:`COLUMNS`) and storage modes 1 (raw bytes
@@ -184,10 +163,10 @@ class _Diskcache:
             return None
         try:
             con = self._reader()
-            columns = [row[1] for row in con.execute("PRAGMA table_info(Cache)").fetchall()]
-            if _COLUMN not in columns:
+            columns = [row[1] for row in con.execute(q.TABLE_INFO).fetchall()]
+            if q.META_COLUMN not in columns:
                 return None
-            return dict(con.execute("SELECT key, value FROM Settings").fetchall())
+            return dict(con.execute(q.SETTINGS).fetchall())
         except sqlite3.OperationalError as e:
             if "no such table" in str(e):
                 return None
@@ -203,6 +182,7 @@ class _Diskcache:
         con: sqlite3.Connection | None = getattr(local, "con", None)
         if con is None or local.pid != os.getpid():
             con = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            con.execute(f"PRAGMA mmap_size = {_READER_MMAP}")
             local.con, local.pid = con, os.getpid()
         return con
 
@@ -227,10 +207,12 @@ class _Diskcache:
                               timeout=self.timeout, **self._options)
         try:
             _add_meta_column(cache)
+            self._cache = cache
+            ensure_summary(self)
         except BaseException:
+            self._cache = None
             cache.close()
             raise
-        self._cache = cache
 
     def rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
         """All rows of one read-only statement."""
@@ -297,11 +279,10 @@ class _Diskcache:
         try:
             con = self._reader()
             if self._statistics:
-                con.execute("UPDATE Settings SET value = value + 1 WHERE key = ?",
-                            ("hits" if rowid is not None else "misses",))
+                con.execute(q.COUNT_STATISTIC, ("hits" if rowid is not None else "misses",))
             if self._on_read is not None and rowid is not None:
                 update = self._on_read.format(now=repr(now_))
-                con.execute(f"UPDATE Cache SET {update} WHERE rowid = ?", (rowid,))
+                con.execute(q.UPDATE_READ.format(update=update), (rowid,))
         except sqlite3.OperationalError as e:
             log.debug("read of row %s not recorded: %s", rowid, e)
 
@@ -312,44 +293,143 @@ class _Diskcache:
         the eviction policy already records every read in a column, that column is left to it."""
         sets = []
         if "access_time" not in (self._on_read or ""):
-            sets.append("access_time = MAX(access_time, :last)")
+            sets.append(q.USE_TIME)
         if "access_count" not in (self._on_read or ""):
-            sets.append("access_count = access_count + :count")
+            sets.append(q.USE_COUNT)
         if not sets:
             return
-        statement = f"UPDATE Cache SET {', '.join(sets)} WHERE key = :key AND raw = 1"
+        statement = q.UPDATE_USES.format(sets=", ".join(sets))
         # Bookkeeping: not worth waiting for a busy database (these records are dropped instead).
         with self.transact(wait=0.1) as (sql, _):
             for key, last, count in uses:
                 sql(statement, {"key": key, "last": last, "count": count})
 
+    # -- entries ---------------------------------------------------------------------------------
+    def value_row(self, key: str) -> tuple[float, list[Any]]:
+        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``)."""
+        now_ = time.time()
+        return now_, self.rows(q.SELECT_VALUE, (key, now_))
+
+    def live(self, key: str) -> bool:
+        return bool(self.rows(q.SELECT_LIVE, (key, time.time())))
+
+    def meta_row(self, key: str) -> list[Any]:
+        return self.rows(q.SELECT_META, (key, time.time()))
+
+    def list_batch(self, last: int, limit: int) -> list[Any]:
+        """Up to ``limit`` live entry rows after rowid ``last``, as :func:`entry` reads them."""
+        return self.rows(q.SELECT_ENTRIES, (last, time.time(), limit))
+
+    def count(self) -> int:
+        return int(self.rows(q.COUNT_ENTRIES, ())[0][0])
+
+    def put(self, key: str, row: tuple[Any, ...], create_only: bool, cull: bool) -> bool:
+        """Publish ``row`` (store time, expiry, tag, size, mode, filename, value, metadata) at
+        ``key`` in one transaction: inserted, or replacing the row there unless ``create_only``
+        and it is live (then False). Files of replaced rows go after the commit; with ``cull``,
+        expired rows (and rows past the size limit) go too, as ``Cache.add`` does."""
+        now_, expire_time, tag, size, mode, filename, value, meta = row
+        with self.transact() as (sql, doom):
+            # Insert first: a new key (the common case, a miss being stored) costs one
+            # statement; the unique index on (key, raw) tells us when the key is taken.
+            try:
+                sql(q.INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename, value,
+                                   meta))
+            except sqlite3.IntegrityError:
+                rowid, old_filename, old_expire = sql(q.SELECT_ROW, (key,)).fetchall()[0]
+                if create_only and (old_expire is None or old_expire > now_):
+                    doom(filename)
+                    return False
+                doom(old_filename)
+                sql(q.UPDATE_ROW, (now_, expire_time, now_, tag, size, mode, filename, value, meta,
+                                   rowid))
+            if cull:
+                self.cull(now_, sql, doom)
+        return True
+
+    def delete(self, key: str) -> bool:
+        """Remove the row at ``key`` (its file after the commit); atomic."""
+        with self.transact() as (sql, doom):
+            rows = sql(q.SELECT_KEY_FILE, (key,)).fetchall()
+            if not rows:
+                return False
+            sql(q.DELETE_ROWID, (rows[0][0],))
+            doom(rows[0][1])
+        return True
+
+    def remove_as_read(self, rowid: int, key: str, mode: object, filename: object) -> None:
+        """Remove a row (and its file) only if it is still the row that was read."""
+        with self.transact() as (sql, doom):
+            if sql(q.DELETE_AS_READ, (rowid, key, mode, filename)).rowcount:
+                doom(filename)
+
+    def drop_lost(self, key: str, filename: str) -> bool:
+        """Remove the row at ``key`` if it still names ``filename`` (a file found missing)."""
+        with self.transact() as (sql, _):
+            return bool(sql(q.DELETE_LOST_FILE, (key, filename)).rowcount)
+
+    def clear_rows(self, tag: str | None, progress: Any = None) -> int:
+        """Remove every row (or every row tagged ``tag``), :data:`CLEAR_BATCH` per transaction,
+        their files after each commit; the number of entries removed. ``progress(n)`` is called
+        after each batch with the entries removed so far."""
+        count, last = 0, 0
+        while True:
+            with self.transact() as (sql, doom):
+                if tag is None:
+                    rows = sql(q.SELECT_BATCH, (last, CLEAR_BATCH)).fetchall()
+                else:
+                    rows = sql(q.SELECT_BATCH_TAG, (tag, last, CLEAR_BATCH)).fetchall()
+                if not rows:
+                    return count
+                first, last = rows[0][0], rows[-1][0]
+                _delete_range(sql, tag, first, last)
+                for _, filename, is_entry in rows:
+                    count += bool(is_entry)
+                    doom(filename)
+            if progress is not None:
+                progress(count)
+
+    def filenames(self) -> set[str]:
+        """The value files the rows name."""
+        return {r[0] for r in self.rows(q.SELECT_FILENAMES, ())}
+
+    def references(self, filename: str) -> bool:
+        return bool(self.rows(q.SELECT_FILENAME, (filename,)))
+
+    def quick_check(self) -> str:
+        rows = self.rows(q.QUICK_CHECK, ())
+        return str(rows[0][0]) if rows else "no answer"
+
+    def summary(self) -> list[FunctionSummary] | None:
+        """Per (function, Python version), from the summary table (see
+        :mod:`~fncache.stores._disksummary`); None while expired rows wait for removal."""
+        return read_summary(self, self.tracks_reads)
+
+    # -- leases ----------------------------------------------------------------------------------
     def lease_add(self, name: str, token: str, ttl: float) -> bool:
         """Take the lease row ``name`` for ``token`` unless a live, well-formed lease holds it."""
         now_ = time.time()
         with self.transact() as (sql, doom):
-            rows = sql("SELECT rowid, mode, filename, value, expire_time FROM Cache"
-                       " WHERE key = ? AND raw = 1", (name,)).fetchall()
+            rows = sql(q.SELECT_LEASE, (name,)).fetchall()
             if rows:
                 rowid, mode, filename, value, expire_time = rows[0]
                 live = _number(expire_time)
-                if (mode == _MODE_RAW and filename is None and isinstance(value, bytes)
+                if (mode == q.MODE_RAW and filename is None and isinstance(value, bytes)
                         and _TOKEN.fullmatch(value) and live is not None and live > now_):
                     return False
-                sql("DELETE FROM Cache WHERE rowid = ?", (rowid,))
+                sql(q.DELETE_ROWID, (rowid,))
                 doom(filename)
-            sql("INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count,"
-                " tag, size, mode, filename, value) VALUES (?, 1, ?, ?, ?, 0, NULL, 0, ?, NULL, ?)",
-                (name, now_, now_ + ttl, now_, _MODE_RAW, sqlite3.Binary(token.encode())))
+            sql(q.INSERT_LEASE, (name, now_, now_ + ttl, now_, q.MODE_RAW,
+                                 sqlite3.Binary(token.encode())))
         return True
 
     def lease_read(self, name: str) -> str | None:
         """The token of the lease row ``name``, or None (absent or malformed)."""
-        rows = self.rows("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1",
-                            (name,))
+        rows = self.rows(q.READ_LEASE, (name,))
         if not rows:
             return None
         mode, filename, value = rows[0]
-        if mode != _MODE_RAW or filename is not None or not isinstance(value, bytes) \
+        if mode != q.MODE_RAW or filename is not None or not isinstance(value, bytes) \
                 or not _TOKEN.fullmatch(value):
             return None
         return value.decode("ascii")
@@ -357,8 +437,7 @@ class _Diskcache:
     def lease_release(self, name: str, token: str) -> None:
         """Delete the lease row ``name`` if it still holds ``token`` (one statement: atomic)."""
         with self.transact() as (sql, _):
-            sql("DELETE FROM Cache WHERE key = ? AND raw = 1 AND mode = ? AND filename IS NULL"
-                " AND value = ?", (name, _MODE_RAW, sqlite3.Binary(token.encode())))
+            sql(q.DELETE_LEASE, (name, q.MODE_RAW, sqlite3.Binary(token.encode())))
 
     def close(self) -> None:
         con = getattr(self._readers, "con", None)
@@ -370,6 +449,26 @@ class _Diskcache:
             cache.close()
 
 
+def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
+    """Delete the rows ``first`` to ``last`` (of ``tag``, if given) inside a transaction, taking
+    them out of the summary in one statement (see :data:`~fncache.stores._disksql.SUBTRACT_RANGE`)
+    where the summary is kept, else through its trigger or not at all."""
+    kept = len(sql(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS).fetchall()) == len(q.SUMMARY_OBJECTS)
+    if kept:
+        sql(q.DROP_DELETE_TRIGGER)
+        if tag is None:
+            sql(q.SUBTRACT_RANGE, (first, last))
+        else:
+            sql(q.SUBTRACT_RANGE_TAG, (tag, first, last))
+        sql(q.DROP_EMPTY_GROUPS)
+    if tag is None:
+        sql(q.DELETE_RANGE, (first, last))
+    else:
+        sql(q.DELETE_RANGE_TAG, (tag, first, last))
+    if kept:
+        sql(q.CREATE_DELETE_TRIGGER)
+
+
 def _read_policy(policy: str) -> str | None:
     from diskcache.core import EVICTION_POLICY
 
@@ -379,12 +478,12 @@ def _read_policy(policy: str) -> str | None:
 
 
 def _add_meta_column(cache: Any) -> None:
-    columns = [row[1] for row in cache._sql("PRAGMA table_info(Cache)").fetchall()]
-    if _COLUMN in columns:
+    columns = [row[1] for row in cache._sql(q.TABLE_INFO).fetchall()]
+    if q.META_COLUMN in columns:
         return
     try:
         # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
-        cache._sql(f"ALTER TABLE Cache ADD COLUMN {_COLUMN} BLOB")
+        cache._sql(q.ADD_META_COLUMN)
     except sqlite3.OperationalError as e:
         if "duplicate column" not in str(e):  # another process added it first: fine
             raise

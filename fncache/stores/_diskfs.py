@@ -24,10 +24,15 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import re
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fncache._codec import read_frame
 
 try:
     import fcntl
@@ -45,6 +50,11 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
     | getattr(os, "O_CLOEXEC", 0)
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
     | getattr(os, "O_CLOEXEC", 0)
+
+
+# A value file nobody writes to is an orphan (once unreferenced) only when it was last written this
+# long ago: covers the instant between creating a file and taking its lock.
+_SETTLED = 10.0
 
 
 class UnsafeFile(ValueError):
@@ -265,6 +275,41 @@ class ValueFiles:
                     if stat.S_ISREG(st.st_mode):
                         yield f"{a}/{b}/{leaf}", st
 
+    def orphans(self, grace: float, remove: bool, referenced: Callable[[], set[str]],
+                references: Callable[[str], bool]) -> tuple[int, int]:
+        """(count, bytes) of value files no row names and no writer holds (see
+        :meth:`fncache.stores.disk.DiskStore.orphans`), removed if ``remove``. ``referenced()``
+        gives the names the rows hold, read after the walk (a row published meanwhile names a file
+        younger than ``grace``); ``references(name)`` checks one name again once its lock is ours.
+        """
+        t = time.time()
+        cutoff, settled = t - grace, t - _SETTLED
+        found = [(name, st.st_size, st.st_mtime < cutoff) for name, st in self.walk()
+                 if st.st_mtime < settled]
+        if not found:
+            return 0, 0
+        named = referenced()
+        count = nbytes = 0
+        for name, size, old in found:
+            if name in named:
+                continue
+            fd = None if old else self.abandoned(name)
+            if not old and fd is None:
+                continue  # a live writer holds it: being written, or about to be published
+            try:
+                # Its lock is ours now: a writer that published it since the read above did
+                # so before letting go, so the row is seen here.
+                if fd is not None and references(name):
+                    continue
+                if remove and not self.remove(name):
+                    continue
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            count += 1
+            nbytes += size
+        return count, nbytes
+
 
 def _plain_dir(path: str) -> bool:
     """Whether ``path`` is a directory itself, not a symlink to one."""
@@ -282,3 +327,41 @@ def _listdir_plain(path: str) -> list[str]:
         return os.listdir(path)
     except OSError:
         return []
+
+
+# From this size on, value files are read by _codec.read_frame (see read_file): below it, one
+# read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
+_CHECKED_READ_MIN = 1024 * 1024
+
+
+def map_file(fd: int, key: str) -> bytes | mmap.mmap:
+    """A read-only map of an open value file (the descriptor is closed); nothing is read here."""
+    with open(fd, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def read_file(fd: int, key: str) -> Any:
+    """An open value file read whole into writable memory, or None if it shrank meanwhile.
+
+    A large value is read by the codec chunk by chunk, each chunk's checksum taken while it is in
+    the CPU cache (instead of a second pass over the whole value from memory), each array buffer
+    into memory of its own that the result then uses without another copy. A small one is read
+    in one go and checked by the codec afterwards, from the cache.
+    """
+    with open(fd, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        # From 1 MiB up the codec reads the header first and refuses (IntegrityError) a file whose
+        # size is not what the header gives, before reading or hashing the rest.
+        if size >= _CHECKED_READ_MIN:
+            return read_frame(f.readinto, size, key)
+        buf = bytearray(size)
+        view = memoryview(buf)
+        pos = 0
+        while pos < size:
+            n = f.readinto(view[pos:])
+            if not n:
+                return None  # truncated under us: not a whole value
+            pos += n
+        return buf

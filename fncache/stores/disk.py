@@ -40,38 +40,30 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from fncache import _forks
-from fncache._codec import read_frame
 from fncache._errors import IntegrityError, StoreError
 from fncache.stores._base import (
     ORPHAN_GRACE,
     EntryInfo,
+    FunctionSummary,
     Store,
     Use,
     encode_meta,
     join_parts,
     now,
     store_error,
+    summarize,
     value_size,
 )
-from fncache.stores._diskcache import (
-    _COLUMN,
-    _INSERT_ROW,
-    _MODE_BINARY,
-    _MODE_RAW,
-    _SELECT_ENTRIES,
-    _SELECT_LIVE,
-    _SELECT_META,
-    _SELECT_ROW,
-    _SELECT_VALUE,
-    _UPDATE_ROW,
-    COLUMNS,
-    DEFAULT_TIMEOUT,
-    _Diskcache,
-    _entry,
-    _parse_meta,
+from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache, entry, parse_row_meta
+from fncache.stores._diskfs import (
+    UnsafeFile,
+    make_private_dirs,
+    map_file,
+    read_file,
+    unsafe_ancestors,
 )
-from fncache.stores._diskfs import UnsafeFile, make_private_dirs, unsafe_ancestors
 from fncache.stores._disksources import SourceFiles
+from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
 from fncache.stores.gitignore import write_gitignore
 
@@ -81,18 +73,8 @@ log = logging.getLogger("fncache")
 
 DB_NAME = "cache.db"
 _LOCK = "l:"
-# Rows per transaction in clear(): large enough that a million entries take a few dozen
-# transactions (diskcache's Cache.clear takes 100 rows per transaction: minutes for a million),
-# small enough that a concurrent writer waits for one batch at most, not for the whole clear.
-_CLEAR_BATCH = 20_000
 _LIST_BATCH = 1_000
-# From this size on, value files are read by _codec.read_frame (see _read_file): below it, one
-# read and a hash pass over bytes still in the CPU cache cost less than reading in pieces.
-_CHECKED_READ_MIN = 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
-# A value file nobody writes to is an orphan (once unreferenced) only when it was last written this
-# long ago: covers the instant between creating a file and taking its lock.
-_SETTLED = 10.0
 
 
 def _corrupt(e: BaseException) -> bool:
@@ -111,39 +93,6 @@ def _identity(directory: str) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino, db.st_ino)
-
-
-def _map_file(fd: int, key: str) -> bytes | mmap.mmap:
-    """A read-only map of an open value file (the descriptor is closed); nothing is read here."""
-    with open(fd, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _read_file(fd: int, key: str) -> Any:
-    """An open value file read whole into writable memory, or None if it shrank meanwhile.
-
-    A large value is read by the codec chunk by chunk, each chunk's checksum taken while it is in
-    the CPU cache (instead of a second pass over the whole value from memory), each array buffer
-    into memory of its own that the result then uses without another copy. A small one is read
-    in one go and checked by the codec afterwards, from the cache.
-    """
-    with open(fd, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        # From 1 MiB up the codec reads the header first and refuses (IntegrityError) a file whose
-        # size is not what the header gives, before reading or hashing the rest.
-        if size >= _CHECKED_READ_MIN:
-            return read_frame(f.readinto, size, key)
-        buf = bytearray(size)
-        view = memoryview(buf)
-        pos = 0
-        while pos < size:
-            n = f.readinto(view[pos:])
-            if not n:
-                return None  # truncated under us: not a whole value
-            pos += n
-        return buf
 
 
 # The identity of each store directory at the last refresh() (see DiskStore.refresh).
@@ -190,7 +139,7 @@ class DiskStore(Store):
         super().__init__(url, **options)
         self.directory = url
         self._sources = SourceFiles(url)
-        self._db: _Diskcache | None = None
+        self._db: Diskcache | None = None
         self._ids: tuple[int, int, int] | None = None
         self._open_lock = threading.Lock()
         _forks.track(self)
@@ -199,7 +148,7 @@ class DiskStore(Store):
         self._warned_exposed = False
 
     @property
-    def db(self) -> _Diskcache:
+    def db(self) -> Diskcache:
         """The opened database (once, whatever the threads)."""
         db = self._db
         if db is None:
@@ -214,7 +163,7 @@ class DiskStore(Store):
         """The underlying :class:`diskcache.Cache`, for inspection only: its ``get`` unpickles."""
         return self.db.cache
 
-    def _open(self) -> _Diskcache:
+    def _open(self) -> Diskcache:
         opts = dict(self.options)
         limit = opts.pop("size_limit", None)
         moved = False
@@ -238,7 +187,7 @@ class DiskStore(Store):
                     moved = True
                     continue
                 self._set_aside_odd_journals(db_path)
-                db = _Diskcache(self.directory, limit, opts)
+                db = Diskcache(self.directory, limit, opts)
                 self._ids = _identity(self.directory)
                 break
             except sqlite3.Error as e:
@@ -341,7 +290,7 @@ class DiskStore(Store):
         A file deleted between the row lookup and the read is a miss. A row that is not raw bytes
         or a regular value file in the directory is removed unread (logged) and is a miss.
         """
-        return self._guard("read", self._read, key, _read_file)
+        return self._guard("read", self._read, key, read_file)
 
     def get_mmap(self, key: str) -> bytes | mmap.mmap | None:
         """The value at ``key`` as a read-only memory map of its file, or ``None``.
@@ -350,21 +299,20 @@ class DiskStore(Store):
         The map stays valid if the entry is deleted or replaced meanwhile (POSIX keeps an unlinked
         file's pages while they are mapped), and published files are never modified in place.
         """
-        found: bytes | mmap.mmap | None = self._guard("read", self._read, key, _map_file)
+        found: bytes | mmap.mmap | None = self._guard("read", self._read, key, map_file)
         return found
 
     def _read(self, key: str, read_file: Any) -> Any:
         """The unexpired value at ``key``: inline bytes, or ``read_file(fd)`` of its value file."""
         db = self.db
-        now_ = time.time()
-        rows = db.rows(_SELECT_VALUE, (key, now_))
+        now_, rows = db.value_row(key)
         if not rows:
             db.record_read(None, now_)
             return None
         rowid, mode, filename, value = rows[0]
-        if filename is None and mode in (_MODE_RAW, _MODE_BINARY) and isinstance(value, bytes):
+        if filename is None and mode in (MODE_RAW, MODE_BINARY) and isinstance(value, bytes):
             found = value
-        elif mode == _MODE_BINARY and value is None:
+        elif mode == MODE_BINARY and value is None:
             try:
                 fd = db.files.open(filename)
             except FileNotFoundError:
@@ -389,7 +337,7 @@ class DiskStore(Store):
         db.record_read(rowid, now_)
         return found
 
-    def _reject(self, db: _Diskcache, key: str, rowid: int, mode: object, filename: object,
+    def _reject(self, db: Diskcache, key: str, rowid: int, mode: object, filename: object,
                 reason: str) -> None:
         """Remove a row fncache did not write, without reading it; its file goes only if its name
         is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
@@ -398,14 +346,11 @@ class DiskStore(Store):
         self._remove_row(db, rowid, key, mode, filename)
 
     @staticmethod
-    def _remove_row(db: _Diskcache, rowid: int, key: str, mode: object, filename: object) -> None:
-        with db.transact() as (sql, doom):
-            # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
-            if sql("DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?",
-                   (rowid, key, mode, filename)).rowcount:
-                doom(filename)
+    def _remove_row(db: Diskcache, rowid: int, key: str, mode: object, filename: object) -> None:
+        # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
+        db.remove_as_read(rowid, key, mode, filename)
 
-    def _drop_if_file_lost(self, db: _Diskcache, key: str, filename: str) -> None:
+    def _drop_if_file_lost(self, db: Diskcache, key: str, filename: str) -> None:
         """Remove the entry at ``key`` if its row names a value file that no longer exists.
 
         Such a row (its file deleted by hand, a cleaner or a crashed disk) would otherwise read as a
@@ -414,22 +359,19 @@ class DiskStore(Store):
         """
         if db.files.exists(filename):
             return
-        with db.transact() as (sql, _):
-            gone = sql("DELETE FROM Cache WHERE key = ? AND raw = 1 AND filename = ?",
-                       (key, filename)).rowcount
-        if gone:
+        if db.drop_lost(key, filename):
             log.warning("entry %s in %s lost its value file %s; removed", key, self.directory,
                         filename)
 
     def contains(self, key: str) -> bool:
-        return bool(self._guard("lookup", self.db.rows, _SELECT_LIVE, (key, time.time())))
+        return bool(self._guard("lookup", lambda: self.db.live(key)))
 
     def get_meta(self, key: str) -> dict[str, Any]:
         """The entry's metadata column, parsed as :meth:`entries` parses it (``{}`` if damaged)."""
-        rows = self._guard("lookup", self.db.rows, _SELECT_META, (key, time.time()))
+        rows = self._guard("lookup", lambda: self.db.meta_row(key))
         if not rows:
             return {}
-        meta, problem = _parse_meta(rows[0][0], rows[0][1])
+        meta, problem = parse_row_meta(rows[0][0], rows[0][1])
         return {} if problem is not None else dict(meta)
 
     def entries(self) -> Iterator[EntryInfo]:
@@ -443,24 +385,29 @@ class DiskStore(Store):
             tracks_reads = self.db.tracks_reads  # diskcache records reads only under LRU
             for row in rows:
                 last = row[0]
-                yield _entry(row, tracks_reads)
+                yield entry(row, tracks_reads)
 
     def _list_batch(self, last: int) -> list[Any]:
-        return self.db.rows(_SELECT_ENTRIES, (last, time.time(), _LIST_BATCH))
+        return self.db.list_batch(last, _LIST_BATCH)
+
+    def summary(self) -> list[FunctionSummary]:
+        """From the summary table that triggers keep with the rows (checked against the rows on
+        every read, rebuilt if it disagrees: see :mod:`fncache.stores._disksummary`), without
+        reading every entry; while expired entries wait for removal, from the listing."""
+        found = self._guard("summary", lambda: self.db.summary())
+        return summarize(self.listing()) if found is None else list(found)
 
     def volume(self) -> int:
         return int(self._guard("stat", lambda: self.db.cache.volume()))
 
     def record_use(self, uses: list[Use]) -> None:
         """Uses go to the rows' ``access_time``/``access_count`` in one transaction (see
-        :meth:`_Diskcache.record_uses`)."""
+        :meth:`Diskcache.record_uses`)."""
         records = [(u.key, u.last, u.times) for u in uses]
         self._guard("usage", self.db.record_uses, records)
 
     def __len__(self) -> int:
-        rows = self._guard("stat", lambda: self.db.rows(
-            f"SELECT COUNT(*) FROM Cache WHERE {_COLUMN} IS NOT NULL", ()))
-        return int(rows[0][0])
+        return int(self._guard("stat", lambda: self.db.count()))
 
     # -- writing ---------------------------------------------------------------------------------
     def add(self, key: str, value: bytes, meta: dict[str, Any], expire: float | None = None) -> bool:
@@ -490,33 +437,21 @@ class DiskStore(Store):
         expire_time = None if expire is None else now_ + expire
         fd = None
         if size < db.min_file_size:
-            mode, filename, db_value = _MODE_RAW, None, sqlite3.Binary(join_parts(value))
+            mode, filename, db_value = MODE_RAW, None, sqlite3.Binary(join_parts(value))
             size = 0  # as diskcache: its size column counts file-backed bytes only
         else:
             filename, fd = self._write_file(db, value)
-            mode, db_value = _MODE_BINARY, None
+            mode, db_value = MODE_BINARY, None
+        # Removing expired rows is housekeeping (readers never see them): writes that use expiry
+        # or a size limit do it every time, others every fourth time.
+        self._writes += 1
+        cull = self._size_limited or expire is not None or self._writes % 4 == 0
         try:
             # diskcache's transaction (BEGIN IMMEDIATE, retried while the database is busy) and its
             # cull of expired rows, as Cache.add does; files of replaced rows go after COMMIT.
-            with db.transact() as (sql, doom):
-                # Insert first: a new key (the common case, a miss being stored) costs one
-                # statement; the unique index on (key, raw) tells us when the key is taken.
-                try:
-                    sql(_INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
-                                      db_value, raw_meta))
-                except sqlite3.IntegrityError:
-                    rowid, old_filename, old_expire = sql(_SELECT_ROW, (key,)).fetchall()[0]
-                    if create_only and (old_expire is None or old_expire > now_):
-                        doom(filename)
-                        return False
-                    doom(old_filename)
-                    sql(_UPDATE_ROW, (now_, expire_time, now_, tag, size, mode, filename,
-                                      db_value, raw_meta, rowid))
-                # Removing expired rows is housekeeping (readers never see them): writes that use
-                # expiry or a size limit do it every time, others every fourth time.
-                self._writes += 1
-                if self._size_limited or expire is not None or self._writes % 4 == 0:
-                    db.cull(now_, sql, doom)
+            row = (now_, expire_time, tag, size, mode, filename, db_value, raw_meta)
+            if not db.put(key, row, create_only, cull):
+                return False
         except BaseException:
             if filename is not None:
                 db.files.remove(filename)  # never published
@@ -527,7 +462,7 @@ class DiskStore(Store):
         return True
 
     @staticmethod
-    def _write_file(db: _Diskcache, value: Any) -> tuple[str, int]:
+    def _write_file(db: Diskcache, value: Any) -> tuple[str, int]:
         """Write a large value to a new value file: its relative name, and its descriptor, still
         open and holding the file's write lock (the caller closes it once it is published)."""
         filename, fd = db.files.new()
@@ -554,14 +489,7 @@ class DiskStore(Store):
         return bool(self._guard("delete", self._delete, key))
 
     def _delete(self, key: str) -> bool:
-        with self.db.transact() as (sql, doom):
-            rows = sql("SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1",
-                       (key,)).fetchall()
-            if not rows:
-                return False
-            sql("DELETE FROM Cache WHERE rowid = ?", (rows[0][0],))
-            doom(rows[0][1])
-        return True
+        return self.db.delete(key)
 
     # -- kept sources (explain's diffs): files under ``sources/`` (see _disksources) -------------
     keeps_sources = True
@@ -584,10 +512,10 @@ class DiskStore(Store):
     def clear(self) -> int:
         """Remove every entry (and lock); returns how many entries there were.
 
-        Rows go in batches of 20,000 per transaction, their files after each commit. Concurrent
-        readers see an entry or a miss, never part of one (a reader that found a row whose file is
-        already gone reads a miss). Writers wait for one batch at most; entries added meanwhile may
-        or may not be removed.
+        Rows go in batches of 20,000 per transaction, their files after each commit, and
+        :attr:`progress` is told after each batch. Concurrent readers see an entry or a miss,
+        never part of one (a reader that found a row whose file is already gone reads a miss).
+        Writers wait for one batch at most; entries added meanwhile may or may not be removed.
         """
         return int(self._guard("clear", self._clear_rows, None))
 
@@ -613,26 +541,7 @@ class DiskStore(Store):
         return int(self._guard("clear", self._clear_rows, function))
 
     def _clear_rows(self, tag: str | None) -> int:
-        where = "rowid > ?" + (" AND tag = ?" if tag is not None else "")
-        select = f"SELECT rowid, filename, {_COLUMN} IS NOT NULL FROM Cache WHERE {where}"
-        select += " ORDER BY rowid LIMIT ?"
-        count, last = 0, 0
-        while True:
-            with self.db.transact() as (sql, doom):
-                params = (last, tag, _CLEAR_BATCH) if tag is not None else (last, _CLEAR_BATCH)
-                rows = sql(select, params).fetchall()
-                if not rows:
-                    return count
-                first, last = rows[0][0], rows[-1][0]
-                # A range, not an IN list: one statement per batch, whatever its size.
-                if tag is None:
-                    sql("DELETE FROM Cache WHERE rowid BETWEEN ? AND ?", (first, last))
-                else:
-                    sql("DELETE FROM Cache WHERE rowid BETWEEN ? AND ? AND tag = ?",
-                        (first, last, tag))
-                for _, filename, is_entry in rows:
-                    count += bool(is_entry)
-                    doom(filename)
+        return self.db.clear_rows(tag, self.progress)
 
     # -- orphaned value files --------------------------------------------------------------------
     def orphans(self, grace: float = ORPHAN_GRACE) -> tuple[int, int]:
@@ -655,41 +564,12 @@ class DiskStore(Store):
 
     def _orphans(self, grace: float, remove: bool) -> tuple[int, int]:
         db = self.db
-        t = time.time()
-        cutoff, settled = t - grace, t - _SETTLED
-        found = [(name, st.st_size, st.st_mtime < cutoff) for name, st in db.files.walk()
-                 if st.st_mtime < settled]
-        if not found:
-            return 0, 0
-        # Read after the walk: a row published meanwhile names a file younger than ``grace``.
-        referenced = {r[0] for r in db.rows("SELECT filename FROM Cache WHERE filename IS NOT NULL",
-                                            ())}
-        count = nbytes = 0
-        for name, size, old in found:
-            if name in referenced:
-                continue
-            fd = None if old else db.files.abandoned(name)
-            if not old and fd is None:
-                continue  # a live writer holds it: being written, or about to be published
-            try:
-                # Its lock is ours now: a writer that published it since the read above did
-                # so before letting go, so the row is seen here.
-                if fd is not None and db.rows("SELECT 1 FROM Cache WHERE filename = ?", (name,)):
-                    continue
-                if remove and not db.files.remove(name):
-                    continue
-            finally:
-                if fd is not None:
-                    os.close(fd)
-            count += 1
-            nbytes += size
-        return count, nbytes
+        return db.files.orphans(grace, remove, db.filenames, db.references)
 
     def integrity(self) -> str:
         """SQLite's ``quick_check`` of the database: ``"ok"`` or the first problem (slow: reads it
         all; for ``fncache doctor``)."""
-        rows = self._guard("check", self.db.rows, "PRAGMA quick_check(1)", ())
-        return str(rows[0][0]) if rows else "no answer"
+        return str(self._guard("check", lambda: self.db.quick_check()))
 
     # -- locks -----------------------------------------------------------------------------------
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:

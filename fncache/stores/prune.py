@@ -1,5 +1,6 @@
-"""Removing entries by age, use and size, for ``fncache clear --older-than/--unused-for/--larger-than``
-and ``prune``.
+"""The one policy for removing entries by age, use, size and count: ``fncache prune``, ``fncache
+clear --older-than/--unused-for/--larger-than/--python`` and ``fncache.Memory.reduce_size`` all
+plan here (:func:`plan_prune`, :func:`select`).
 
 Each function takes any :class:`~fncache.stores.Store` and works from :meth:`Store.listing` (what the
 store knows of each entry without reading it: size, creation time, last use, function), so it never
@@ -18,7 +19,11 @@ from collections.abc import Iterable
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
 
-__all__ = ["last_active", "matches", "plan_prune", "python_of", "select"]
+__all__ = ["DELETE_BATCH", "last_active", "matches", "name_matches", "plan_prune", "python_of", "select"]
+
+#: Keys per :meth:`Store.delete_many` call when a plan is carried out (a shared store deletes a
+#: batch in a few requests, not one or two per entry).
+DELETE_BATCH = 20_000
 
 
 def _bound(name: str, value: float) -> float:
@@ -35,9 +40,12 @@ def last_active(info: EntryInfo) -> float:
 
 def matches(info: EntryInfo, function: str | None) -> bool:
     """Whether an entry belongs to ``function``: ``module:qualname``, ``module.qualname`` or ``qualname``."""
-    if function is None:
-        return True
-    fid = info.function
+    return function is None or name_matches(info.function, function)
+
+
+def name_matches(fid: str, function: str) -> bool:
+    """Whether the recorded name ``fid`` (``module:qualname``) is ``function``, given as
+    ``module:qualname``, ``module.qualname`` or ``qualname``."""
     if fid == function:
         return True
     module, _, qualname = fid.partition(":")
@@ -82,24 +90,30 @@ def select(
 
 
 def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: float | None = None,
+               max_items: int | None = None,
                entries: Iterable[EntryInfo] | None = None) -> list[EntryInfo]:
-    """The entries ``prune`` removes: those neither created nor used within ``older_than`` seconds,
-    then, least recently active first (damaged entries and those of unknown age first of all),
-    as many as it takes to bring the stored bytes down to ``max_bytes``. Entries in use are kept
-    longest: the last use counts where the store has usage records."""
+    """The entries to remove, the one pruning policy of ``fncache prune``, ``clear``'s age limits'
+    companion and ``Memory.reduce_size``: those neither created nor used within ``older_than``
+    seconds, then, least recently active first (damaged entries and those of unknown age first of
+    all), as many as it takes to bring the stored bytes down to ``max_bytes`` and the number of
+    entries down to ``max_items``. Entries in use are kept longest: the last use counts where the
+    store has usage records. Decided on the entries as listed, never on a summary."""
     limit = None if max_bytes is None else _bound("max_size", max_bytes)
+    items = None if max_items is None else int(_bound("max_items", max_items))
     idle = None if older_than is None else time.time() - _bound("older_than", older_than)
     listed = sorted(store.listing() if entries is None else entries,
                     key=lambda e: (not e.damaged, last_active(e), e.created, e.key))
     out = [e for e in listed if idle is not None and last_active(e) < idle]
-    if limit is None:
+    if limit is None and items is None:
         return out
     total = sum(e.size for e in listed) - sum(e.size for e in out)
+    count = len(listed) - len(out)
     doomed = {id(e) for e in out}
     for e in listed:
-        if total <= limit:
+        if (limit is None or total <= limit) and (items is None or count <= items):
             break
         if id(e) not in doomed:
             out.append(e)
             total -= e.size
+            count -= 1
     return out

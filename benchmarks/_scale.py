@@ -1,0 +1,155 @@
+"""The scale benchmark: a disk store of N entries (``--scale N``; 1,000,000 for the full run).
+
+Measured: the fill rate through ``memoize`` at 1,000 entries and at N; the hit at 1,000 entries and
+at N; ``fncache info``, ``ls``, ``clear --dry-run`` and ``prune --dry-run --max-size`` at N (run in
+this process through ``fncache.cli.main``: no interpreter start counted); ``fncache clear --yes``
+of the N entries in a fresh process, with its peak memory.
+
+Filling a million entries through ``memoize`` takes over two minutes of a shared machine, so all but
+the first and last few thousand are written by the store's own write path in batches (its insert
+statement, 10,000 rows per transaction, the summary's triggers firing as for any write), with
+metadata shaped as ``memoize`` writes it. The hits are of entries ``memoize`` wrote.
+
+Targets: ``info`` and ``ls`` at most 1 s at N; the hit at N at most 1.2x the hit at 1,000; the fill
+rate at N within 1.2x of the rate at 1,000; ``clear`` of N at most 60 s with memory flat (peak of
+the clearing process under 200 MB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import fncache
+from benchmarks import _funcs
+
+_BULK = 10_000
+_BLOCK = 2_000
+
+
+def _fill(f: Callable[..., Any], start: int, stop: int) -> float:
+    """Seconds per entry to fill ``f``'s entries ``start`` to ``stop`` through memoize."""
+    t = time.perf_counter()
+    for i in range(start, stop):
+        f(i, "x")
+    return (time.perf_counter() - t) / max(stop - start, 1)
+
+
+def _bulk_fill(store: Any, n: int, function: str) -> float:
+    """Write ``n`` entries by the store's insert statement, ``_BULK`` per transaction; seconds."""
+    import fncache.stores._disksql as q
+
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    value = sqlite3.Binary(b"\0" * 64)
+    t = time.perf_counter()
+    done = 0
+    while done < n:
+        batch = min(_BULK, n - done)
+        now = time.time()
+        with store.db.transact() as (sql, _):
+            for _ in range(batch):
+                meta = json.dumps({"created": now, "function": function, "python": python,
+                                   "size": 64}, separators=(",", ":")).encode()
+                sql(q.INSERT_ROW, (uuid.uuid4().hex, now, None, now, function, 0, q.MODE_RAW,
+                                   None, value, sqlite3.Binary(meta)))
+        done += batch
+    return time.perf_counter() - t
+
+
+def _hit(f: Callable[..., Any], n: int, measure: Any) -> Any:
+    rng = random.Random(0)
+    keys = itertools.cycle([rng.randrange(n) for _ in range(3000)])
+    return measure({"hit": lambda: f(next(keys), "x")}, 5, number=3000)["hit"]
+
+
+def _command(*args: str) -> float:
+    """Seconds ``fncache ARGS`` takes in this process (its output discarded)."""
+    from fncache.cli.main import main
+
+    out = io.StringIO()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(out):
+        code = main(list(args))
+    elapsed = time.perf_counter() - t
+    assert code == 0, (args, out.getvalue()[-500:])
+    return elapsed
+
+
+# The clearing process reports its own peak (Linux: VmHWM, which starts afresh at exec; the
+# children's ru_maxrss counts the parent's memory the child shared before its exec).
+_CLEAR = """
+import resource, sys
+from fncache.cli.main import main
+code = main(["clear", "--dir", sys.argv[1], "--yes"])
+try:
+    peak = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(int(peak) / 1024, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _clear_in_a_process(directory: str) -> tuple[float, float]:
+    """(seconds, peak MB) of ``fncache clear --yes`` of ``directory`` in a fresh process."""
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _CLEAR, directory], check=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return time.perf_counter() - t, float(done.stderr.strip().splitlines()[-1])
+
+
+def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, const: Any) -> list[Any]:
+    from fncache.stores.disk import DiskStore
+
+    directory = os.path.join(tmp, "scale")
+    store = DiskStore(directory)
+    f = fncache.memoize(store=store)(_funcs.small)
+    _fill(f, 0, 1000)
+    hit_small = _hit(f, 1000, measure)
+    fill_small = _fill(f, 1000, 1000 + _BLOCK)
+    memoized = 1000 + _BLOCK
+    padding = max(entries - memoized - _BLOCK, 0)
+    bulk = _bulk_fill(store, padding, "benchmarks._funcs:padding")
+    print(f"# scale: {padding} of the {entries} entries written by the store's insert in batches "
+          f"of {_BULK} ({bulk:.1f} s, {bulk / max(padding, 1) * 1e6:.1f} us/entry); the rest "
+          "through memoize", file=sys.stderr)
+    fill_big = _fill(f, memoized, memoized + _BLOCK)
+    memoized += _BLOCK
+    total = len(store)
+    hit_big = _hit(f, memoized, measure)
+    half = max(store.volume() // 2, 1)
+    info = _command("info", "--dir", directory, "--json")
+    ls = _command("ls", "--dir", directory, "--json")
+    dry = _command("clear", "--dir", directory, "--dry-run", "--json")
+    prune = _command("prune", "--dir", directory, "--max-size", f"{half}B", "--dry-run", "--json")
+    store.close()
+    clear, peak_mb = _clear_in_a_process(directory)
+    left = len(DiskStore(directory))
+    assert left == 0, left
+    n = f"{total:,}"
+    return [
+        row(f"hit at {n} entries vs at 1,000", hit_big, hit_small, "hit at 1,000 entries",
+            "<= 1.2x", 1.2),
+        row(f"fill (memoize) at {n} vs at 1,000", const(fill_big), const(fill_small),
+            "fill at 1,000 entries", "<= 1.2x", 1.2, "us"),
+        row(f"fncache info at {n}", const(info), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
+        row(f"fncache ls at {n}", const(ls), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
+        row(f"fncache clear --dry-run at {n}", const(dry), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
+        row(f"prune --dry-run --max-size at {n}", const(prune), const(1.0), "1 s", "(info)", None,
+            "s"),
+        row(f"fncache clear of {n} (process)", const(clear), const(60.0), "60 s", "<= 60 s", 1.0,
+            "s"),
+        row(f"fncache clear of {n}: peak memory", const(peak_mb), const(200.0), "200 MB",
+            "<= 200 MB", 1.0, "MB"),
+    ]

@@ -1,0 +1,253 @@
+"""The disk store's schema and every SQL statement it runs, in one place.
+
+The table is diskcache's ``Cache`` (:data:`COLUMNS`, checked against the installed diskcache by
+``tests/test_disk.py``) with one column of fncache's, :data:`META_COLUMN` (the entry's metadata as
+JSON), and one table of fncache's beside it, ``fncache_summary``: per (function, Python version,
+damaged or not, entry or other row) the number of rows, their bytes, newest and oldest creation
+time, last use and number of uses. Triggers on ``Cache`` keep it up to date in the transaction of
+every insert, update and delete, whoever runs it (fncache, diskcache's own eviction, a plain
+``diskcache.Cache`` on the directory), so ``fncache info`` and ``ls`` answer without reading every
+row.
+
+Why triggers, not a Python update beside each write: diskcache deletes rows by itself (expiry,
+eviction under a size limit), which fncache's code never sees. Why one table of sums, not an index
+that SQLite aggregates: a ``GROUP BY`` over a million rows still reads a million rows.
+
+Deletes cannot lower a maximum: a deleted row that held its group's newest, oldest or last-use time
+marks the group ``stale``, and the reader recomputes those times from the group's rows (through the
+tag index, which holds the function's name). The summary is a cache of the rows, never trusted over
+them: its row count is compared with the table's on every read, and a table that disagrees (or is
+missing) is rebuilt from the rows. Nothing deletes on the word of the summary: ``prune`` and
+``clear`` choose entries from the rows.
+
+The group of a row is computed in SQL by :func:`_group` from the same rules that
+:func:`fncache.stores._diskcache.entry` applies in Python (damaged metadata, sizes, creation times);
+the contract tests check that both agree for entries fncache writes. Planted metadata that Python's
+and SQLite's JSON readers parse differently can only change what ``info`` and ``ls`` display.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "COLUMNS", "META_COLUMN", "MODE_BINARY", "MODE_RAW", "SUMMARY_SCHEMA", "SUMMARY_TABLE",
+]
+
+#: fncache's metadata column in diskcache's ``Cache`` table.
+META_COLUMN = "fncache_meta"
+#: diskcache's storage modes (diskcache.core.MODE_RAW / MODE_BINARY): inline blob, or a file.
+MODE_RAW, MODE_BINARY = 1, 2
+#: Columns of diskcache's Cache table that the statements below use (checked by the tests).
+COLUMNS = ("rowid", "key", "raw", "store_time", "expire_time", "access_time", "access_count", "tag",
+           "size", "mode", "filename", "value")
+#: Metadata longer than this is damage, never parsed.
+META_MAX = 64 * 1024
+
+_LIVE = "(expire_time IS NULL OR expire_time > ?)"
+
+# -- one entry ------------------------------------------------------------------------------------
+SELECT_VALUE = f"SELECT rowid, mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
+SELECT_LIVE = f"SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
+SELECT_META = f"SELECT {META_COLUMN}, store_time FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
+SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
+INSERT_ROW = (
+    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"
+    f" mode, filename, value, {META_COLUMN}) VALUES (?, 1, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
+)
+UPDATE_ROW = (
+    "UPDATE Cache SET store_time = ?, expire_time = ?, access_time = ?, access_count = 0, tag = ?,"
+    f" size = ?, mode = ?, filename = ?, value = ?, {META_COLUMN} = ? WHERE rowid = ?"
+)
+SELECT_KEY_FILE = "SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1"
+DELETE_ROWID = "DELETE FROM Cache WHERE rowid = ?"
+# Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
+DELETE_AS_READ = "DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?"
+DELETE_LOST_FILE = "DELETE FROM Cache WHERE key = ? AND raw = 1 AND filename = ?"
+
+# -- leases (rows ``l:<key>`` holding a token, no metadata: never listed as entries) --------------
+SELECT_LEASE = "SELECT rowid, mode, filename, value, expire_time FROM Cache WHERE key = ? AND raw = 1"
+READ_LEASE = "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
+INSERT_LEASE = (
+    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"
+    " mode, filename, value) VALUES (?, 1, ?, ?, ?, 0, NULL, 0, ?, NULL, ?)"
+)
+DELETE_LEASE = ("DELETE FROM Cache WHERE key = ? AND raw = 1 AND mode = ? AND filename IS NULL"
+                " AND value = ?")
+
+# -- listing and bulk removal ----------------------------------------------------------------------
+SELECT_ENTRIES = (
+    f"SELECT rowid, key, size, value, store_time, access_time, access_count, {META_COLUMN} FROM Cache"
+    f" WHERE rowid > ? AND {META_COLUMN} IS NOT NULL AND {_LIVE} ORDER BY rowid LIMIT ?"
+)
+COUNT_ENTRIES = f"SELECT COUNT(*) FROM Cache WHERE {META_COLUMN} IS NOT NULL"
+SELECT_BATCH = f"SELECT rowid, filename, {META_COLUMN} IS NOT NULL FROM Cache WHERE rowid > ?" \
+    " ORDER BY rowid LIMIT ?"
+SELECT_BATCH_TAG = f"SELECT rowid, filename, {META_COLUMN} IS NOT NULL FROM Cache" \
+    " WHERE tag = ? AND rowid > ? ORDER BY tag, rowid LIMIT ?"
+# A range, not an IN list: one statement per batch, whatever its size.
+DELETE_RANGE = "DELETE FROM Cache WHERE rowid BETWEEN ? AND ?"
+DELETE_RANGE_TAG = "DELETE FROM Cache WHERE tag = ? AND rowid BETWEEN ? AND ?"
+SELECT_FILENAMES = "SELECT filename FROM Cache WHERE filename IS NOT NULL"
+SELECT_FILENAME = "SELECT 1 FROM Cache WHERE filename = ?"
+QUICK_CHECK = "PRAGMA quick_check(1)"
+TABLE_INFO = "PRAGMA table_info(Cache)"
+SETTINGS = "SELECT key, value FROM Settings"
+ADD_META_COLUMN = f"ALTER TABLE Cache ADD COLUMN {META_COLUMN} BLOB"
+COUNT_STATISTIC = "UPDATE Settings SET value = value + 1 WHERE key = ?"
+UPDATE_READ = "UPDATE Cache SET {update} WHERE rowid = ?"  # diskcache's own policy, as ``get`` does
+USE_TIME = "access_time = MAX(access_time, :last)"
+USE_COUNT = "access_count = access_count + :count"
+UPDATE_USES = "UPDATE Cache SET {sets} WHERE key = :key AND raw = 1"
+ANY_EXPIRED = "SELECT 1 FROM Cache WHERE expire_time IS NOT NULL AND expire_time <= ? LIMIT 1"
+
+# -- the summary -------------------------------------------------------------------------------------
+SUMMARY_TABLE = "fncache_summary"
+_KEY = ("fn", "py", "py_known", "damaged", "entry")
+
+
+def _group(r: str, where: str | None = None) -> str:
+    """A query giving row ``r`` (``NEW`` or ``OLD`` in a trigger; with ``where``, each row of
+    ``Cache`` that matches) its group and its share: (fn, py, py_known, damaged, entry, size,
+    created, used, access, uses), as :func:`~fncache.stores._diskcache.entry` reads the row.
+
+    The metadata is parsed three times per row (``json_valid``, ``json_type``, ``json_each``):
+    its fields come from one pass of ``json_each`` (aggregated with ``max``), not from a
+    ``json_extract`` per field and per use, which made a write with the summary's triggers three
+    times slower than one without.
+    """
+    meta = f"{r}.{META_COLUMN}"
+    m = f"CAST({meta} AS TEXT)"
+    # CASE, not AND: SQLite does not promise to stop at the first false operand, and the JSON
+    # functions raise on text that is not JSON.
+    readable = (f"CASE WHEN {meta} IS NULL OR typeof({meta}) NOT IN ('blob', 'text')"
+                f" OR length({meta}) > {META_MAX} THEN 0 ELSE json_valid({m}) END")
+    obj = f"CASE WHEN {readable} THEN json_type({m}) = 'object' ELSE 0 END"
+
+    def field(name: str, what: str) -> str:
+        return f"max(CASE WHEN j.key = '{name}' THEN j.{what} END)"
+
+    inner = ", ".join([
+        f"typeof({r}.key) = 'text' AS key_ok", f"{meta} IS NOT NULL AS entry", f"{obj} AS obj",
+        f"CASE WHEN typeof({r}.size) IN ('integer', 'real') AND {r}.size != 0"
+        f" THEN CAST({r}.size AS INTEGER)"
+        f" WHEN typeof({r}.value) = 'blob' THEN length({r}.value) ELSE 0 END AS stored",
+        f"CASE WHEN typeof({r}.store_time) IN ('integer', 'real') THEN {r}.store_time ELSE 0.0 END"
+        " AS stime",
+        f"CASE WHEN typeof({r}.access_count) = 'integer' AND {r}.access_count > 0"
+        f" THEN {r}.access_count ELSE 0 END AS uses",
+        f"CASE WHEN typeof({r}.access_time) IN ('integer', 'real') AND {r}.access_time != 0"
+        f" THEN {r}.access_time END AS access",
+        *(f"{field(name, 'type')} AS {short}t, {field(name, 'atom')} AS {short}v"
+          for name, short in (("function", "f"), ("python", "p"), ("size", "s"),
+                              ("created", "c"))),
+    ])
+    each = f"json_each(CASE WHEN {readable} THEN {m} ELSE '{{}}' END) AS j"
+    source = each if where is None else f"{r} LEFT JOIN {each}{where} GROUP BY {r}.rowid"
+    ok = ("(obj AND key_ok AND coalesce(ct, 'integer') IN ('integer', 'real')"
+          " AND coalesce(st, 'integer') = 'integer' AND coalesce(sv, 0) >= 0"
+          " AND coalesce(ft, 'text') = 'text')")
+    py_known = f"coalesce({ok} AND pt = 'text' AND length(pv) <= 16, 0)"
+    return "SELECT " + ", ".join([
+        f"CASE WHEN {ok} THEN coalesce(fv, '') ELSE '' END AS fn",
+        f"CASE WHEN {py_known} THEN pv ELSE '' END AS py",
+        f"{py_known} AS py_known",
+        f"NOT {ok} AS damaged",
+        "entry",
+        f"CASE WHEN {ok} AND coalesce(sv, 0) != 0 THEN sv ELSE stored END AS size",
+        f"CASE WHEN {ok} AND coalesce(cv, 0) != 0 THEN cv ELSE stime END AS created",
+        "CASE WHEN uses > 0 THEN access END AS used",
+        "access",
+        "uses",
+    ]) + f" FROM (SELECT {inner} FROM {source})"
+
+
+# A removed row that held one of its group's bounds leaves the group stale (recomputed on read).
+_MATCH = " AND ".join(f"{SUMMARY_TABLE}.{k} IS g.{k}" for k in _KEY)
+_ADD = (
+    f"INSERT INTO {SUMMARY_TABLE}(fn, py, py_known, damaged, entry, rows, size, newest, oldest,"
+    " used, access, uses, stale)"
+    " SELECT fn, py, py_known, damaged, entry, 1, size, created, created, used, access, uses, 0"
+    " FROM ({group}) WHERE true"
+    f" ON CONFLICT({', '.join(_KEY)}) DO UPDATE SET rows = rows + 1, size = size + excluded.size,"
+    " newest = max(newest, excluded.newest), oldest = min(oldest, excluded.oldest),"
+    " used = max(coalesce(used, excluded.used), coalesce(excluded.used, used)),"
+    " access = max(coalesce(access, excluded.access), coalesce(excluded.access, access)),"
+    " uses = uses + excluded.uses;"
+)
+T = SUMMARY_TABLE
+_SUBTRACT = (
+    f"UPDATE {T} SET rows = {T}.rows - 1, size = {T}.size - g.size, uses = {T}.uses - g.uses,"
+    f" stale = {T}.stale OR g.created >= {T}.newest OR g.created <= {T}.oldest"
+    f" OR coalesce(g.used >= {T}.used, 0) OR coalesce(g.access >= {T}.access, 0)"
+    f" FROM ({{group}}) AS g WHERE {_MATCH};"
+    f" DELETE FROM {T} WHERE rows <= 0;"
+)
+# A use recorded (``record_use``, an LRU read): the group's uses and last use, nothing else.
+_SAME_ENTRY = ("OLD.key IS NEW.key AND OLD.store_time IS NEW.store_time AND OLD.size IS NEW.size"
+               f" AND OLD.{META_COLUMN} IS NEW.{META_COLUMN}")
+_USE = (
+    f"UPDATE {T} SET uses = {T}.uses + g.uses - o.uses,"
+    f" used = max(coalesce({T}.used, g.used), coalesce(g.used, {T}.used)),"
+    f" access = max(coalesce({T}.access, g.access), coalesce(g.access, {T}.access))"
+    f" FROM ({_group('NEW')}) AS g, ({_group('OLD')}) AS o WHERE {_MATCH};"
+)
+
+#: Statements that create the summary table and its triggers (idempotent).
+SUMMARY_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {SUMMARY_TABLE} (fn TEXT NOT NULL, py TEXT NOT NULL,"
+    " py_known INTEGER NOT NULL, damaged INTEGER NOT NULL, entry INTEGER NOT NULL,"
+    " rows INTEGER NOT NULL, size INTEGER NOT NULL, newest REAL, oldest REAL, used REAL,"
+    f" access REAL, uses INTEGER NOT NULL, stale INTEGER NOT NULL, PRIMARY KEY ({', '.join(_KEY)}))",
+    "CREATE TRIGGER IF NOT EXISTS fncache_summary_insert AFTER INSERT ON Cache BEGIN "
+    + _ADD.format(group=_group("NEW")) + " END",
+    "CREATE TRIGGER IF NOT EXISTS fncache_summary_delete AFTER DELETE ON Cache BEGIN "
+    + _SUBTRACT.format(group=_group("OLD")) + " END",
+    f"CREATE TRIGGER IF NOT EXISTS fncache_summary_update AFTER UPDATE ON Cache WHEN NOT ({_SAME_ENTRY})"
+    " BEGIN " + _SUBTRACT.format(group=_group("OLD")) + " " + _ADD.format(group=_group("NEW"))
+    + " END",
+    f"CREATE TRIGGER IF NOT EXISTS fncache_summary_use AFTER UPDATE ON Cache WHEN {_SAME_ENTRY}"
+    " BEGIN " + _USE + " END",
+)
+#: The names :data:`SUMMARY_SCHEMA` creates, as ``sqlite_master`` lists them.
+SUMMARY_OBJECTS = (SUMMARY_TABLE, "fncache_summary_insert", "fncache_summary_delete",
+                   "fncache_summary_update", "fncache_summary_use")
+SELECT_SCHEMA_OBJECTS = ("SELECT name FROM sqlite_master WHERE name IN ("
+                         + ", ".join("?" * len(SUMMARY_OBJECTS)) + ")")
+SUMMARY_DROP = tuple(f"DROP TRIGGER IF EXISTS {n}" for n in SUMMARY_OBJECTS[1:]) \
+    + (f"DROP TABLE IF EXISTS {SUMMARY_TABLE}",)
+
+_GROUPED = ("SELECT fn, py, py_known, damaged, entry, COUNT(*), SUM(size), MAX(created), MIN(created),"
+            " MAX(used), MAX(access), SUM(uses), 0 FROM ({group})"
+            " GROUP BY fn, py, py_known, damaged, entry")
+#: Recompute the whole summary from the rows (in a write transaction, after ``DELETE``).
+SUMMARY_REBUILD = (f"DELETE FROM {SUMMARY_TABLE}",
+                   f"INSERT INTO {SUMMARY_TABLE} " + _GROUPED.format(group=_group("Cache", "")))
+#: The bounds of the rows of one tag (the function's rows, through the tag index), per group.
+SUMMARY_BOUNDS_TAG = _GROUPED.format(group=_group("Cache", " WHERE Cache.tag = ?"))
+#: The bounds of every group, from all rows (for groups whose rows carry no tag: damage, no name).
+SUMMARY_BOUNDS_ALL = _GROUPED.format(group=_group("Cache", ""))
+SET_BOUNDS = (f"UPDATE {SUMMARY_TABLE} SET newest = ?, oldest = ?, used = ?, access = ?, stale = 0"
+              " WHERE " + " AND ".join(f"{k} IS ?" for k in _KEY) + " AND rows = ?")
+SELECT_SUMMARY = (f"SELECT fn, py, py_known, damaged, rows, size, newest, oldest, used, access, uses,"
+                  f" stale FROM {SUMMARY_TABLE} WHERE entry")
+#: Rows counted by the summary against rows in the table: unequal means the summary is damaged.
+SUMMARY_CHECK = (f"SELECT (SELECT coalesce(SUM(rows), 0) FROM {SUMMARY_TABLE}),"
+                 " (SELECT COUNT(*) FROM Cache)")
+
+# Bulk removal: a batch of rows leaves the summary in one statement, not through a trigger per row
+# (which made a clear of a million entries several times slower than the deletes themselves). In
+# the batch's transaction: the delete trigger is dropped, the batch's groups subtracted (and marked
+# stale), the rows deleted, the trigger created again; other connections never see it missing.
+_BATCH_GROUPS = ("SELECT fn, py, py_known, damaged, entry, COUNT(*) AS n, SUM(size) AS size,"
+                 " SUM(uses) AS uses FROM ({group}) GROUP BY fn, py, py_known, damaged, entry")
+_SUBTRACT_BATCH = (
+    f"UPDATE {T} SET rows = {T}.rows - g.n, size = {T}.size - g.size, uses = {T}.uses - g.uses,"
+    f" stale = 1 FROM ({{groups}}) AS g WHERE {_MATCH}"
+)
+#: (drop the delete trigger, subtract the rows in a rowid range, and, with a tag, of that tag)
+SUBTRACT_RANGE = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(
+    group=_group("Cache", " WHERE Cache.rowid BETWEEN ? AND ?")))
+SUBTRACT_RANGE_TAG = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(
+    group=_group("Cache", " WHERE Cache.tag = ? AND Cache.rowid BETWEEN ? AND ?")))
+DROP_DELETE_TRIGGER = "DROP TRIGGER IF EXISTS fncache_summary_delete"
+CREATE_DELETE_TRIGGER = SUMMARY_SCHEMA[2]
+DROP_EMPTY_GROUPS = f"DELETE FROM {T} WHERE rows <= 0"
