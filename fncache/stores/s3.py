@@ -16,12 +16,13 @@ Layout under ``s3://bucket/prefix`` (names checked by :mod:`fncache.stores._s3_l
 (The earlier layout, ``prefix/v1/ab/KEY`` with ``KEY.json`` beside it, is not read: such entries
 are misses and are recomputed; ``clear`` removes them.)
 
-This module owns the client, the deadline, the object paths and the reads and writes of single
-entries; the operations over many entries (listings, usage records, batch deletes) are in
-:mod:`fncache.stores._s3_listing`, the names and records of the layout in
-:mod:`fncache.stores._s3_layout`, the checks of the URL and options in
-:mod:`fncache.stores._s3_config`, and what an s3fs or botocore error means in
-:mod:`fncache.stores._s3_errors`.
+This module owns the client, the deadline and the reads and writes of single entries. It hands its
+error guard, paged listing, batch removal, client and deadline to its listing
+(:class:`~fncache.stores._s3_listing.S3Listing`: listings, usage records, batch deletes) and
+calls it through its public methods; the paths are :class:`~fncache.stores._s3_layout.S3Paths`
+and the names and records of the layout are in :mod:`fncache.stores._s3_layout`, the checks of
+the URL and options in :mod:`fncache.stores._s3_config`, and what an s3fs or botocore error means
+in :mod:`fncache.stores._s3_errors`.
 
 Guarantees and failure modes:
 
@@ -87,7 +88,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores import _s3_listing, redact
+from fncache.stores import redact
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
@@ -102,7 +103,8 @@ from fncache.stores._base import (
 from fncache.stores._lock import LeaseLock
 from fncache.stores._s3_config import SECONDS_PER_BYTE, check_options, check_s3, take_secrets
 from fncache.stores._s3_errors import EXISTS, http_status, is_missing_key
-from fncache.stores._s3_layout import GROUP, group_of, meta_name, value_name
+from fncache.stores._s3_layout import GROUP, S3Paths, group_of
+from fncache.stores._s3_listing import S3Listing
 
 __all__ = ["S3Store"]
 
@@ -207,12 +209,10 @@ class S3Store(Store):
         super().__init__(url, **options)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        base = f"{bucket}/{self.prefix}" if self.prefix else bucket
-        self._base = base
-        self._values = f"{base}/v2"
-        self._metas = f"{base}/f"
-        self._usage = f"{base}/u"
-        self._locks = f"{base}/locks"
+        #: the paths of the store's objects
+        self.paths = S3Paths(bucket, self.prefix)
+        self._listing = S3Listing(self.paths, guard=self._guard, list_objects=self._list,
+                                  remove=self._remove, fs=lambda: self.fs, timeout=self.timeout)
         self._secrets = secrets
         self._secret_client_kwargs = secret_client
         self._fs: Any = None
@@ -291,10 +291,10 @@ class S3Store(Store):
 
     # -- paths -----------------------------------------------------------------------------------
     def _value_path(self, key: str) -> str:
-        return f"{self._values}/{value_name(key)}"
+        return self.paths.value(key)
 
     def _meta_path(self, key: str, group: str, expires: float | None) -> str:
-        return f"{self._metas}/{meta_name(key, group, expires)}"
+        return self.paths.meta(key, group, expires)
 
     def _meta_path_of(self, key: str, metadata: dict[str, str] | None) -> str | None:
         """The metadata object of the value at ``key``, from the value's user metadata (``None``
@@ -305,8 +305,7 @@ class S3Store(Store):
         return self._meta_path(key, group, _expires_at(metadata))
 
     def _split(self, path: str) -> tuple[str, str]:
-        bucket, _, key = path.partition("/")
-        return bucket, key
+        return self.paths.split(path)
 
     def _call(self, method: str, *args: Any, transfer: int = 0, **kwargs: Any) -> Any:
         """``fs._<method>(*args, **kwargs)`` run with this store's deadline.
@@ -428,8 +427,7 @@ class S3Store(Store):
         is the group its metadata object is listed under, expiry is in that object's name, the
         last use and count come from the group's usage object. ``meta`` is ``{"function": ...}``.
         """
-        for row in _s3_listing.scan(self):
-            yield row.info({"function": row.function} if row.function else {})
+        return self._listing.listing()
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
@@ -442,7 +440,7 @@ class S3Store(Store):
         another function than the group it is listed under, marks the entry damaged; an entry
         listed under two groups is damaged.
         """
-        return _s3_listing.entries(self)
+        return self._listing.entries()
 
     # -- usage records ---------------------------------------------------------------------------
     def record_use(self, uses: list[Use]) -> None:
@@ -451,7 +449,7 @@ class S3Store(Store):
         the functions concurrently (16 at a time), each retried twice when another writer got in
         between; where a server ignores the condition the last writer wins and some counts are
         lost (never a value)."""
-        _s3_listing.record_use(self, uses)
+        self._listing.record_use(uses)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -543,7 +541,7 @@ class S3Store(Store):
         request per entry. Returns how many of ``keys`` had a value."""
         if len(keys) < 100:
             return super().delete_many(keys)
-        return _s3_listing.delete_many(self, keys)
+        return self._listing.delete_many(keys)
 
     def clear_function(self, function: str) -> int:
         """Remove the entries of ``function``: one prefix listing of its group, deletes in
@@ -551,7 +549,7 @@ class S3Store(Store):
 
         Not atomic: entries added during the listing may survive.
         """
-        return _s3_listing.clear_function(self, function)
+        return self._listing.clear_function(function)
 
     def clear(self) -> int:
         """Delete every object under ``prefix/v2``, ``f``, ``u`` (and the earlier layout's
@@ -561,15 +559,16 @@ class S3Store(Store):
         """
         n = 0
         with self._guard("clear"):
-            for under in (self._values, self._metas, self._usage, f"{self._base}/v1"):
+            for under in (self.paths.values, self.paths.metas, self.paths.usage,
+                          f"{self.paths.base}/v1"):
                 paths = [f"{under}/{name}" for name, _, _ in self._list(under)]
-                n += len(paths) if under == self._values else 0
+                n += len(paths) if under == self.paths.values else 0
                 self._remove(paths)
         return n
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
         """A best-effort lease object; see the module documentation for its limits."""
-        path = f"{self._locks}/{key}"
+        path = self.paths.lock(key)
 
         def read_lease() -> dict[str, Any] | None:
             # Untrusted: only its first KiB is read; unreadable or oversized reads as ``{}``,
