@@ -291,20 +291,6 @@ def _printable(text: str) -> str:
     return text.translate(_CONTROL)
 
 
-def _database_bytes(store: Store) -> int:
-    """The size of a disk store's database files (``cache.db``, ``-wal``, ``-shm``); 0 elsewhere."""
-    directory = getattr(store, "directory", None)
-    if not isinstance(directory, str):
-        return 0
-    total = 0
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            total += os.stat(os.path.join(directory, _DISK_INDEX + suffix)).st_size
-        except OSError:
-            pass  # no log file right now
-    return total
-
-
 # -- commands ------------------------------------------------------------------------------------
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -313,7 +299,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     sources = store.source_sizes()
     values = _size_of(entries)
     # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
-    database = _database_bytes(store)
+    database = store.database_bytes()
     # Value files no entry owns (writers killed mid-write; disk stores).
     orphans, orphan_bytes = store.orphans()
     damaged = sum(e.damaged for e in entries)

@@ -169,6 +169,7 @@ class DiskStore(Store):
     """
 
     kind = "disk"
+    lists_cheaply = True
     accepts_parts = True  # large frames are written part by part, straight from the result's buffers
 
     def __init__(self, url: str, size_limit: int | None = None, **options: Any) -> None:
@@ -677,6 +678,20 @@ class DiskStore(Store):
             count += 1
             nbytes += size
         return count, nbytes
+
+    @property
+    def local_directory(self) -> str:
+        return self.directory
+
+    def database_bytes(self) -> int:
+        """The size of the SQLite database files (``cache.db``, ``-wal``, ``-shm``)."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += os.stat(os.path.join(self.directory, DB_NAME + suffix)).st_size
+            except OSError:
+                pass  # no log file right now
+        return total
 
     def integrity(self) -> str:
         """SQLite's ``quick_check`` of the database: ``"ok"`` or the first problem (slow: reads it

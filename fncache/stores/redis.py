@@ -92,7 +92,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from fncache._errors import ConfigError, StoreError
 from fncache.stores import redact
@@ -130,6 +130,9 @@ class RedisStore(Store):
     """
 
     kind = "redis"
+    lists_cheaply = True  # pipelined: one script call and a few pipelines per 1000 entries
+    far_tier_options: ClassVar[dict[str, Any]] = {
+        "socket_connect_timeout": 2.0, "socket_timeout": 5.0}
 
     def __init__(
         self,

@@ -85,7 +85,7 @@ import os
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from fncache._errors import ConfigError, StoreError
 from fncache.stores import redact
@@ -181,6 +181,8 @@ class S3Store(Store):
     """A store under ``s3://bucket/prefix``; see the module documentation."""
 
     kind = "s3"
+    far_tier_options: ClassVar[dict[str, Any]] = {
+        "connect_timeout": 2.0, "read_timeout": 5.0, "retries": 1}
 
     def __init__(
         self,
