@@ -18,7 +18,9 @@ takes several minutes). The default run takes about two minutes.
 Benchmarks: hit, miss, hash, large, frame, compress, scale, import, listing (``fncache ls`` on S3
 and Redis against writing the entries; starts SeaweedFS and redis-server on loopback, as the tests
 do, and leaves itself out where they are not installed), lazy (a warm call with a polars scan and
-with ``fncache.file`` of a 200 MB file, against a ``stat`` and a full read).
+with ``fncache.file`` of a 200 MB file, against a ``stat`` and a full read), shared-scale
+(``summary()`` of 100,000 entries on Redis and S3 against their listing; ``--scale`` sets the
+number; not in the default run).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from typing import Any, NamedTuple
 import fncache
 from benchmarks import _funcs, _state
 
-NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing", "lazy")
+NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing", "lazy",
+         "shared-scale")
 Row = dict[str, Any]
 
 
@@ -591,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     tmp = tempfile.mkdtemp(prefix="fncache-bench-", dir=os.environ.get("FNCACHE_BENCH_DIR"))
     try:
-        for name in args.only or NAMES:
+        for name in args.only or [n for n in NAMES if n != "shared-scale"]:
             t = time.perf_counter()
             where = os.path.join(tmp, name)
             os.mkdir(where)
@@ -601,6 +604,11 @@ def main(argv: list[str] | None = None) -> int:
                 from benchmarks._listing import bench_listing
 
                 new = bench_listing(where, args.quick, row=_row, stat=_stat, const=_const)
+            elif name == "shared-scale":
+                from benchmarks._shared_scale import bench_shared_scale
+
+                new = bench_shared_scale(where, args.quick, args.scale or 100_000, row=_row,
+                                         stat=_stat, const=_const)
             elif name == "lazy":
                 from benchmarks._lazy import bench_lazy
 
