@@ -647,3 +647,27 @@ def test_redis_summary_counts_entries_outside_any_index(summed):
     rows = store.summary()
     assert rows == summarize(store.listing())
     assert sum(r.entries for r in rows) == 10
+
+
+@pytest.mark.redis
+def test_redis_listing_of_a_function_with_a_thousand_entries_ends(redis_server):
+    """A function's index large enough to be read in several pages, the last of them empty, is
+    listed once through (the empty last page once restarted the read from the first page, and
+    the listing never ended)."""
+    import threading
+
+    store = open_store(redis_server.url, prefix=f"{new_key()}:")
+    try:
+        keys = {new_key() for _ in range(1000)}
+        for key in keys:
+            store.add(key, b"v", META)
+        listed: list[Any] = []
+        reader = threading.Thread(target=lambda: listed.extend(store.listing()), daemon=True)
+        reader.start()
+        reader.join(timeout=300)  # a bound on a hang, not a timing margin: the read takes ~1 s
+        assert not reader.is_alive(), "the listing never ended"
+        assert {e.key for e in listed} == keys
+        assert {e.function for e in listed} == {META["function"]}
+    finally:
+        store.clear()
+        store.close()

@@ -164,13 +164,18 @@ class RedisIndex:
             raw = self._script("index_page")(keys=[name], args=[cursor])
             try:
                 page = json.loads(raw)
-                cursor, flat = str(page[0]), page[1]
+                following, flat = str(page[0]), page[1]
+                # The last page of a large index is often empty, which Lua's cjson writes as {}.
+                flat = [] if flat == {} else flat
                 pairs = list(zip(flat[::2], flat[1::2], strict=True))
             except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+                # Read again from the same cursor: a page is retried whole, never skipped or
+                # restarted from the first one (which would never end).
                 next_cursor, fields = self._client().hscan(name, cursor, count=1000)
-                cursor = str(int(next_cursor))
+                following = str(int(next_cursor))
                 pairs = [(f.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
                          for f, v in fields.items()]
+            cursor = following
             yield from pairs
             if cursor == "0":
                 return
