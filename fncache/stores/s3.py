@@ -82,7 +82,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
@@ -101,6 +100,7 @@ from fncache.stores._base import (
     store_error,
 )
 from fncache.stores._lock import LeaseLock
+from fncache.stores._s3_client import abandon, get_object
 from fncache.stores._s3_config import SECONDS_PER_BYTE, check_options, check_s3, take_secrets
 from fncache.stores._s3_errors import EXISTS, http_status, is_missing_key
 from fncache.stores._s3_layout import GROUP, S3Paths, group_of
@@ -130,50 +130,6 @@ def _expires_at(metadata: dict[str, str] | None) -> float | None:
 def _function(meta: dict[str, Any]) -> str:
     function = meta.get("function")
     return function if isinstance(function, str) else ""
-
-
-
-# Clients inherited over fork: never used or closed in this process, only kept from collection.
-_ABANDONED: list[Any] = []
-
-
-def _abandon(fs: Any) -> None:
-    """Drop a client inherited from the parent process over ``fork`` without closing it.
-
-    s3fs closes a client's HTTP session when it is garbage-collected, on the client's event loop.
-    In a forked child that loop's thread does not exist: the close would stall for a second and
-    log "attached to a different loop" errors, and its sockets belong to the parent anyway. So the
-    close is cancelled (``weakref.finalize`` entries are found in CPython's registry), and the
-    client is kept referenced, since aiohttp warns about sessions collected unclosed.
-    """
-    _ABANDONED.append(fs)
-    registry = getattr(weakref.finalize, "_registry", None)
-    for finalizer in list(registry or ()):
-        info = finalizer.peek()
-        if info is not None and info[0] is fs:
-            finalizer.detach()
-
-
-async def _get_object(
-    fs: Any, bucket: str, key: str, deadline: float
-) -> tuple[dict[str, str], bytes]:
-    """One GET returning user metadata and body (``cat_file`` drops the metadata).
-
-    The request must answer within ``deadline`` seconds, and the body then arrive within
-    ``deadline`` plus 1 s per MiB of its announced length (a frozen server cannot hold it longer).
-    """
-    import asyncio
-
-    resp = await asyncio.wait_for(fs._call_s3("get_object", Bucket=bucket, Key=key), deadline)
-    body = resp["Body"]
-    try:
-        length = resp.get("ContentLength")
-        extra = length * SECONDS_PER_BYTE if isinstance(length, int) and length > 0 else 0.0
-        data = await asyncio.wait_for(body.read(), deadline + extra)
-    finally:
-        body.close()
-    return resp.get("Metadata") or {}, data
-
 
 
 
@@ -228,7 +184,7 @@ class S3Store(Store):
             import s3fs
 
             if self._fs is not None:
-                _abandon(self._fs)
+                abandon(self._fs)
 
             opts = dict(self.options)
             part_size = opts.pop("part_size")
@@ -384,7 +340,7 @@ class S3Store(Store):
             fs = self.fs
             try:
                 # The deadline is applied inside, to the request and then to the body by its length.
-                metadata, data = sync(fs.loop, _get_object, fs, *self._split(path), self.timeout)
+                metadata, data = sync(fs.loop, get_object, fs, *self._split(path), self.timeout)
             except FileNotFoundError as e:
                 if is_missing_key(e):
                     return None
