@@ -21,7 +21,9 @@ do, and leaves itself out where they are not installed), lazy (a warm call with 
 with ``fncache.file`` of a 200 MB file, against a ``stat`` and a full read), global (a DataFrame
 result reached through a helper's global), pipeline (a scikit-learn ``Pipeline(memory=...)`` warm fit
 in process and in a new process), peak (traced memory of a large load and store); see
-:mod:`benchmarks._round3`.
+:mod:`benchmarks._round3`, shared-scale
+(``summary()`` of 100,000 entries on Redis and S3 against their listing; ``--scale`` sets the
+number; not in the default run).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from benchmarks._kit import row as _row
 from benchmarks._kit import stat as _stat
 
 NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "listing", "lazy",
-         "global", "pipeline", "peak")
+         "global", "pipeline", "peak", "shared-scale")
 Row = dict[str, Any]
 
 
@@ -450,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     tmp = tempfile.mkdtemp(prefix="fncache-bench-", dir=os.environ.get("FNCACHE_BENCH_DIR"))
     try:
-        for name in args.only or NAMES:
+        for name in args.only or [n for n in NAMES if n != "shared-scale"]:
             t = time.perf_counter()
             where = os.path.join(tmp, name)
             os.mkdir(where)
@@ -463,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
                 from benchmarks._listing import bench_listing
 
                 new = bench_listing(where, args.quick, row=_row, stat=_stat, const=_const)
+            elif name == "shared-scale":
+                from benchmarks._shared_scale import bench_shared_scale
+
+                new = bench_shared_scale(where, args.quick, args.scale or 100_000, row=_row,
+                                         stat=_stat, const=_const)
             elif name == "lazy":
                 from benchmarks._lazy import bench_lazy
 

@@ -45,10 +45,9 @@ SCAN_LIMIT = 2000
 KEEP = 32
 #: Differences named in one miss line.
 SHOWN = 3
-# Stores whose listing is read lazily, in batches, close by: cut off after SCAN_LIMIT entries costs
-# about that much. S3's listing pages through the whole prefix (and fetches metadata) before the first
-# entry, so it is never read here.
-_SCANNED_SCHEMES = ("", "file", "memory", "redis", "rediss", "unix")
+# Only stores that list cheaply (Store.lists_cheaply: read lazily, in batches, close by) are
+# scanned: cut off after SCAN_LIMIT entries costs about that much. S3's listing pages through the
+# whole prefix (and fetches metadata) before the first entry, so it is never read here.
 
 
 def format_seconds(seconds: float) -> str:
@@ -106,13 +105,10 @@ class MissReasons:
     def _scan(self) -> None:
         from fncache._differences import Side
 
-        store = self._store()
-        tiers = getattr(store, "tiers", None)
-        if tiers:  # a tiered store: its nearest tier holds copies of what this machine used
-            store = tiers[0]
-        scheme = store.url.partition("://")[0] if "://" in store.url else ""
+        # A tiered store's nearest tier holds copies of what this machine used.
+        store = self._store().nearest
         found: list[tuple[float, str, Any]] = []
-        if scheme in _SCANNED_SCHEMES:
+        if store.lists_cheaply:
             seen = 0
             for e in itertools.islice(store.entries(), SCAN_LIMIT):
                 seen += 1

@@ -322,6 +322,64 @@ class StoreContract:
         assert bytes(clone.get(key)) == b"shared"
         assert bytes(store.get(key)) == b"shared", "a closed store reconnects on next use"
 
+    # -- store facts the command line, doctor, verbose and tiers read ------------------------------
+    def test_nearest_sees_what_this_machine_adds(self, store: Store) -> None:
+        """``nearest`` is a store that holds what this process just added (itself, or a near tier)."""
+        key = new_key()
+        store.add(key, b"near", META)
+        near = store.nearest
+        assert isinstance(near, Store)
+        assert bytes(near.get(key)) == b"near"
+        assert near.nearest is near, "the nearest store is its own nearest"
+
+    def test_local_directory_holds_the_store_or_is_none(self, store: Store) -> None:
+        """``local_directory`` is an existing directory that changes when an entry is added, or
+        ``None`` for a store kept elsewhere; ``database_bytes`` counts files in it only."""
+        import os
+
+        store.add(new_key(), b"x" * 1000, META)
+        directory = store.local_directory
+        if directory is None:
+            assert store.database_bytes() == 0
+            return
+        def held() -> int:
+            return sum(os.path.getsize(os.path.join(root, f))
+                       for root, _, files in os.walk(directory) for f in files)
+
+        assert os.path.isdir(directory)
+        before = held()
+        store.add(new_key(), os.urandom(100_000), META)
+        assert held() >= before + 100_000, "the value is not kept in the local directory"
+        assert 0 < store.database_bytes() <= held()
+
+    def test_lists_cheaply_means_entries_stream_before_the_end(self, store: Store) -> None:
+        """A store that says it lists cheaply yields its first entry from ``entries()`` when asked
+        for one (``verbose`` reads a few on a miss); every store lists what it holds."""
+        keys = {new_key() for _ in range(3)}
+        for key in keys:
+            store.add(key, b"v", META)
+        assert isinstance(store.lists_cheaply, bool)
+        first = next(iter(store.entries()))
+        assert first.key in keys
+        assert {e.key for e in store.entries()} == keys
+
+    def test_far_tier_options_are_options_the_store_accepts(self, store: Store) -> None:
+        """Reopening the store with its class's ``far_tier_options`` (what a far tier gets) works:
+        each is an option this kind of store takes, not a misspelt one."""
+        options = type(store).far_tier_options
+        assert isinstance(options, dict)
+        if not options:
+            return
+        reopened = type(store)(store.url, **{**store.options, **options})
+        try:
+            for name, value in options.items():
+                assert reopened.options[name] == value
+            key = new_key()
+            store.add(key, b"far", META)
+            assert bytes(reopened.get(key)) == b"far"
+        finally:
+            reopened.close()
+
     # -- failures --------------------------------------------------------------------------------
     def test_unreachable_backend_raises_store_error(self, request: pytest.FixtureRequest) -> None:
         """Every operation on an unreachable backend raises StoreError (an OSError), not a hang."""

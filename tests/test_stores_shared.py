@@ -535,3 +535,140 @@ def test_s3_groups_round_trip_and_never_name_a_directory_step():
     for bad in [".", "..", "a/b", "%2e", "m%3af", "m%3A%66"]:
         assert function_of(bad) is None
     assert group_of("..") == "%2E." and function_of("%2E.") == ".."
+
+
+# -- summaries from the Redis totals -------------------------------------------------------------
+
+
+@pytest.fixture
+def summed(redis_server):
+    """A Redis store holding entries of two functions, some used, under a fresh prefix."""
+    from fncache.stores._base import Use
+
+    store = open_store(redis_server.url, prefix=f"{new_key()}:")
+    keys = {"a": [new_key() for _ in range(5)], "b": [new_key() for _ in range(3)]}
+    for function, names in keys.items():
+        for i, key in enumerate(names):
+            store.add(key, os.urandom(10 + 7 * i), {"function": f"m:{function}",
+                                                    "created": 1_700_000_000.0 + i})
+    store.record_use([Use(keys["a"][1], "m:a", time.time() - 5, 3),
+                      Use(keys["b"][0], "m:b", time.time() - 9, 1)])
+    yield store, keys
+    store.clear()
+    store.close()
+
+
+def _totals(store: Any) -> dict[str, dict[bytes, bytes]]:
+    client = store.client
+    return {name.decode(): client.hgetall(name)
+            for name in client.scan_iter(match=store.keys.pattern("s"))}
+
+
+@pytest.mark.redis
+def test_redis_summary_is_the_listing_summarised_and_kept_as_totals(summed):
+    """``summary()`` gives exactly ``summarize(listing())`` (entries, bytes, newest, oldest, last
+    use, uses per function), and the totals it answers from are kept by the adds themselves."""
+    from fncache.stores._base import summarize
+
+    store, keys = summed
+    totals = _totals(store)
+    assert sorted(totals) == [store.keys.totals("m:a"), store.keys.totals("m:b")]
+    assert totals[store.keys.totals("m:a")][b"n"] == b"5"
+    assert totals[store.keys.totals("m:a")][b"uses"] == b"3"
+    rows = store.summary()
+    assert rows == summarize(store.listing())
+    assert [(r.function, r.entries) for r in rows] == [("m:a", 5), ("m:b", 3)]
+    assert _totals(store) == totals, "totals that agree with the values are not rewritten"
+
+
+@pytest.mark.redis
+def test_redis_summary_follows_deletes_replacements_and_expiry(summed):
+    """A delete (the oldest entry), a replacement by ``set``, a whole function cleared and an
+    entry that expires on the server all show in the next ``summary()``: missing or outdated
+    totals are rebuilt from the listing."""
+    from fncache.stores._base import summarize
+
+    store, keys = summed
+    assert store.delete(keys["a"][0])  # the oldest of m:a
+    assert store.summary() == summarize(store.listing())
+    store.set(keys["a"][1], b"replaced, longer than before", {"function": "m:a"})
+    assert store.summary() == summarize(store.listing())
+    store.clear_function("m:b")
+    assert store.summary() == summarize(store.listing())
+    assert [r.function for r in store.summary()] == ["m:a"]
+    short = new_key()
+    store.add(short, b"brief", {"function": "m:a"}, expire=0.05)
+    deadline = time.monotonic() + 30
+    while store.contains(short):  # wait on the server's expiry, not a duration
+        assert time.monotonic() < deadline, "the entry never expired"
+        time.sleep(0.02)
+    rows = store.summary()
+    assert rows == summarize(store.listing())
+    assert rows[0].entries == 4
+
+
+@pytest.mark.redis
+def test_redis_planted_totals_are_rebuilt_and_never_decide_a_prune(summed):
+    """Totals that are malformed, or name a function with no entries, or count more entries than
+    there are values, are replaced by the listing's; totals that keep the count but lie about
+    bytes show only in ``summary()``: prune decides on the listed entries and keeps them all."""
+    from fncache.cli.prune import plan_prune
+
+    from fncache.stores._base import summarize
+
+    store, keys = summed
+    client = store.client
+    truth = summarize(store.listing())
+    client.hset(store.keys.totals("m:a"), "n", "lots")
+    assert store.summary() == truth
+    assert _totals(store)[store.keys.totals("m:a")][b"n"] == b"5", "the damaged total is rebuilt"
+    client.hset(store.keys.totals("m:ghost"), mapping={
+        "n": 2, "b": 1, "new": "1.0", "old": "1.0", "used": "0", "uses": 0})
+    assert store.summary() == truth
+    assert store.keys.totals("m:ghost") not in _totals(store)
+    client.hset(store.keys.totals("m:b"), mapping={"n": 4, "b": 10**12})
+    assert store.summary() == truth
+    # Counts kept, bytes planted: the one lie a count cannot catch, and it reaches no decision.
+    client.hset(store.keys.totals("m:b"), "b", 10**12)
+    assert sum(r.size for r in store.summary()) > 10**12
+    real = sum(e.size for e in store.listing())
+    assert plan_prune(store, max_bytes=real) == []
+    assert len(store) == 8
+
+
+@pytest.mark.redis
+def test_redis_summary_counts_entries_outside_any_index(summed):
+    """Values with no index (metadata naming no function, or written by something else) have no
+    totals; the count of values finds them and the summary is the listing's."""
+    from fncache.stores._base import summarize
+
+    store, _ = summed
+    store.add(new_key(), b"anonymous", {})
+    store.client.set(store.keys.value(new_key()), b"\x00planted")
+    rows = store.summary()
+    assert rows == summarize(store.listing())
+    assert sum(r.entries for r in rows) == 10
+
+
+@pytest.mark.redis
+def test_redis_listing_of_a_function_with_a_thousand_entries_ends(redis_server):
+    """A function's index large enough to be read in several pages, the last of them empty, is
+    listed once through (the empty last page once restarted the read from the first page, and
+    the listing never ended)."""
+    import threading
+
+    store = open_store(redis_server.url, prefix=f"{new_key()}:")
+    try:
+        keys = {new_key() for _ in range(1000)}
+        for key in keys:
+            store.add(key, b"v", META)
+        listed: list[Any] = []
+        reader = threading.Thread(target=lambda: listed.extend(store.listing()), daemon=True)
+        reader.start()
+        reader.join(timeout=300)  # a bound on a hang, not a timing margin: the read takes ~1 s
+        assert not reader.is_alive(), "the listing never ended"
+        assert {e.key for e in listed} == keys
+        assert {e.function for e in listed} == {META["function"]}
+    finally:
+        store.clear()
+        store.close()

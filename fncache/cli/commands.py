@@ -10,14 +10,12 @@ decide on the entries themselves, never on a summary.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from fncache.cli.common import (
-    DISK_INDEX,
     Usage,
     emit,
     hint_unknown_function,
@@ -134,20 +132,6 @@ def _show_plan(args: argparse.Namespace, store: Store, groups: list[dict[str, An
     return 0
 
 
-def database_bytes(store: Store) -> int:
-    """The size of a disk store's database files (``cache.db``, ``-wal``, ``-shm``); 0 elsewhere."""
-    directory = getattr(store, "directory", None)
-    if not isinstance(directory, str):
-        return 0
-    total = 0
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            total += os.stat(os.path.join(directory, DISK_INDEX + suffix)).st_size
-        except OSError:
-            pass  # no log file right now
-    return total
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     store = store_from(args)
     summary = store.summary()
@@ -155,7 +139,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     count = sum(s.entries for s in summary)
     values = sum(s.size for s in summary)
     # A disk store's SQLite database (with its write-ahead log) is space the store takes too.
-    database = database_bytes(store)
+    database = store.database_bytes()
     # Value files no entry owns (writers killed mid-write; disk stores).
     orphans, orphan_bytes = store.orphans()
     damaged = sum(s.entries for s in summary if s.damaged)

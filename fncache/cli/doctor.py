@@ -151,7 +151,7 @@ def check_store(report: Report, store: Store) -> None:
     except Exception as e:  # any failure here is the finding
         report.add("store writable", False, f"{store.url}: {e}")
         return
-    directory = getattr(store, "directory", None)
+    directory = store.local_directory
     if directory and os.path.isdir(directory):
         mode = stat.S_IMODE(os.stat(directory).st_mode)
         private = not mode & (stat.S_IRWXG | stat.S_IRWXO)

@@ -49,6 +49,7 @@ __all__ = [
     "open_store",
     "public_config",
     "redact",
+    "store_class",
     "store_error",
 ]
 
@@ -237,18 +238,24 @@ def env_store_error(e: ConfigError) -> ConfigError:
 
 
 def _create(url: str, options: dict[str, Any], tiered: bool = False) -> Store:
-    import importlib
-
     if tiered:
         from fncache.stores.tiered import TieredStore
 
         return TieredStore(url, **options)
-    scheme = _scheme(url)
-    if scheme == "file" and url.startswith("file://"):
+    cls = store_class(url)
+    if url.startswith("file://"):
         url = url[len("file://") :]
-    module, name = SCHEMES[scheme]
-    cls: type[Store] = getattr(importlib.import_module(module), name)
     return cls(url, **options)
+
+
+def store_class(url: str) -> type[Store]:
+    """The class of store a URL or path opens (its module is imported, its backend is not);
+    :class:`ConfigError` for a scheme no store has."""
+    import importlib
+
+    module, name = SCHEMES[_scheme(url)]
+    cls: type[Store] = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def _normalize(spec: str | os.PathLike[str]) -> str:

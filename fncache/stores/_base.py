@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 #: Seconds that data no entry references is left alone before it counts as orphaned: a writer
 #: writes its data before it publishes the entry, and may be doing so right now.
@@ -333,10 +333,35 @@ class Store:
     progress: Callable[[int], None] | None = None
     #: whether add/set take a list of parts and write them without joining them first
     accepts_parts: bool = False
+    #: whether :meth:`entries` is cheap enough to read on a miss (no request of its own per
+    #: entry), so that ``verbose`` may scan it for a function's earlier entries. Default: no.
+    lists_cheaply: bool = False
+    #: options a store of this class opened by URL as a far tier (see
+    #: :mod:`fncache.stores.tiered`) gets where its own options do not set them: time-outs short
+    #: enough that a call waits for a failing server briefly, once per cool-down. Default: none.
+    far_tier_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, url: str, **options: Any) -> None:
         self.url = url
         self.options = options
+
+    # -- where the store is -----------------------------------------------------------------------
+    @property
+    def local_directory(self) -> str | None:
+        """The directory on this machine that holds the store (``doctor`` checks its permissions
+        and free space), ``None`` for a store kept elsewhere. Default: ``None``."""
+        return None
+
+    @property
+    def nearest(self) -> Store:
+        """The store this machine reads first, whose entries are the ones it used: the store
+        itself, or a tiered store's nearest tier. Default: the store itself."""
+        return self
+
+    def database_bytes(self) -> int:
+        """Bytes the store's own database takes beside its values (a disk store's SQLite files,
+        shown by ``fncache info``). Default: 0."""
+        return 0
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, key: str) -> bytes | bytearray | memoryview | None:

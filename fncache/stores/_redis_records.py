@@ -14,18 +14,30 @@ from typing import Any
 
 from fncache.stores._base import load_json, parse_use
 
-__all__ = ["is_error", "parse_index", "parse_manifest", "stored_size"]
+__all__ = [
+    "CHUNKED",
+    "INLINE",
+    "KEY",
+    "MAX_CHUNK",
+    "MAX_MANIFEST",
+    "is_error",
+    "number",
+    "parse_index",
+    "parse_manifest",
+    "stored_size",
+]
 
-_INLINE = b"\x00"
-_CHUNKED = b"\x01"
+#: The tag byte before a value: the bytes follow (inline), or a JSON chunk manifest.
+INLINE = b"\x00"
+CHUNKED = b"\x01"
 # Redis refuses strings over 512 MB (proto-max-bulk-len); stay well below it with the tag byte.
-_MAX_CHUNK = 512 * 2**20 - 4096
+MAX_CHUNK = 512 * 2**20 - 4096
 # A manifest is about 80 bytes of JSON; chunk counts and sizes are capped before anything is
 # allocated or fetched.
-_MAX_MANIFEST = 1024
+MAX_MANIFEST = 1024
 _MAX_CHUNKS = 65536
 _MAX_VALUE = 1 << 40
-_TOKEN = _KEY = re.compile(r"[0-9a-f]{32}")
+_TOKEN = KEY = re.compile(r"[0-9a-f]{32}")
 
 
 def parse_manifest(raw: bytes | None) -> tuple[str, int, int] | None:
@@ -34,10 +46,10 @@ def parse_manifest(raw: bytes | None) -> tuple[str, int, int] | None:
     A manifest is untrusted: it must be small, a JSON object with a 32-hex-digit token, a size
     up to 1 TiB and a chunk count that the size and the chunk size allow (at most 65536).
     """
-    if not raw or raw[:1] != _CHUNKED or len(raw) > _MAX_MANIFEST:
+    if not raw or raw[:1] != CHUNKED or len(raw) > MAX_MANIFEST:
         return None
     try:
-        manifest = load_json(raw[1:], max_bytes=_MAX_MANIFEST)
+        manifest = load_json(raw[1:], max_bytes=MAX_MANIFEST)
     except ValueError:
         return None
     if not isinstance(manifest, dict):
@@ -48,10 +60,10 @@ def parse_manifest(raw: bytes | None) -> tuple[str, int, int] | None:
         return None
     if type(n) is not int or type(size) is not int or not 0 < size <= _MAX_VALUE:
         return None
-    if not 0 < n <= min(_MAX_CHUNKS, size) or n < -(-size // _MAX_CHUNK):
+    if not 0 < n <= min(_MAX_CHUNKS, size) or n < -(-size // MAX_CHUNK):
         return None
     if chunk is not None and (
-        type(chunk) is not int or not 0 < chunk <= _MAX_CHUNK or n != -(-size // chunk)
+        type(chunk) is not int or not 0 < chunk <= MAX_CHUNK or n != -(-size // chunk)
     ):
         return None
     return token, n, size
@@ -62,9 +74,9 @@ def stored_size(strlen: int, head: bytes, manifest: tuple[str, int, int] | None,
     """``(size, damaged)`` of one listed value from its stored length and first byte, and for a
     chunked one its manifest and its chunks' stored lengths: always what is stored, never a
     size a manifest or metadata claims."""
-    if head == _INLINE:
+    if head == INLINE:
         return int(strlen) - 1, False
-    if head == _CHUNKED and manifest is not None:
+    if head == CHUNKED and manifest is not None:
         size = sum(lengths)
         return size, size != manifest[2]
     return int(strlen), True
@@ -74,7 +86,7 @@ def stored_size(strlen: int, head: bytes, manifest: tuple[str, int, int] | None,
 _FIELD = re.compile(r"([0-9a-f]{32})(:[un])?")
 
 
-def _number(raw: Any) -> float | int | None:
+def number(raw: Any) -> float | int | None:
     """A number field of an index as fncache writes it (short ASCII digits), else ``None``."""
     if not isinstance(raw, str) or not 0 < len(raw) <= 32 or not raw.isascii():
         return None
@@ -96,7 +108,7 @@ def parse_index(fields: Iterable[tuple[str, str]], t: float) -> dict[str, list[A
     for name, value in fields:
         found = _FIELD.fullmatch(name) if isinstance(name, str) else None
         if found is not None:
-            parts[found[2]][found[1]] = _number(value)
+            parts[found[2]][found[1]] = number(value)
     out = {}
     for key, when in created.items():
         use = parse_use(last.get(key), count.get(key), t) if key in last else None

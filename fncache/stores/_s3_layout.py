@@ -28,6 +28,7 @@ from fncache.stores._base import load_json, parse_use
 __all__ = [
     "GROUP",
     "KEY",
+    "S3Paths",
     "encode_usage",
     "function_of",
     "group_of",
@@ -125,3 +126,42 @@ def encode_usage(records: dict[str, tuple[float, int]]) -> bytes:
         records = dict(keep)
     return json.dumps({k: [last, n] for k, (last, n) in records.items()},
                       separators=(",", ":")).encode()
+
+
+class S3Paths:
+    """The paths (``bucket/key``) of one store's objects under ``s3://bucket/prefix``: the only
+    spelling of the layout, shared by the store (single entries) and its listing
+    (:mod:`fncache.stores._s3_listing`)."""
+
+    __slots__ = ("base", "bucket", "locks", "metas", "usage", "values")
+
+    def __init__(self, bucket: str, prefix: str) -> None:
+        self.bucket = bucket
+        #: ``bucket/prefix``, under which everything lies
+        self.base = f"{bucket}/{prefix}" if prefix else bucket
+        self.values = f"{self.base}/v2"
+        self.metas = f"{self.base}/f"
+        self.usage = f"{self.base}/u"
+        self.locks = f"{self.base}/locks"
+
+    def value(self, key: str) -> str:
+        """Where the value of ``key`` lives."""
+        return f"{self.values}/{value_name(key)}"
+
+    def meta(self, key: str, group: str, expires: float | None) -> str:
+        """Where the metadata of ``key`` lives, filed under ``group``."""
+        return f"{self.metas}/{meta_name(key, group, expires)}"
+
+    def usage_of(self, group: str) -> str:
+        """The usage records of ``group``'s entries."""
+        return f"{self.usage}/{group}"
+
+    def lock(self, key: str) -> str:
+        """The lease of ``key``'s lock."""
+        return f"{self.locks}/{key}"
+
+    @staticmethod
+    def split(path: str) -> tuple[str, str]:
+        """``(bucket, object key)`` of a path."""
+        bucket, _, key = path.partition("/")
+        return bucket, key

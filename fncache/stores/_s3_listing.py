@@ -1,14 +1,15 @@
-"""The S3 store's operations over many entries: listings, usage records and batch deletes.
+"""The S3 store's listing: the operations over many entries (listings, usage records and batch
+deletes).
 
-They live apart from :mod:`fncache.stores.s3` (which owns the client, the deadline, the object
-paths and the reads and writes of single entries) because they are a subsystem of their own:
-paginated listings of values, metadata names and usage objects put together into entries
-(``listing``, ``entries``), the usage objects ``u/GROUP`` merged with conditional PUTs
-(``record_use``), and deletes found by listing rather than by one request per entry
-(``delete_many``, ``clear_function``), with the concurrent asyncio GETs and PUTs they run on s3fs's
-event loop. Each function takes the :class:`~fncache.stores.s3.S3Store` it works for and goes
-through its ``_guard``, ``_list``, ``_remove``, paths and client (``fs``), so errors, deadlines
-and the layout stay the store's.
+:class:`S3Listing` puts paginated listings of values, metadata names and usage objects together
+into entries (``scan``, ``entries``), merges uses into the usage objects ``u/GROUP`` with
+conditional PUTs (``record_use``), and finds deletes by listing rather than by one request per
+entry (``delete_many``, ``clear_function``), with the concurrent asyncio GETs and PUTs they run on
+s3fs's event loop. It works over what the store (:mod:`fncache.stores.s3`, which owns the client,
+the deadline and the reads and writes of single entries) hands it: the layout's paths
+(:class:`~fncache.stores._s3_layout.S3Paths`), the store's error guard, its paged listing and
+batch removal, its client and its deadline, so errors, deadlines and the layout stay the store's;
+the store calls it through its public methods only.
 
 The bucket is untrusted: only names of the layout count (checked by
 :mod:`fncache.stores._s3_layout`), sizes are listed sizes, metadata over 1 MiB and usage objects
@@ -18,8 +19,9 @@ over 8 MiB are never fetched, and a usage record only ranks entries; it never to
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 from fncache.stores._base import MAX_JSON_BYTES, EntryInfo, Use, entry_info, now, parse_meta
 from fncache.stores._s3_config import SECONDS_PER_BYTE
@@ -28,6 +30,7 @@ from fncache.stores._s3_layout import (
     GROUP,
     KEY,
     MAX_USAGE_BYTES,
+    S3Paths,
     encode_usage,
     function_of,
     group_of,
@@ -36,10 +39,7 @@ from fncache.stores._s3_layout import (
     value_name,
 )
 
-if TYPE_CHECKING:
-    from fncache.stores.s3 import S3Store
-
-__all__ = ["clear_function", "delete_many", "entries", "record_use", "scan"]
+__all__ = ["S3Listing"]
 
 log = logging.getLogger("fncache")
 
@@ -52,7 +52,6 @@ def _timestamp(modified: Any) -> float | None:
         return float(modified.timestamp()) if modified is not None else None
     except (AttributeError, ValueError, OverflowError, TypeError):
         return None
-
 
 
 class _Row:
@@ -159,165 +158,213 @@ async def _merge_usage(fs: Any, bucket: str, key: str, records: dict[str, tuple[
     return False
 
 
-def entries(store: S3Store) -> Iterator[EntryInfo]:
-    """Every live entry with its metadata: :meth:`S3Store.listing`, then the metadata objects in
-    concurrent GETs (1000 at a time).
+class S3Listing:
+    """The listing of one S3 store: ``S3Listing(paths, guard=, list_objects=, remove=, fs=,
+    timeout=)``.
 
-    The bucket is untrusted. Only objects at the places fncache writes them (see
-    :mod:`fncache.stores._s3_layout`) count, so deleting an entry by its key deletes exactly
-    the objects listed for it; anything else under the prefix is ignored here (and removed by
-    :meth:`S3Store.clear`). Metadata over 1 MiB is not fetched; metadata of the wrong types, or naming
-    another function than the group it is listed under, marks the entry damaged; an entry
-    listed under two groups is damaged.
+    ``guard(what)`` turns the client's errors into :class:`fncache.StoreError`;
+    ``list_objects(under)`` yields ``(name, size, last_modified)`` of the objects under a path,
+    page by page under the store's deadline; ``remove(paths)`` deletes objects in batches;
+    ``fs()`` is the connected :class:`s3fs.S3FileSystem`; ``timeout`` the store's deadline.
     """
-    rows = list(scan(store))
-    for i in range(0, len(rows), _LIST_BATCH):
-        batch = rows[i : i + _LIST_BATCH]
-        wanted = [r.meta_path for r in batch if r.meta_path and 0 < r.meta_size <= MAX_JSON_BYTES]
-        with store._guard("list"):
-            metas = cat(store, wanted)
-        for row in batch:
-            meta = parse_meta(metas.get(row.meta_path)) if row.meta_path else {}
-            if meta is None or (row.meta_path and meta.get("function", "") != row.function):
-                meta, row.damaged = None, True
-            yield row.info(meta)
 
+    def __init__(self, paths: S3Paths, *, guard: Callable[[str], AbstractContextManager[None]],
+                 list_objects: Callable[[str], Iterator[tuple[str, int, Any]]],
+                 remove: Callable[[list[str]], None], fs: Callable[[], Any],
+                 timeout: float) -> None:
+        self.paths = paths
+        self._guard = guard
+        self._list = list_objects
+        self._remove = remove
+        self._fs = fs
+        self.timeout = timeout
 
-def scan(store: S3Store) -> Iterator[_Row]:
-    """The rows of :meth:`S3Store.listing` (see there), checked against the layout."""
-    t = now()
-    with store._guard("list"):
+    # -- listings -------------------------------------------------------------------------------
+    def listing(self) -> Iterator[EntryInfo]:
+        """:meth:`fncache.stores.s3.S3Store.listing`: every live entry, ``meta`` naming its
+        function only."""
+        for row in self.scan():
+            yield row.info({"function": row.function} if row.function else {})
+
+    def entries(self) -> Iterator[EntryInfo]:
+        """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
+        concurrent GETs (1000 at a time).
+
+        The bucket is untrusted. Only objects at the places fncache writes them (see
+        :mod:`fncache.stores._s3_layout`) count, so deleting an entry by its key deletes exactly
+        the objects listed for it; anything else under the prefix is ignored here (and removed by
+        :meth:`S3Store.clear`). Metadata over 1 MiB is not fetched; metadata of the wrong types, or
+        naming another function than the group it is listed under, marks the entry damaged; an
+        entry listed under two groups is damaged.
+        """
+        rows = list(self.scan())
+        for i in range(0, len(rows), _LIST_BATCH):
+            batch = rows[i : i + _LIST_BATCH]
+            wanted = [r.meta_path for r in batch
+                      if r.meta_path and 0 < r.meta_size <= MAX_JSON_BYTES]
+            with self._guard("list"):
+                metas = self.cat(wanted)
+            for row in batch:
+                meta = parse_meta(metas.get(row.meta_path)) if row.meta_path else {}
+                if meta is None or (row.meta_path and meta.get("function", "") != row.function):
+                    meta, row.damaged = None, True
+                yield row.info(meta)
+
+    def scan(self) -> Iterator[_Row]:
+        """The rows of :meth:`listing`, checked against the layout."""
+        t = now()
+        with self._guard("list"):
+            values = self._values()
+            refs = self._refs(values)
+            usage_sizes = {name: size for name, size, _ in self._list(self.paths.usage)
+                           if GROUP.fullmatch(name) and 0 < size <= MAX_USAGE_BYTES}
+        groups = {ref[0] for found in refs.values() for ref in found}
+        names = self.group_names(groups, refs)
+        usage = self._usage(g for g in groups if g in usage_sizes)
+        for key, (size, created) in values.items():
+            row = self._row(key, size, created, refs.get(key, []), names, usage, t)
+            if row is not None:
+                yield row
+
+    def _values(self) -> dict[str, tuple[int, float | None]]:
+        """``{key: (size, modified)}`` of every value at a name of the layout."""
         values = {}
-        for name, size, modified in store._list(store._values):
+        for name, size, modified in self._list(self.paths.values):
             key = name.rpartition("/")[2]
             if KEY.fullmatch(key) and name == value_name(key):
                 values[key] = (size, _timestamp(modified))
+        return values
+
+    def _refs(self, values: dict[str, Any]) -> dict[str, list[tuple[str, int | None, str, int]]]:
+        """``{key: [(group, expires, name, size)...]}``: the metadata objects of listed values."""
         refs: dict[str, list[tuple[str, int | None, str, int]]] = {}
-        for name, size, _ in store._list(store._metas):
+        for name, size, _ in self._list(self.paths.metas):
             parsed = parse_meta_name(name)
             if parsed is not None and parsed[1] in values:
                 group, key, expires = parsed
                 refs.setdefault(key, []).append((group, expires, name, size))
-        usage_sizes = {name: size for name, size, _ in store._list(store._usage)
-                       if GROUP.fullmatch(name) and 0 < size <= MAX_USAGE_BYTES}
-    groups = {ref[0] for found in refs.values() for ref in found}
-    names = group_names(store, groups, refs)
-    wanted = [f"{store._usage}/{g}" for g in groups if g in usage_sizes]
-    with store._guard("list"):
-        raw_usage = cat(store, wanted)
-    usage = {path.rpartition("/")[2]: parse_usage(raw, t) for path, raw in raw_usage.items()
-             if isinstance(raw, bytes)}
-    for key, (size, created) in values.items():
-        found = refs.get(key, [])
+        return refs
+
+    def _usage(self, groups: Iterator[str]) -> dict[str, dict[str, tuple[float, int]]]:
+        """The usage records of ``groups`` (one concurrent GET each), checked."""
+        t = now()
+        with self._guard("list"):
+            raw_usage = self.cat([self.paths.usage_of(g) for g in groups])
+        return {path.rpartition("/")[2]: parse_usage(raw, t) for path, raw in raw_usage.items()
+                if isinstance(raw, bytes)}
+
+    def _row(self, key: str, size: int, created: float | None, found: list[Any],
+             names: dict[str, str | None], usage: dict[str, dict[str, tuple[float, int]]],
+             t: float) -> _Row | None:
+        """The row of one listed value; ``None`` if it is expired (it reads as missing)."""
         row = _Row(key, size, created)
         if len({ref[0] for ref in found}) > 1:
             row.damaged = True  # listed under two functions: believe neither
-        elif found:
-            group = found[0][0]
-            ends = [ref[1] for ref in found]
-            if None not in ends and max(e for e in ends if e is not None) <= t:
-                continue  # expired: reads as missing
-            function = names.get(group)
-            row.function, row.damaged = function or "", function is None
-            if len(found) == 1:
-                row.meta_path, row.meta_size = f"{store._metas}/{found[0][2]}", found[0][3]
-            row.use = usage.get(group, {}).get(key)
-        yield row
+            return row
+        if not found:
+            return row
+        group = found[0][0]
+        ends = [ref[1] for ref in found]
+        if None not in ends and max(e for e in ends if e is not None) <= t:
+            return None
+        function = names.get(group)
+        row.function, row.damaged = function or "", function is None
+        if len(found) == 1:
+            row.meta_path, row.meta_size = f"{self.paths.metas}/{found[0][2]}", found[0][3]
+        row.use = usage.get(group, {}).get(key)
+        return row
 
-
-def group_names(store: S3Store, groups: set[str], refs: dict[str, list[Any]]) -> dict[str, str | None]:
-    """The function each group names; a hashed group's from one of its metadata records,
-    believed only if that function hashes to the group."""
-    names = {g: function_of(g) for g in groups}
-    hashed = {g for g, name in names.items() if name is None and len(g) == 33}
-    if not hashed:
+    def group_names(self, groups: set[str], refs: dict[str, list[Any]]) -> dict[str, str | None]:
+        """The function each group names; a hashed group's from one of its metadata records,
+        believed only if that function hashes to the group."""
+        names = {g: function_of(g) for g in groups}
+        hashed = {g for g, name in names.items() if name is None and len(g) == 33}
+        if not hashed:
+            return names
+        sample: dict[str, str] = {}
+        for found in refs.values():
+            for group, _, name, size in found:
+                if group in hashed and group not in sample and 0 < size <= MAX_JSON_BYTES:
+                    sample[group] = f"{self.paths.metas}/{name}"
+        with self._guard("list"):
+            metas = self.cat(list(sample.values()))
+        for group, path in sample.items():
+            function = (parse_meta(metas.get(path)) or {}).get("function")
+            if isinstance(function, str) and group_of(function) == group:
+                names[group] = function
         return names
-    sample: dict[str, str] = {}
-    for found in refs.values():
-        for group, _, name, size in found:
-            if group in hashed and group not in sample and 0 < size <= MAX_JSON_BYTES:
-                sample[group] = f"{store._metas}/{name}"
-    with store._guard("list"):
-        metas = cat(store, list(sample.values()))
-    for group, path in sample.items():
-        function = (parse_meta(metas.get(path)) or {}).get("function")
-        if isinstance(function, str) and group_of(function) == group:
-            names[group] = function
-    return names
 
+    # -- usage records --------------------------------------------------------------------------
+    def record_use(self, uses: list[Use]) -> None:
+        """Merge uses into each function's usage object ``u/GROUP``: one ranged GET and one
+        conditional PUT per function (``If-Match`` its ETag, or ``If-None-Match: *`` when new),
+        the functions concurrently (16 at a time), each retried twice when another writer got in
+        between; where a server ignores the condition the last writer wins and some counts are
+        lost (never a value)."""
+        from fsspec.asyn import sync
 
-def record_use(store: S3Store, uses: list[Use]) -> None:
-    """Merge uses into each function's usage object ``u/GROUP``: one ranged GET and one
-    conditional PUT per function (``If-Match`` its ETag, or ``If-None-Match: *`` when new),
-    the functions concurrently (16 at a time), each retried twice when another writer got in
-    between; where a server ignores the condition the last writer wins and some counts are
-    lost (never a value)."""
-    from fsspec.asyn import sync
+        t = now()
+        by_group: dict[str, dict[str, tuple[float, int]]] = {}
+        for use in uses:
+            if KEY.fullmatch(use.key):
+                records = by_group.setdefault(group_of(use.function), {})
+                last, count = records.get(use.key, (0.0, 0))
+                records[use.key] = (max(last, use.last), count + use.times)
+        if not by_group:
+            return
+        paths = {self.paths.split(self.paths.usage_of(g)): r for g, r in by_group.items()}
+        with self._guard("usage"):
+            fs = self._fs()
+            lost = sync(fs.loop, _merge_all, fs, paths, t, self.timeout,
+                        timeout=self.timeout * 3 + len(paths) * MAX_USAGE_BYTES * SECONDS_PER_BYTE)
+        if lost:
+            log.debug("s3 store s3://%s: usage records of %d functions lost to concurrent writers",
+                      self.paths.base, lost)
 
-    t = now()
-    by_group: dict[str, dict[str, tuple[float, int]]] = {}
-    for use in uses:
-        if KEY.fullmatch(use.key):
-            records = by_group.setdefault(group_of(use.function), {})
-            last, count = records.get(use.key, (0.0, 0))
-            records[use.key] = (max(last, use.last), count + use.times)
-    if not by_group:
-        return
-    paths = {store._split(f"{store._usage}/{g}"): r for g, r in by_group.items()}
-    with store._guard("usage"):
-        fs = store.fs
-        lost = sync(fs.loop, _merge_all, fs, paths, t, store.timeout,
-                    timeout=store.timeout * 3 + len(paths) * MAX_USAGE_BYTES * SECONDS_PER_BYTE)
-    if lost:
-        log.debug("s3 store %s: usage records of %d functions lost to concurrent writers",
-                  store.url, lost)
+    # -- deletes --------------------------------------------------------------------------------
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove many entries with two listings (values, metadata names) and ``DeleteObjects``
+        of 1000 objects a request, never a request per entry. Returns how many of ``keys`` had a
+        value."""
+        wanted = {k for k in keys if KEY.fullmatch(k)}
+        with self._guard("delete"):
+            found = {key for key in (name.rpartition("/")[2] for name, _, _ in
+                                     self._list(self.paths.values) if name == value_name(name[3:]))
+                     if key in wanted}
+            paths = [self.paths.value(k) for k in found]
+            for name, _, _ in self._list(self.paths.metas):
+                parsed = parse_meta_name(name)
+                if parsed is not None and parsed[1] in wanted:
+                    paths.append(f"{self.paths.metas}/{name}")
+            self._remove(paths)
+        return len(found)
 
+    def clear_function(self, function: str) -> int:
+        """Remove the entries of ``function``: one prefix listing of its group, deletes in
+        batches of 1000, and its usage object. Returns the number of entries listed.
 
-def delete_many(store: S3Store, keys: list[str]) -> int:
-    """Remove many entries with two listings (values, metadata names) and ``DeleteObjects`` of
-    1000 objects a request, never a request per entry. Returns how many of ``keys`` had a value."""
-    wanted = {k for k in keys if KEY.fullmatch(k)}
-    with store._guard("delete"):
-        found = {key for key in (name.rpartition("/")[2] for name, _, _ in
-                                 store._list(store._values) if name == value_name(name[3:]))
-                 if key in wanted}
-        paths = [store._value_path(k) for k in found]
-        for name, _, _ in store._list(store._metas):
-            parsed = parse_meta_name(name)
-            if parsed is not None and parsed[1] in wanted:
-                paths.append(f"{store._metas}/{name}")
-        store._remove(paths)
-    return len(found)
+        Not atomic: entries added during the listing may survive.
+        """
+        group = group_of(function)
+        with self._guard("clear"):
+            paths, keys = [], set()
+            for name, _, _ in self._list(f"{self.paths.metas}/{group}"):
+                parsed = parse_meta_name(f"{group}/{name}")
+                if parsed is not None:
+                    keys.add(parsed[1])
+                    paths += [self.paths.value(parsed[1]), f"{self.paths.metas}/{group}/{name}"]
+            self._remove(paths + [self.paths.usage_of(group)])
+        return len(keys)
 
+    def cat(self, paths: list[str]) -> dict[str, bytes]:
+        """The bodies of small objects, fetched concurrently (one GET each, no HEAD first as
+        s3fs's ``cat`` of a list does); objects that are gone read as ``b""``."""
+        if not paths:
+            return {}
+        from fsspec.asyn import sync
 
-def clear_function(store: S3Store, function: str) -> int:
-    """Remove the entries of ``function``: one prefix listing of its group, deletes in
-    batches of 1000, and its usage object. Returns the number of entries listed.
-
-    Not atomic: entries added during the listing may survive.
-    """
-    group = group_of(function)
-    with store._guard("clear"):
-        paths, keys = [], set()
-        for name, _, _ in store._list(f"{store._metas}/{group}"):
-            parsed = parse_meta_name(f"{group}/{name}")
-            if parsed is not None:
-                keys.add(parsed[1])
-                paths += [store._value_path(parsed[1]), f"{store._metas}/{group}/{name}"]
-        store._remove(paths + [f"{store._usage}/{group}"])
-    return len(keys)
-
-
-def cat(store: S3Store, paths: list[str]) -> dict[str, bytes]:
-    """The bodies of small objects, fetched concurrently (one GET each, no HEAD first as
-    s3fs's ``cat`` of a list does); objects that are gone read as ``b""``."""
-    if not paths:
-        return {}
-    from fsspec.asyn import sync
-
-    fs = store.fs
-    limit = max(MAX_JSON_BYTES, MAX_USAGE_BYTES)
-    deadline = store.timeout + len(paths) * limit * SECONDS_PER_BYTE / 64
-    found = sync(fs.loop, _cat_many, fs, paths, limit, store.timeout, timeout=deadline)
-    return dict(zip(paths, found, strict=True))
-
+        fs = self._fs()
+        limit = max(MAX_JSON_BYTES, MAX_USAGE_BYTES)
+        deadline = self.timeout + len(paths) * limit * SECONDS_PER_BYTE / 64
+        found = sync(fs.loop, _cat_many, fs, paths, limit, self.timeout, timeout=deadline)
+        return dict(zip(paths, found, strict=True))

@@ -130,6 +130,7 @@ class DiskStore(Store):
     """
 
     kind = "disk"
+    lists_cheaply = True
     accepts_parts = True  # large frames are written part by part, straight from the result's buffers
 
     def __init__(self, url: str, size_limit: int | None = None, **options: Any) -> None:
@@ -565,6 +566,20 @@ class DiskStore(Store):
     def _orphans(self, grace: float, remove: bool) -> tuple[int, int]:
         db = self.db
         return db.files.orphans(grace, remove, db.filenames, db.references)
+
+    @property
+    def local_directory(self) -> str:
+        return self.directory
+
+    def database_bytes(self) -> int:
+        """The size of the SQLite database files (``cache.db``, ``-wal``, ``-shm``)."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += os.stat(os.path.join(self.directory, DB_NAME + suffix)).st_size
+            except OSError:
+                pass  # no log file right now
+        return total
 
     def integrity(self) -> str:
         """SQLite's ``quick_check`` of the database: ``"ok"`` or the first problem (slow: reads it

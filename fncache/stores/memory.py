@@ -22,6 +22,7 @@ class MemoryStore(Store):
     """A dict guarded by a lock. Every operation is atomic with respect to other threads."""
 
     kind = "memory"
+    lists_cheaply = True
 
     def __init__(self, url: str = "memory://", **options: Any) -> None:
         super().__init__(url, **options)

@@ -9,15 +9,20 @@ Layout, for key ``K`` and the default ``prefix="fncache:"``:
 ``fncache:c:{K}:TOKEN:I``          chunk ``I`` of a large value, all under the hash tag ``{K}``
 ``fncache:f:FUNCTION``             the function's index, a hash: field ``K`` = creation time,
                                    ``K:u`` = last use, ``K:n`` = number of uses (usage records)
+``fncache:s:FUNCTION``             the function's totals, a hash (``n`` entries, ``b`` bytes,
+                                   ``new``/``old`` creation times, ``used``, ``uses``): a cache
+                                   of its index for ``summary``, kept by the index's scripts
 ``fncache:l:K``                    a lock lease (``SET NX PX`` with a random token)
 =================================  ===============================================================
 
 (Entries written before the index existed list under no function until they are rewritten.)
 
-This module owns the connection, the key names and the reads and writes of single entries; the
-operations over many entries (listings, the index hashes, usage records, batch deletes) are in
-:mod:`fncache.stores._redis_index`, the checks of what the server returns in
-:mod:`fncache.stores._redis_records`, and the checks of the URL and options in
+This module owns the connection and the reads and writes of single entries. It hands its client,
+error guard and scripts to its index (:class:`~fncache.stores._redis_index.RedisIndex`: listings,
+the index hashes and totals, usage records, batch deletes) and calls it through its public
+methods; the key names are :class:`~fncache.stores._redis_keys.RedisKeys`, the scripts
+:mod:`fncache.stores._redis_scripts`, the checks of what the server returns
+:mod:`fncache.stores._redis_records`, the checks of the URL and options
 :mod:`fncache.stores._redis_config`.
 
 Guarantees and failure modes:
@@ -38,7 +43,9 @@ Guarantees and failure modes:
   not be seen. ``listing()`` (``fncache ls``, ``info``, ``clear``, ``prune``) reads no record per
   entry: the index hashes give functions, creation times and usage, one script call per 1000
   values gives their stored lengths; ``entries()`` adds a pipelined ``GET`` of each metadata
-  record. ``clear_function`` works from the function's index.
+  record. ``clear_function`` works from the function's index. ``summary()`` (``info``, ``ls``)
+  reads each function's totals and one ``SCAN`` count of the values, and falls back to the
+  listing (rewriting the totals) when they disagree.
 * Usage records (:meth:`record_use`) are one script call per function, all in one round trip,
   at most once a minute per process (see :mod:`fncache._usage`); a hit never writes.
 * A server that cannot be reached, times out, refuses a write at its ``maxmemory`` limit ("OOM
@@ -85,13 +92,14 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores import _redis_index, redact
+from fncache.stores import redact
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
+    FunctionSummary,
     Store,
     Use,
     encode_meta,
@@ -102,14 +110,10 @@ from fncache.stores._base import (
 )
 from fncache.stores._lock import LeaseLock
 from fncache.stores._redis_config import check_options, check_url, is_secret, split_password
-from fncache.stores._redis_records import (
-    _CHUNKED,
-    _INLINE,
-    _MAX_CHUNK,
-    _MAX_MANIFEST,
-    is_error,
-    parse_manifest,
-)
+from fncache.stores._redis_index import RedisIndex
+from fncache.stores._redis_keys import RedisKeys
+from fncache.stores._redis_records import CHUNKED, INLINE, MAX_CHUNK, is_error, parse_manifest
+from fncache.stores._redis_scripts import SCRIPTS
 
 __all__ = ["RedisStore"]
 
@@ -119,36 +123,6 @@ _DEFAULT_CHUNK = 64 * 2**20
 # Chunks of an add still in flight expire by themselves if the writer dies before publishing.
 _PENDING_TTL_MS = 3600 * 1000
 _FETCH_BATCH = 16
-# KEYS: value, meta, chunk... ARGV: manifest, meta, ttl in ms (0 = none), mode ("add" or "set").
-# One script, so the manifest and its chunks become visible and permanent together.
-_PUBLISH = """
-local ttl = tonumber(ARGV[3])
-local old = false
-if ARGV[4] == 'add' then
-  if redis.call('EXISTS', KEYS[1]) == 1 then return {0, false} end
-else
-  old = redis.call('GET', KEYS[1])
-end
-if ttl > 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ttl)
-else
-  redis.call('SET', KEYS[1], ARGV[1])
-  redis.call('SET', KEYS[2], ARGV[2])
-end
-for i = 3, #KEYS do
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) else redis.call('PERSIST', KEYS[i]) end
-end
-return {1, old}
-"""
-
-# KEYS: a key. ARGV: the value it must still hold. Deletes it only then (lock release, damage).
-_DELETE_IF = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
 class RedisStore(Store):
     """A store in a Redis database, e.g. ``RedisStore("redis://localhost:6379/0")``.
 
@@ -156,6 +130,9 @@ class RedisStore(Store):
     """
 
     kind = "redis"
+    lists_cheaply = True  # pipelined: one script call and a few pipelines per 1000 entries
+    far_tier_options: ClassVar[dict[str, Any]] = {
+        "socket_connect_timeout": 2.0, "socket_timeout": 5.0}
 
     def __init__(
         self,
@@ -170,9 +147,9 @@ class RedisStore(Store):
     ) -> None:
         if not isinstance(prefix, str):
             raise ConfigError(f"prefix: expected a string, got {type(prefix).__name__}")
-        if not isinstance(chunk_size, int) or not 0 < chunk_size <= _MAX_CHUNK:
+        if not isinstance(chunk_size, int) or not 0 < chunk_size <= MAX_CHUNK:
             raise ConfigError(
-                f"chunk_size: expected a number of bytes in 1..{_MAX_CHUNK}, got {chunk_size!r}"
+                f"chunk_size: expected a number of bytes in 1..{MAX_CHUNK}, got {chunk_size!r}"
             )
         for name, value in (("socket_timeout", socket_timeout),
                             ("socket_connect_timeout", socket_connect_timeout)):
@@ -199,6 +176,9 @@ class RedisStore(Store):
         self._client: Any = None
         self._pid = 0
         self._scripts: dict[str, Any] = {}
+        #: the names of the store's keys
+        self.keys = RedisKeys(prefix)
+        self._index = RedisIndex(self.keys, lambda: self.client, self._guard, self._script)
 
     # -- connection ------------------------------------------------------------------------------
     @property
@@ -227,18 +207,11 @@ class RedisStore(Store):
             # Forgetting (not closing) a parent's pool after fork: closing would shut sockets that
             # the parent still uses.
             self._client, self._pid = client, os.getpid()
-            self._scripts = {
-                "publish": client.register_script(_PUBLISH),
-                "delete_if": client.register_script(_DELETE_IF),
-                "unindex": client.register_script(_redis_index.UNINDEX),
-                "sizes": client.register_script(_redis_index.SIZES),
-                "index_page": client.register_script(_redis_index.INDEX_PAGE),
-                "use": client.register_script(_redis_index.USE),
-            }
+            self._scripts = {name: client.register_script(text) for name, text in SCRIPTS.items()}
         return self._client
 
     def _script(self, name: str) -> Any:
-        """A registered Lua script (``publish`` or ``delete_if``), connecting first if needed."""
+        """A registered Lua script (see :mod:`fncache.stores._redis_scripts`), connecting first if needed."""
         self.client  # noqa: B018 - the property connects and registers the scripts
         return self._scripts[name]
 
@@ -281,45 +254,13 @@ class RedisStore(Store):
             )
         return super().__reduce__()
 
-    # -- key names -------------------------------------------------------------------------------
-    def _value_key(self, key: str) -> str:
-        return f"{self.prefix}v:{key}"
-
-    def _meta_key(self, key: str) -> str:
-        return f"{self.prefix}m:{key}"
-
-    def _index_key(self, function: str) -> str:
-        return f"{self.prefix}f:{function}"
-
-    def _index(self, pipe: Any, key: str, meta: dict[str, Any], created: float) -> None:
-        """Queue the index entry of ``key`` (its creation time under its function's index)."""
-        function = meta.get("function")
-        if isinstance(function, str) and 0 < len(function) <= _redis_index.MAX_FUNCTION:
-            pipe.hset(self._index_key(function), key, repr(float(created)))
-
-    def _chunk_keys(self, key: str, token: str, n: int) -> list[str]:
-        return [f"{self.prefix}c:{{{key}}}:{token}:{i}" for i in range(n)]
-
-    def _manifest_chunks(self, key: str, raw: bytes | None) -> list[str]:
-        """The chunk keys a stored value refers to (``[]`` for inline or invalid values)."""
-        manifest = parse_manifest(raw)
-        return [] if manifest is None else self._chunk_keys(key, manifest[0], manifest[1])
-
-    def _chunk_lengths(self, chunks: list[str]) -> list[int]:
-        """The stored length of each chunk (0 for a missing one), in one pipelined round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for name in chunks:
-            pipe.strlen(name)
-        # A chunk of another type (WRONGTYPE) counts as missing.
-        return [0 if is_error(n) else int(n) for n in pipe.execute(raise_on_error=False)]
-
     def _read_chunks(self, chunks: list[str], size: int) -> bytes | None:
         """The chunks joined, or ``None`` if any is missing or the lengths do not add up to ``size``.
 
         Lengths are checked (``STRLEN``) before any chunk is fetched, and chunks are fetched a few
         at a time, so damage is found without reading, and memory never exceeds the value's size.
         """
-        lengths = self._chunk_lengths(chunks)
+        lengths = self._index.chunk_lengths(chunks)
         if sum(lengths) != size or not all(lengths):
             return None
         out = bytearray()
@@ -341,24 +282,24 @@ class RedisStore(Store):
 
         with self._guard("read"):
             try:
-                raw = self.client.get(self._value_key(key))
+                raw = self.client.get(self.keys.value(key))
             except redis.exceptions.ResponseError as e:
                 if "WRONGTYPE" not in str(e):
                     raise
                 # A key of another type (a hash, a list) where a value belongs: damage.
                 log.warning("redis store %s: entry %s is damaged (not a string); removed",
                             self.url, key)
-                self.client.unlink(self._value_key(key), self._meta_key(key))
+                self.client.unlink(self.keys.value(key), self.keys.meta(key))
                 return None
             if raw is None:
                 return None
             tag = raw[:1]
-            if tag == _INLINE:
+            if tag == INLINE:
                 return bytes(raw[1:])
             manifest = parse_manifest(raw)
             if manifest is not None:
                 token, n, size = manifest
-                chunks = self._chunk_keys(key, token, n)
+                chunks = self.keys.chunks(key, token, n)
                 value = self._read_chunks(chunks, size)
                 if value is not None:
                     return value
@@ -368,20 +309,20 @@ class RedisStore(Store):
                 "redis store %s: entry %s is damaged (%s); removed", self.url, key,
                 "bad manifest" if manifest is None else "missing or changed chunk",
             )
-            self._script("delete_if")(keys=[self._value_key(key)], args=[raw])
-            self.client.unlink(self._meta_key(key), *chunks)
+            self._script("delete_if")(keys=[self.keys.value(key)], args=[raw])
+            self.client.unlink(self.keys.meta(key), *chunks)
             return None
 
     def contains(self, key: str) -> bool:
         with self._guard("lookup"):
-            return bool(self.client.exists(self._value_key(key)))
+            return bool(self.client.exists(self.keys.value(key)))
 
     def get_meta(self, key: str) -> dict[str, Any]:
         """The entry's metadata record: its length first, so nothing over 1 MiB is fetched."""
-        name = self._meta_key(key)
+        name = self.keys.meta(key)
         with self._guard("lookup"):
             pipe = self.client.pipeline(transaction=False)
-            pipe.exists(self._value_key(key))
+            pipe.exists(self.keys.value(key))
             pipe.strlen(name)
             exists, length = pipe.execute(raise_on_error=False)
             if is_error(exists) or is_error(length) or not exists \
@@ -395,20 +336,20 @@ class RedisStore(Store):
         batches of 1000 (``STRLEN`` and the first byte of each value): never a record read per
         entry. ``meta`` is ``{"function": ...}``; ``accessed`` and ``uses`` come from the usage
         records in the index."""
-        for row, _ in _redis_index.scan(self, with_meta=False):
+        for row, _ in self._index.scan(with_meta=False):
             yield row
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every entry with its metadata: :meth:`listing` plus one pipelined ``GET`` of each
         metadata record small enough to be fncache's (1 MiB)."""
-        for row, meta in _redis_index.scan(self, with_meta=True):
+        for row, meta in self._index.scan(with_meta=True):
             yield row if meta is None else dataclasses.replace(row, meta=meta)
 
     # -- usage records ---------------------------------------------------------------------------
     def record_use(self, uses: list[Use]) -> None:
         """Add uses to the index of each function: one script per function, all in one pipelined
         round trip; fields are set only for keys still indexed (a gone entry gets no record)."""
-        _redis_index.record_use(self, uses)
+        self._index.record_use(uses)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -433,55 +374,65 @@ class RedisStore(Store):
         ttl_ms = None if expire is None else max(1, int(expire * 1000))
         created = meta.get("created") or now()
         meta_raw = encode_meta(dict(meta, size=len(value), created=created))
-        vkey, mkey = self._value_key(key), self._meta_key(key)
         with self._guard("write"):
-            client = self.client
-            if len(value) <= self.chunk_size:
-                if create_only:
-                    if not client.set(vkey, _INLINE + bytes(value), nx=True, px=ttl_ms):
-                        return False
-                    old = None
-                else:
-                    old = client.set(vkey, _INLINE + bytes(value), px=ttl_ms, get=True)
-                pipe = client.pipeline(transaction=False)
-                pipe.set(mkey, meta_raw, px=ttl_ms)
-                self._index(pipe, key, meta, created)
-                pipe.execute()
+            inline = len(value) <= self.chunk_size
+            if inline:
+                written, old = self._write_inline(key, value, ttl_ms, create_only)
             else:
-                if create_only and client.exists(vkey):
-                    return False  # cheap early exit before uploading chunks
-                token = uuid.uuid4().hex
-                view = memoryview(value)
-                n = -(-len(value) // self.chunk_size)
-                chunks = self._chunk_keys(key, token, n)
-                try:
-                    for i, name in enumerate(chunks):
-                        part = view[i * self.chunk_size : (i + 1) * self.chunk_size]
-                        client.set(name, bytes(part), px=_PENDING_TTL_MS)
-                    manifest = (
-                        _CHUNKED
-                        + json.dumps(
-                            {"token": token, "n": n, "size": len(value), "chunk": self.chunk_size},
-                            separators=(",", ":"),
-                        ).encode()
-                    )
-                    won, old = self._script("publish")(
-                        keys=[vkey, mkey, *chunks],
-                        args=[manifest, meta_raw, ttl_ms or 0, "add" if create_only else "set"],
-                    )
-                except Exception:
-                    self._forget(chunks)
-                    raise
-                if not won:
-                    self._forget(chunks)
-                    return False
-                pipe = client.pipeline(transaction=False)
-                self._index(pipe, key, meta, created)
-                pipe.execute()
-            stale = self._manifest_chunks(key, old or None)
+                written, old = self._write_chunked(key, value, meta_raw, ttl_ms, create_only)
+            if not written:
+                return False
+            pipe = self.client.pipeline(transaction=False)
+            if inline:  # a chunked value's metadata is published with its manifest
+                pipe.set(self.keys.meta(key), meta_raw, px=ttl_ms)
+            self._index.add(pipe, key, meta, created, len(value))
+            pipe.execute()
+            stale = self.keys.manifest_chunks(key, old or None)
             if stale:
-                client.unlink(*stale)
+                self.client.unlink(*stale)
         return True
+
+    def _write_inline(self, key: str, value: bytes, ttl_ms: int | None,
+                      create_only: bool) -> tuple[bool, Any]:
+        """The value (its metadata follows); ``(written, the value replaced)``."""
+        client, vkey = self.client, self.keys.value(key)
+        if create_only:
+            if not client.set(vkey, INLINE + bytes(value), nx=True, px=ttl_ms):
+                return False, None
+            old = None
+        else:
+            old = client.set(vkey, INLINE + bytes(value), px=ttl_ms, get=True)
+        return True, old
+
+    def _write_chunked(self, key: str, value: bytes, meta_raw: bytes, ttl_ms: int | None,
+                       create_only: bool) -> tuple[bool, Any]:
+        """The chunks, then the manifest and metadata published by one script; ``(written, the
+        value replaced)``."""
+        client, vkey = self.client, self.keys.value(key)
+        if create_only and client.exists(vkey):
+            return False, None  # cheap early exit before uploading chunks
+        token = uuid.uuid4().hex
+        view = memoryview(value)
+        n = -(-len(value) // self.chunk_size)
+        chunks = self.keys.chunks(key, token, n)
+        try:
+            for i, name in enumerate(chunks):
+                part = view[i * self.chunk_size : (i + 1) * self.chunk_size]
+                client.set(name, bytes(part), px=_PENDING_TTL_MS)
+            manifest = CHUNKED + json.dumps(
+                {"token": token, "n": n, "size": len(value), "chunk": self.chunk_size},
+                separators=(",", ":"),
+            ).encode()
+            won, old = self._script("publish")(
+                keys=[vkey, self.keys.meta(key), *chunks],
+                args=[manifest, meta_raw, ttl_ms or 0, "add" if create_only else "set"],
+            )
+        except Exception:
+            self._forget(chunks)
+            raise
+        if not won:
+            self._forget(chunks)
+        return bool(won), old
 
     def _forget(self, chunks: list[str]) -> None:
         """Best-effort removal of unpublished chunks (they expire by themselves anyway)."""
@@ -493,53 +444,40 @@ class RedisStore(Store):
     def delete(self, key: str) -> bool:
         """Remove the entry, its chunks and its index fields; ``True`` if there was one. Idempotent.
 
-        The value is read only if it is a manifest (its first byte says so, and it is small), so
-        deleting a large value does not fetch it; the metadata (to find the index) only if it is
-        small enough to be fncache's.
+        Three pipelined round trips (see :meth:`delete_many`): a large value is never fetched.
         """
-        vkey, mkey = self._value_key(key), self._meta_key(key)
-        with self._guard("delete"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.getrange(vkey, 0, 0)
-            pipe.strlen(vkey)
-            pipe.strlen(mkey)
-            head, strlen, metalen = pipe.execute(raise_on_error=False)
-            if is_error(head) or is_error(strlen):  # not a string (planted): no chunks to find
-                head, strlen = b"", 1
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(vkey) if head == _CHUNKED and strlen <= _MAX_MANIFEST else pipe.echo(b"")
-            small = not is_error(metalen) and 0 < metalen <= MAX_JSON_BYTES
-            pipe.get(mkey) if small else pipe.echo(b"")
-            raw, raw_meta = [None if is_error(r) else r for r in pipe.execute(raise_on_error=False)]
-            function = (parse_meta(raw_meta) or {}).get("function") if small else None
-            pipe = self.client.pipeline(transaction=False)
-            pipe.unlink(vkey, mkey, *self._manifest_chunks(key, raw or None))
-            if isinstance(function, str) and function:
-                pipe.hdel(self._index_key(function), key, f"{key}:u", f"{key}:n")
-            removed = pipe.execute()[0]
-        return bool(strlen > 0 and removed > 0)
+        return self._index.delete_many([key]) == 1
 
     def delete_many(self, keys: list[str]) -> int:
-        """:meth:`delete` for many keys, 1000 at a time in three pipelined round trips per batch;
-        the number of entries there were."""
-        return _redis_index.delete_many(self, keys)
+        """Remove many entries, their chunks and their index fields, 1000 at a time in three
+        pipelined round trips per batch; the number of entries removed. The value is read only if
+        it is a manifest (its first byte says so, and it is small), the metadata (to find the
+        index) only if it is small enough to be fncache's."""
+        return self._index.delete_many(keys)
 
     def clear_function(self, function: str) -> int:
         """Remove the entries in ``function``'s index (``HSCAN``), their chunks and the index;
         returns the number of entries removed. Not atomic: entries added meanwhile may survive."""
-        return _redis_index.clear_function(self, function)
+        return self._index.clear_function(function)
+
+    def summary(self) -> list[FunctionSummary]:
+        """Per function, from the totals kept with each function's index (checked against a count
+        of the values; rebuilt from :meth:`listing` where they are missing or off): see
+        :meth:`~fncache.stores._redis_index.RedisIndex.summary`. ``python`` is ``None``, as in
+        :meth:`listing`."""
+        return self._index.summary()
 
     def clear(self) -> int:
         """Remove every key under ``prefix`` except held locks, in ``SCAN`` batches.
 
         Returns the number of entries removed. Not atomic: entries added meanwhile may survive.
         """
-        lock_prefix = f"{self.prefix}l:".encode()
-        value_prefix = self._value_key("").encode()
+        lock_prefix = self.keys.kind("l").encode()
+        value_prefix = self.keys.value("").encode()
         n = 0
         with self._guard("clear"):
             batch: list[bytes] = []
-            for name in self.client.scan_iter(match=_redis_index.glob_escape(self.prefix) + "*", count=1000):
+            for name in self.client.scan_iter(match=self.keys.pattern(), count=1000):
                 if name.startswith(lock_prefix):
                     continue
                 n += name.startswith(value_prefix)
@@ -553,7 +491,7 @@ class RedisStore(Store):
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
         """A lease ``SET NX PX``; released by an atomic compare-and-delete of our token."""
-        name = f"{self.prefix}l:{key}"
+        name = self.keys.lock(key)
         ttl_ms = max(1, int(timeout * 1000))
 
         def try_add(token: str, ttl: float) -> bool:

@@ -16,12 +16,13 @@ Layout under ``s3://bucket/prefix`` (names checked by :mod:`fncache.stores._s3_l
 (The earlier layout, ``prefix/v1/ab/KEY`` with ``KEY.json`` beside it, is not read: such entries
 are misses and are recomputed; ``clear`` removes them.)
 
-This module owns the client, the deadline, the object paths and the reads and writes of single
-entries; the operations over many entries (listings, usage records, batch deletes) are in
-:mod:`fncache.stores._s3_listing`, the names and records of the layout in
-:mod:`fncache.stores._s3_layout`, the checks of the URL and options in
-:mod:`fncache.stores._s3_config`, and what an s3fs or botocore error means in
-:mod:`fncache.stores._s3_errors`.
+This module owns the client, the deadline and the reads and writes of single entries. It hands its
+error guard, paged listing, batch removal, client and deadline to its listing
+(:class:`~fncache.stores._s3_listing.S3Listing`: listings, usage records, batch deletes) and
+calls it through its public methods; the paths are :class:`~fncache.stores._s3_layout.S3Paths`
+and the names and records of the layout are in :mod:`fncache.stores._s3_layout`, the checks of
+the URL and options in :mod:`fncache.stores._s3_config`, and what an s3fs or botocore error means
+in :mod:`fncache.stores._s3_errors`.
 
 Guarantees and failure modes:
 
@@ -81,13 +82,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from fncache._errors import ConfigError, StoreError
-from fncache.stores import _s3_listing, redact
+from fncache.stores import redact
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
@@ -100,9 +100,11 @@ from fncache.stores._base import (
     store_error,
 )
 from fncache.stores._lock import LeaseLock
+from fncache.stores._s3_client import abandon, get_object
 from fncache.stores._s3_config import SECONDS_PER_BYTE, check_options, check_s3, take_secrets
 from fncache.stores._s3_errors import EXISTS, http_status, is_missing_key
-from fncache.stores._s3_layout import GROUP, group_of, meta_name, value_name
+from fncache.stores._s3_layout import GROUP, S3Paths, group_of
+from fncache.stores._s3_listing import S3Listing
 
 __all__ = ["S3Store"]
 
@@ -131,54 +133,12 @@ def _function(meta: dict[str, Any]) -> str:
 
 
 
-# Clients inherited over fork: never used or closed in this process, only kept from collection.
-_ABANDONED: list[Any] = []
-
-
-def _abandon(fs: Any) -> None:
-    """Drop a client inherited from the parent process over ``fork`` without closing it.
-
-    s3fs closes a client's HTTP session when it is garbage-collected, on the client's event loop.
-    In a forked child that loop's thread does not exist: the close would stall for a second and
-    log "attached to a different loop" errors, and its sockets belong to the parent anyway. So the
-    close is cancelled (``weakref.finalize`` entries are found in CPython's registry), and the
-    client is kept referenced, since aiohttp warns about sessions collected unclosed.
-    """
-    _ABANDONED.append(fs)
-    registry = getattr(weakref.finalize, "_registry", None)
-    for finalizer in list(registry or ()):
-        info = finalizer.peek()
-        if info is not None and info[0] is fs:
-            finalizer.detach()
-
-
-async def _get_object(
-    fs: Any, bucket: str, key: str, deadline: float
-) -> tuple[dict[str, str], bytes]:
-    """One GET returning user metadata and body (``cat_file`` drops the metadata).
-
-    The request must answer within ``deadline`` seconds, and the body then arrive within
-    ``deadline`` plus 1 s per MiB of its announced length (a frozen server cannot hold it longer).
-    """
-    import asyncio
-
-    resp = await asyncio.wait_for(fs._call_s3("get_object", Bucket=bucket, Key=key), deadline)
-    body = resp["Body"]
-    try:
-        length = resp.get("ContentLength")
-        extra = length * SECONDS_PER_BYTE if isinstance(length, int) and length > 0 else 0.0
-        data = await asyncio.wait_for(body.read(), deadline + extra)
-    finally:
-        body.close()
-    return resp.get("Metadata") or {}, data
-
-
-
-
 class S3Store(Store):
     """A store under ``s3://bucket/prefix``; see the module documentation."""
 
     kind = "s3"
+    far_tier_options: ClassVar[dict[str, Any]] = {
+        "connect_timeout": 2.0, "read_timeout": 5.0, "retries": 1}
 
     def __init__(
         self,
@@ -207,12 +167,10 @@ class S3Store(Store):
         super().__init__(url, **options)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        base = f"{bucket}/{self.prefix}" if self.prefix else bucket
-        self._base = base
-        self._values = f"{base}/v2"
-        self._metas = f"{base}/f"
-        self._usage = f"{base}/u"
-        self._locks = f"{base}/locks"
+        #: the paths of the store's objects
+        self.paths = S3Paths(bucket, self.prefix)
+        self._listing = S3Listing(self.paths, guard=self._guard, list_objects=self._list,
+                                  remove=self._remove, fs=lambda: self.fs, timeout=self.timeout)
         self._secrets = secrets
         self._secret_client_kwargs = secret_client
         self._fs: Any = None
@@ -226,7 +184,7 @@ class S3Store(Store):
             import s3fs
 
             if self._fs is not None:
-                _abandon(self._fs)
+                abandon(self._fs)
 
             opts = dict(self.options)
             part_size = opts.pop("part_size")
@@ -291,10 +249,10 @@ class S3Store(Store):
 
     # -- paths -----------------------------------------------------------------------------------
     def _value_path(self, key: str) -> str:
-        return f"{self._values}/{value_name(key)}"
+        return self.paths.value(key)
 
     def _meta_path(self, key: str, group: str, expires: float | None) -> str:
-        return f"{self._metas}/{meta_name(key, group, expires)}"
+        return self.paths.meta(key, group, expires)
 
     def _meta_path_of(self, key: str, metadata: dict[str, str] | None) -> str | None:
         """The metadata object of the value at ``key``, from the value's user metadata (``None``
@@ -305,8 +263,7 @@ class S3Store(Store):
         return self._meta_path(key, group, _expires_at(metadata))
 
     def _split(self, path: str) -> tuple[str, str]:
-        bucket, _, key = path.partition("/")
-        return bucket, key
+        return self.paths.split(path)
 
     def _call(self, method: str, *args: Any, transfer: int = 0, **kwargs: Any) -> Any:
         """``fs._<method>(*args, **kwargs)`` run with this store's deadline.
@@ -383,7 +340,7 @@ class S3Store(Store):
             fs = self.fs
             try:
                 # The deadline is applied inside, to the request and then to the body by its length.
-                metadata, data = sync(fs.loop, _get_object, fs, *self._split(path), self.timeout)
+                metadata, data = sync(fs.loop, get_object, fs, *self._split(path), self.timeout)
             except FileNotFoundError as e:
                 if is_missing_key(e):
                     return None
@@ -428,8 +385,7 @@ class S3Store(Store):
         is the group its metadata object is listed under, expiry is in that object's name, the
         last use and count come from the group's usage object. ``meta`` is ``{"function": ...}``.
         """
-        for row in _s3_listing.scan(self):
-            yield row.info({"function": row.function} if row.function else {})
+        return self._listing.listing()
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
@@ -442,7 +398,7 @@ class S3Store(Store):
         another function than the group it is listed under, marks the entry damaged; an entry
         listed under two groups is damaged.
         """
-        return _s3_listing.entries(self)
+        return self._listing.entries()
 
     # -- usage records ---------------------------------------------------------------------------
     def record_use(self, uses: list[Use]) -> None:
@@ -451,7 +407,7 @@ class S3Store(Store):
         the functions concurrently (16 at a time), each retried twice when another writer got in
         between; where a server ignores the condition the last writer wins and some counts are
         lost (never a value)."""
-        _s3_listing.record_use(self, uses)
+        self._listing.record_use(uses)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(
@@ -543,7 +499,7 @@ class S3Store(Store):
         request per entry. Returns how many of ``keys`` had a value."""
         if len(keys) < 100:
             return super().delete_many(keys)
-        return _s3_listing.delete_many(self, keys)
+        return self._listing.delete_many(keys)
 
     def clear_function(self, function: str) -> int:
         """Remove the entries of ``function``: one prefix listing of its group, deletes in
@@ -551,7 +507,7 @@ class S3Store(Store):
 
         Not atomic: entries added during the listing may survive.
         """
-        return _s3_listing.clear_function(self, function)
+        return self._listing.clear_function(function)
 
     def clear(self) -> int:
         """Delete every object under ``prefix/v2``, ``f``, ``u`` (and the earlier layout's
@@ -561,15 +517,16 @@ class S3Store(Store):
         """
         n = 0
         with self._guard("clear"):
-            for under in (self._values, self._metas, self._usage, f"{self._base}/v1"):
+            for under in (self.paths.values, self.paths.metas, self.paths.usage,
+                          f"{self.paths.base}/v1"):
                 paths = [f"{under}/{name}" for name, _, _ in self._list(under)]
-                n += len(paths) if under == self._values else 0
+                n += len(paths) if under == self.paths.values else 0
                 self._remove(paths)
         return n
 
     def lock(self, key: str, timeout: float) -> AbstractContextManager[Any]:
         """A best-effort lease object; see the module documentation for its limits."""
-        path = f"{self._locks}/{key}"
+        path = self.paths.lock(key)
 
         def read_lease() -> dict[str, Any] | None:
             # Untrusted: only its first KiB is read; unreadable or oversized reads as ``{}``,

@@ -56,13 +56,6 @@ log = logging.getLogger("fncache")
 
 #: Seconds a far tier is skipped after a failure (``$FNCACHE_TIER_COOLDOWN`` overrides it).
 DEFAULT_COOLDOWN = 30.0
-# Time-outs a far tier opened by URL gets unless its options set them: a call waits for a failing
-# server at most this long once per cool-down (S3: the whole operation, retries included).
-_FAR_DEFAULTS: dict[str, dict[str, Any]] = {
-    "s3": {"connect_timeout": 2.0, "read_timeout": 5.0, "retries": 1},
-    "redis": {"socket_connect_timeout": 2.0, "socket_timeout": 5.0},
-    "rediss": {"socket_connect_timeout": 2.0, "socket_timeout": 5.0},
-}
 _SKIPPED = object()
 
 
@@ -187,11 +180,14 @@ def _breaker(store: Store) -> _Breaker:
 
 
 def _far_options(spec: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """A far tier's options with short time-outs where the user set none."""
+    """A far tier's options with short time-outs where the user set none (its class's
+    :attr:`~fncache.stores.Store.far_tier_options`: a call waits for a failing server at most that
+    long once per cool-down)."""
+    from fncache.stores import store_class
+
     if not isinstance(spec, str) or "://" not in spec:
         return options
-    defaults = _FAR_DEFAULTS.get(spec.split("://", 1)[0], {})
-    return {**defaults, **options}
+    return {**store_class(spec).far_tier_options, **options}
 
 
 def _remaining(meta: dict[str, Any]) -> float | None:
@@ -258,6 +254,11 @@ class TieredStore(Store):
         self.accepts_parts = any(t.accepts_parts for t in self.tiers)
         # (key, tier) of this thread's last read: what reject() removes.
         self._served = threading.local()
+
+    @property
+    def nearest(self) -> Store:
+        """The nearest tier: it holds copies of what this machine used."""
+        return self.tiers[0]
 
     # -- the breaker -----------------------------------------------------------------------------
     def _on(self, index: int, what: str, fn: Callable[..., Any], *args: Any) -> Any:
