@@ -55,6 +55,7 @@ from fncache.code.walk import (
     holds_user_code,
 )
 from fncache.values import hasher as _hasher
+from fncache.values import registry as _registry
 
 __all__ = [
     "Fingerprint",
@@ -180,7 +181,7 @@ class Fingerprint:
         for obj in self._unpicklable:
             # Keyed by name because nothing else could key it: a ref() or register() since then
             # gives it a token, which must count from the next call on.
-            if id(obj) in _hasher._refs or type(obj) not in _hasher._handlers:
+            if _registry.has_ref(obj) or not _registry.is_resolved(type(obj)):
                 return False
         return True
 
