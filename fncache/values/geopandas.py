@@ -24,7 +24,7 @@ __all__ = ["geometry_array_token"]
 
 def geometry_array_token(a: Any) -> tuple[Any, ...]:
     """A GeometryArray as described in the module docstring."""
-    import shapely
+    import shapely  # type: ignore[import-untyped]
 
     kind = class_token(type(a), "geopandas")
     wkb = shapely.to_wkb(a._data, include_srid=True)  # noqa: SLF001 - what the array pickles
@@ -39,7 +39,7 @@ _ARRAY_STATE = frozenset({"_data", "_crs", "_sindex"})
 
 @register_lazy("geopandas")
 def _register() -> None:
-    from geopandas.array import GeometryArray
+    from geopandas.array import GeometryArray  # type: ignore[import-untyped]
 
     register_type(GeometryArray, guarded(geometry_array_token), not_content=(
         ("_sindex", "the spatial index: a cache built from the geometries"),

@@ -57,11 +57,6 @@ from fncache._errors import ArgumentTypeError, UnhashableArgument
 from fncache._hasher import Token
 from fncache.values import registry as _registry
 
-# Each library's handlers register themselves (lazily: nothing imports the library here).
-from fncache.values import (  # noqa: E402, F401, I001
-    arrow, buffers, geopandas, lazy, nibabel, pandas, polars, scipy, torch, xarray,
-)
-
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
 
 _PROTOCOL = 5
@@ -307,17 +302,18 @@ def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any
 
 
 def _register_builtins() -> None:
-    builtin = {"final": True, "library": "builtins"}
-    _registry.register_type(type, _class_token, **builtin)
-    _registry.register_type(types.FunctionType, _function_token, exact=True, **builtin)
-    _registry.register_type(types.CodeType, _code_token, exact=True, **builtin)
-    _registry.register_type(types.ModuleType, _module_token, exact=True, **builtin)
-    _registry.register_type((set, frozenset), _set_subclass_token, **builtin)
-    _registry.register_type(weakref.ReferenceType, _weakref_token, exact=True, **builtin)
-    _registry.register_type(types.SimpleNamespace, _namespace_token, exact=True, **builtin)
-    _registry.register_type((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                             pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath), _path_token,
-                            exact=True, **builtin)
+    def builtin(types_: Any, handler: Any, exact: bool = False) -> None:
+        _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
+
+    builtin(type, _class_token)
+    builtin(types.FunctionType, _function_token, exact=True)
+    builtin(types.CodeType, _code_token, exact=True)
+    builtin(types.ModuleType, _module_token, exact=True)
+    builtin((set, frozenset), _set_subclass_token)
+    builtin(weakref.ReferenceType, _weakref_token, exact=True)
+    builtin(types.SimpleNamespace, _namespace_token, exact=True)
+    builtin((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path,
+             pathlib.PosixPath, pathlib.WindowsPath), _path_token, exact=True)
     _registry.add_rule(_protocols)
 
 
@@ -524,3 +520,17 @@ def hash(obj: Any) -> str:  # noqa: A001 - the public name mirrors the builtin o
 
 
 _registry.install_digest(digest)
+
+# Each library's handlers register themselves, lazily: importing these modules imports no library.
+from fncache.values import (  # noqa: E402, F401
+    arrow,
+    buffers,
+    geopandas,
+    lazy,
+    nibabel,
+    pandas,
+    polars,
+    scipy,
+    torch,
+    xarray,
+)

@@ -160,7 +160,7 @@ _NOT_CONTENT = (
 
 @register_lazy("pandas")
 def _register() -> None:
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     register_type(pd.DataFrame, guarded(frame_token), not_content=_NOT_CONTENT)
     register_type(pd.Series, guarded(series_token), not_content=_NOT_CONTENT)

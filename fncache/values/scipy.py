@@ -61,7 +61,7 @@ _guarded_sparse = guarded(sparse_token)
 
 @register_lazy("scipy.sparse")
 def _register() -> None:
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # type: ignore[import-untyped]
 
     bases = tuple(b for b in (getattr(sp, "sparray", None), getattr(sp, "spmatrix", None)) if b)
     register_type(bases, _sparse_handler, not_content=(
