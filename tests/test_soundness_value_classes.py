@@ -92,7 +92,8 @@ def test_a_crs_change_changes_the_key_across_processes(tmp_path):
     pytest.importorskip("geopandas")
     source = """
         import geopandas as gpd
-        value = gpd.GeoSeries.from_xy([1.0, 2.0], [3.0, 4.0], crs=4326)  #@v1 ... #@v2 value = gpd.GeoSeries.from_xy([1.0, 2.0], [3.0, 4.0], crs=3857)
+        crs = 4326  #@v1 ... #@v2 crs = 3857
+        value = gpd.GeoSeries.from_xy([1.0, 2.0], [3.0, 4.0], crs=crs)
     """
     keys = _keys_over_versions(tmp_path, source)
     assert keys["v1"] != keys["v2"]
