@@ -315,7 +315,8 @@ def _field_token(f: Any) -> tuple[Any, ...]:
 
 
 _LAYOUT = (("buffers, offsets, chunking, bytes under nulls, dictionary order",
-            "layout: the logical values are keyed"),)
+            "layout: the logical values are keyed"),
+           ("null_count", "a count cached from the validity bitmap, which is keyed"))
 
 
 @register_lazy("pyarrow")

@@ -43,7 +43,7 @@ def _extra_state(obj: Any, kind: Any) -> tuple[Any, ...]:
     tokens stay as they were (their ``_metadata`` holds only what the token has already: a name)."""
     if isinstance(kind, str):
         return ()
-    names = tuple(getattr(type(obj), "_metadata", ()) or ())
+    names = tuple(getattr(obj, "_metadata", ()) or ())  # the instance's: its pickle keeps that
     return (("_metadata", tuple((n, getattr(obj, n, None)) for n in names)),)
 
 
@@ -155,6 +155,9 @@ _NOT_CONTENT = (
     ("a MultiIndex's level order and codes when every level value is used",
      "the rows' values are keyed level by level"),
     ("the item cache, _flags' weak references", "caches of the frame"),
+    ("_typ", "the class's own tag, fixed by the class (which is keyed)"),
+    ("_metadata", "of pandas' own classes: names of what the token keys already (a Series' name);"
+     " a subclass's names and their values are keyed"),
 )
 
 

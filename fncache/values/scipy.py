@@ -51,9 +51,19 @@ def sparse_token(m: Any) -> tuple[Any, ...]:
             ndarray_token(np.ascontiguousarray(coo.data)))
 
 
+# Every attribute scipy's formats keep on an instance (keyed above or declared not content). An
+# instance with any other attribute (set by a user) has state this handler does not know: its
+# pickle keys it.
+_KNOWN_STATE = frozenset({"_dict", "_has_canonical_format", "_has_sorted_indices", "_shape", "coords",
+                          "data", "dtype", "has_canonical_format", "indices", "indptr", "maxprint",
+                          "offsets", "rows", "blocksize", "row", "col"})
+
+
 def _sparse_handler(h: Any, m: Any) -> Any:
     # scipy's own classes only: a subclass may keep state of its own (its pickle path keys it).
-    return _guarded_sparse(h, m) if is_sparse_type(type(m)) else NotImplemented
+    if not is_sparse_type(type(m)) or not _KNOWN_STATE.issuperset(vars(m)):
+        return NotImplemented
+    return _guarded_sparse(h, m)
 
 
 _guarded_sparse = guarded(sparse_token)
@@ -65,7 +75,8 @@ def _register() -> None:
 
     bases = tuple(b for b in (getattr(sp, "sparray", None), getattr(sp, "spmatrix", None)) if b)
     register_type(bases, _sparse_handler, not_content=(
-        ("_has_sorted_indices, _has_canonical_format", "lazily computed facts about the layout"),
+        ("_has_sorted_indices, _has_canonical_format, has_canonical_format",
+         "lazily computed facts about the layout"),
         ("maxprint", "a print setting"),
         ("entry order and duplicate coordinates", "keyed canonical: sorted, duplicates summed"),
     ))

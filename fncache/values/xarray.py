@@ -50,6 +50,6 @@ def _register() -> None:
     import xarray as xr
 
     register_type((xr.Variable, xr.DataArray, xr.Dataset), _xarray_token, not_content=(
-        ("_attrs or _encoding None rather than {}", "made lazily: equal in meaning"),
+        ("attrs and encoding made lazily (None, later {})", "equal in meaning: keyed as {}"),
         ("_cache", "a DataArray's accessor cache"),
     ))
