@@ -355,7 +355,8 @@ POSITIONS = {
 
 
 def _name(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
+    module = "pathlib" if t.__module__.startswith("pathlib") else t.__module__  # (3.13: pathlib._local)
+    return f"{module}.{t.__qualname__}"
 
 
 @pytest.fixture(scope="module")
