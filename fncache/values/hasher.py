@@ -209,22 +209,34 @@ def _sorted_state(state: Any) -> Any:
     """An instance's ``__dict__`` (or ``(__dict__, slots)``) with its attributes in sorted order:
     the order attributes were set in is not content (as for a class's namespace)."""
     if isinstance(state, tuple) and len(state) == 2:
-        return (_sorted_state(state[0]), _sorted_state(state[1]))
+        first, second = _sorted_state(state[0]), _sorted_state(state[1])
+        return state if first is state[0] and second is state[1] else (first, second)
     if type(state) is not dict or len(state) < 2:
         return state
     try:
         items = sorted(state.items(), key=lambda kv: kv[0])
     except TypeError:  # keys that do not sort (not strings): their order stays
         return state
+    if [k for k, _ in items] == list(state):
+        return state  # already in order: the object's own dict (as pickle would write it)
     return dict(items)
 
 
 def _instance_token(h: _Hasher, obj: Any) -> Any:
-    """An instance pickled by ``object``'s own reduce, its attributes in sorted order."""
+    """An instance pickled by ``object``'s own reduce, its attributes in sorted order.
+
+    A re-ordered state is made once per object and hash, and kept until the hash ends: the pickler
+    finds a cycle (an instance holding its own memoized method) by meeting the same state object
+    again, which a fresh copy on every visit would hide.
+    """
     rv = obj.__reduce_ex__(_PROTOCOL)
     if type(rv) is not tuple or len(rv) < 3:
         return rv
-    return (*rv[:2], _sorted_state(rv[2]), *rv[3:])
+    state = _sorted_state(rv[2])
+    if state is rv[2]:
+        return rv
+    kept = h.states.setdefault(id(obj), (obj, state))
+    return (*rv[:2], kept[1], *rv[3:])
 
 
 def _namespace_token(h: _Hasher, obj: Any) -> Any:
@@ -363,6 +375,7 @@ class _Hasher(cloudpickle.Pickler):
         self.cyclic = cyclic
         self.fast = not cyclic
         self.root: str | None = None  # see the module docstring: classes by where they live
+        self.states: dict[int, tuple[Any, Any]] = {}  # re-ordered instance states, per hash
 
     @staticmethod
     def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
@@ -410,6 +423,8 @@ class _Hasher(cloudpickle.Pickler):
             self.dump(obj)
         finally:
             self.clear_memo()
+            if self.states:
+                self.states.clear()
         return sink.h.digest()
 
 

@@ -272,7 +272,7 @@ def _register_polars() -> None:
     register_type(pl.LazyFrame, _lazyframe_token, not_content=_FILES)
 
 
-@register_lazy("pyarrow.dataset")
+@register_lazy("pyarrow._dataset")  # where the dataset classes live
 def _register_arrow_dataset() -> None:
     import pyarrow.dataset as ds
 
