@@ -169,11 +169,16 @@ _LAYOUT = (("strides, memory order, offset, read-only flag, where the bytes live
 @register_lazy("numpy")
 def _register() -> None:
     import numpy as np
-    import numpy.ma
 
     register_type((np.ndarray, np.memmap), _ndarray_token, exact=True, final=True,
                   not_content=_LAYOUT)
     register_type(np.ufunc, _ufunc_token, exact=True, final=True)
+
+
+@register_lazy("numpy.ma")  # (18 ms to import: only once a masked array arrives)
+def _register_masked() -> None:
+    import numpy.ma
+
     register_type(numpy.ma.MaskedArray, guarded(masked_array_token), not_content=(
         ("the data under masked slots", "undefined: masked_array.filled() decides"),
         ("the mask when nothing is masked", "nomask and an all-False mask are one value"),
