@@ -69,6 +69,39 @@ __all__ = [
 
 log = logging.getLogger("fncache")
 
+
+# ---------------------------------------------------------------------------------------------
+# How the hasher keys functions, classes and code: registered here, so the value wing never imports
+# the code wing (see fncache.values.registry)
+# ---------------------------------------------------------------------------------------------
+
+
+def _function_token(h: Any, obj: Any) -> Any:
+    return _registry.token("function", fingerprint(obj).digest)
+
+
+def _class_token(h: Any, obj: Any) -> Any:
+    # A fingerprint says what a class does, not which class it is: two modules may define one body
+    # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``. Classes of the root
+    # module (the memoized function's own) leave the module out (see the hasher's docstring).
+    module = getattr(obj, "__module__", None)
+    where = None if h.root is not None and module == h.root else module
+    return _registry.token("class", where, fingerprint(obj).digest)
+
+
+def _code_token(h: Any, obj: Any) -> Any:
+    return _registry.token("code", code_digest(obj))
+
+
+def _register_code_tokens() -> None:
+    for types_, handler, exact in ((type, _class_token, False),
+                                   (types.FunctionType, _function_token, True),
+                                   (types.CodeType, _code_token, True)):
+        _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
+
+
+_register_code_tokens()
+
 _BY_NAME = {
     _hasher.digest(STATE).hex(): "modified by the function",
     _hasher.digest(REBOUND).hex(): "rebound by the function",

@@ -135,28 +135,6 @@ def _qualname(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def _function_token(h: _Hasher, obj: Any) -> Any:
-    from fncache.code.fingerprint import fingerprint
-
-    return (_Token, ("function", fingerprint(obj).digest))
-
-
-def _class_token(h: _Hasher, obj: Any) -> Any:
-    from fncache.code.fingerprint import fingerprint
-
-    # A fingerprint says what a class does, not which class it is: two modules may define one body
-    # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``.
-    module = getattr(obj, "__module__", None)
-    where = None if h.root is not None and module == h.root else module
-    return (_Token, ("class", where, fingerprint(obj).digest))
-
-
-def _code_token(h: _Hasher, obj: Any) -> Any:
-    from fncache.code.fingerprint import code_digest
-
-    return (_Token, ("code", code_digest(obj)))
-
-
 def _module_token(h: _Hasher, obj: Any) -> Any:
     return (_Token, ("module", obj.__name__))
 
@@ -314,12 +292,11 @@ def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any
 
 
 def _register_builtins() -> None:
+    # Functions, classes and code objects are keyed by fncache.code.fingerprint, which registers
+    # their handlers itself (the code wing imports this module; this module never imports it).
     def builtin(types_: Any, handler: Any, exact: bool = False) -> None:
         _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
 
-    builtin(type, _class_token)
-    builtin(types.FunctionType, _function_token, exact=True)
-    builtin(types.CodeType, _code_token, exact=True)
     builtin(types.ModuleType, _module_token, exact=True)
     builtin((set, frozenset), _set_subclass_token)
     builtin(weakref.ReferenceType, _weakref_token, exact=True)
