@@ -153,9 +153,9 @@ def require_native() -> None:
     test there would hide that CI tested only the numpy twins."""
     import pytest
 
-    from fncache.values import arrow as _values_arrow
+    from fncache.values import arrow_streams as _arrow_streams
 
-    if _values_arrow._speedups is not None:
+    if _arrow_streams.speedups is not None:
         return
     if os.environ.get("FNCACHE_REQUIRE_NATIVE") == "1":
         pytest.fail("fncache._speedups was not built, and FNCACHE_REQUIRE_NATIVE=1")

@@ -683,11 +683,11 @@ import fncache
 from fncache import _usage, stores
 from fncache.values import digests as _digests
 from fncache.code import fingerprint as _fingerprint
-from fncache.values import hasher as _hasher
+from fncache.values import registry as _registry
 from fncache.stores import tiered
 
 held, release = threading.Event(), threading.Event()
-LOCKS = [_hasher._registry_lock, _fingerprint._fp_lock, _digests._lock, stores._cache_lock,
+LOCKS = [_registry._lock, _fingerprint._fp_lock, _digests._lock, stores._cache_lock,
          tiered._breakers_lock, _usage._logs_lock]
 
 def hold():                       # a thread inside each of fncache's module-level critical sections

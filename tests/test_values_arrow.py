@@ -19,13 +19,14 @@ from hypothesis import strategies as st
 
 import fncache
 from fncache.values import arrow as _values_arrow
+from fncache.values import arrow_streams as _arrow_streams
 
 from .helpers import fail_on_pickle_fallback, require_native
 
 pa = pytest.importorskip("pyarrow")
 
 H = fncache.hash
-DEFAULT_BLOCK = _values_arrow._BLOCK
+DEFAULT_BLOCK = _arrow_streams._BLOCK
 BLOCK = 64
 N = 3 * BLOCK + 21  # three full blocks and a partial one
 canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
@@ -33,11 +34,11 @@ canonical_paths_only = pytest.fixture(autouse=True)(fail_on_pickle_fallback)
 
 @pytest.fixture(autouse=True, params=["native", "numpy"])
 def small_blocks(request, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(_values_arrow, "_BLOCK", BLOCK)
-    monkeypatch.setattr(_values_arrow, "_MASK_BYTES", BLOCK * 4)  # 4 to 256 rows, by width
+    monkeypatch.setattr(_arrow_streams, "_BLOCK", BLOCK)
+    monkeypatch.setattr(_arrow_streams, "_MASK_BYTES", BLOCK * 4)  # 4 to 256 rows, by width
     if request.param == "numpy":
-        monkeypatch.setattr(_values_arrow, "_speedups", None)
-    elif _values_arrow._speedups is None:
+        monkeypatch.setattr(_arrow_streams, "speedups", None)
+    elif _arrow_streams.speedups is None:
         require_native()
 
 
@@ -207,7 +208,7 @@ def test_keys_do_not_depend_on_the_block_size(monkeypatch):
                       "s": pa.array(words, mask=null)})
     keys: dict[int, set[str]] = {0: set(), 1: set(), 5: set()}
     for block in (DEFAULT_BLOCK, 4096, 1000, 64):
-        monkeypatch.setattr(_values_arrow, "_BLOCK", block)
+        monkeypatch.setattr(_arrow_streams, "_BLOCK", block)
         for start, found in keys.items():
             found.update({H(garbage.slice(start)), H(clean.slice(start))})
     assert all(len(found) == 1 for found in keys.values()), keys

@@ -60,6 +60,7 @@ from fncache.code.walk import (
     Walk,
 )
 from fncache.values import hasher as _hasher
+from fncache.values import registry as _registry
 
 __all__ = [
     "Fingerprint",
@@ -72,6 +73,39 @@ __all__ = [
 ]
 
 log = logging.getLogger("fncache")
+
+
+# ---------------------------------------------------------------------------------------------
+# How the hasher keys functions, classes and code: registered here, so the value wing never imports
+# the code wing (see fncache.values.registry)
+# ---------------------------------------------------------------------------------------------
+
+
+def _function_token(h: Any, obj: Any) -> Any:
+    return _registry.token("function", fingerprint(obj).digest)
+
+
+def _class_token(h: Any, obj: Any) -> Any:
+    # A fingerprint says what a class does, not which class it is: two modules may define one body
+    # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``. Classes of the root
+    # module (the memoized function's own) leave the module out (see the hasher's docstring).
+    module = getattr(obj, "__module__", None)
+    where = None if h.root is not None and module == h.root else module
+    return _registry.token("class", where, fingerprint(obj).digest)
+
+
+def _code_token(h: Any, obj: Any) -> Any:
+    return _registry.token("code", code_digest(obj))
+
+
+def _register_code_tokens() -> None:
+    for types_, handler, exact in ((type, _class_token, False),
+                                   (types.FunctionType, _function_token, True),
+                                   (types.CodeType, _code_token, True)):
+        _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
+
+
+_register_code_tokens()
 
 _BY_NAME = {
     _hasher.digest(STATE).hex(): "modified by the function",
@@ -185,7 +219,7 @@ class Fingerprint:
         for obj in self._unpicklable:
             # Keyed by name because nothing else could key it: a ref() or register() since then
             # gives it a token, which must count from the next call on.
-            if id(obj) in _hasher._refs or type(obj) not in _hasher._handlers:
+            if _registry.has_ref(obj) or not _registry.is_resolved(type(obj)):
                 return False
         return True
 

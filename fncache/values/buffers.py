@@ -20,26 +20,17 @@ zarr) in :mod:`fncache.values.lazy`. numpy arrays are handled here, as the other
 
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import xxhash
 
-from fncache._hasher import Token
+from fncache.values.registry import guarded, register_lazy, register_type, token
 
-__all__ = ["c_order_digest", "masked_array_token", "ndarray_token", "resolve", "token"]
-
-_log = logging.getLogger("fncache")
+__all__ = ["c_order_digest", "class_token", "masked_array_token", "ndarray_token"]
 
 # Bytes per block when a non-contiguous array is put in C order piece by piece (cache-sized).
 _BLOCK_BYTES = 1 << 22
-
-
-def token(*parts: Any) -> Any:
-    """A reduce value standing for ``parts`` in the hash stream."""
-    return (Token, parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,78 +125,62 @@ def masked_array_token(a: Any) -> tuple[Any, ...]:
     data = np.ma.getdata(a)
     if masked:
         data = a.filled(np.zeros(1, dtype=a.dtype)[0])
-    return (class_token(type(a), "numpy"), ndarray_token(data),
-            ndarray_token(mask) if masked else None, a.fill_value, bool(a.hardmask))
+    kind = class_token(type(a), "numpy")
+    head = (kind, ndarray_token(data), ndarray_token(mask) if masked else None, a.fill_value,
+            bool(a.hardmask))
+    if isinstance(kind, str):
+        return head
+    # A user's subclass: its own attributes count (numpy's pickle would drop them; a method may
+    # read them), in sorted order.
+    extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _MASKED_STATE))
+    return (*head, extra) if extra else head
+
+
+# What every MaskedArray's ``__dict__`` holds; keyed above or bookkeeping (see the registration).
+_MASKED_STATE = frozenset({"_baseclass", "_basedict", "_fill_value", "_hardmask", "_isfield",
+                           "_mask", "_optinfo", "_sharedmask"})
 
 
 # ---------------------------------------------------------------------------------------------
-# Dispatch
+# Registration
 # ---------------------------------------------------------------------------------------------
 
 
-def _guarded(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
-    """A handler that leaves a value it cannot take apart to the library's own pickling."""
-
-    def handle(h: Any, obj: Any) -> Any:
-        try:
-            parts = fn(obj)
-        except Exception as e:  # a layout or dtype the canonical path does not know
-            _log.debug("fncache: hashing a %s through its pickle (%s: %s)",
-                       type(obj).__qualname__, type(e).__name__, e)
-            return NotImplemented
-        return NotImplemented if parts is NotImplemented else token(*parts)
-
-    return handle
+def _ndarray_token(h: Any, a: Any) -> Any:
+    return token(*ndarray_token(a))
 
 
-def resolve(t: type) -> Any:
-    """The handler for type ``t`` from an already imported library, or ``None``."""
-    if t.__module__.startswith("nibabel."):
-        from fncache.values.nibabel import is_proxy, proxy_handler
+def _ufunc_token(h: Any, obj: Any) -> Any:
+    """``np.frompyfunc(f, nin, nout)``: the ufunc holds ``f``, which counts by its code. Other
+    ufuncs (``np.add``) pickle by name, as numpy does."""
+    import gc
 
-        if is_proxy(t):
-            return proxy_handler
-    from fncache.values.lazy import resolve as lazy_reader  # polars scans, datasets, h5py, zarr
+    held = [r for r in gc.get_referents(obj) if callable(r)]
+    if len(held) != 1:
+        return NotImplemented
+    return token("frompyfunc", obj.nin, obj.nout, obj.identity, held[0])
 
-    if (found := lazy_reader(t)) is not None:
-        return found
-    np = sys.modules.get("numpy")
-    if np is not None and "numpy.ma" in sys.modules and issubclass(t, np.ma.MaskedArray):
-        return _guarded(masked_array_token)
-    torch = sys.modules.get("torch")
-    if torch is not None and issubclass(t, torch.Tensor):
-        from fncache.values.torch import tensor_token
 
-        return _guarded(tensor_token)
-    pl = sys.modules.get("polars")
-    if pl is not None and issubclass(t, (pl.DataFrame, pl.Series)):
-        from fncache.values.polars import polars_token
+_LAYOUT = (("strides, memory order, offset, read-only flag, where the bytes live (memmap)",
+            "layout: the elements are keyed in C order"),
+           ("padding bytes of structured dtypes", "undefined bytes"))
 
-        return _guarded(polars_token)
-    if "scipy.sparse" in sys.modules:
-        from fncache.values.scipy import is_sparse_type, sparse_token
 
-        if is_sparse_type(t):
-            return _guarded(sparse_token)
-    pd = sys.modules.get("pandas")
-    if pd is not None:
-        from fncache.values.pandas import pandas_handler
+@register_lazy("numpy")
+def _register() -> None:
+    import numpy as np
 
-        found = pandas_handler(pd, t)
-        if found is not None:
-            return _guarded(found)
-    pa = sys.modules.get("pyarrow")
-    if pa is not None:
-        from fncache.values import arrow
+    register_type((np.ndarray, np.memmap), _ndarray_token, exact=True, final=True,
+                  not_content=_LAYOUT)
+    register_type(np.ufunc, _ufunc_token, exact=True, final=True)
 
-        for base, fn in ((pa.Table, arrow.table_token), (pa.RecordBatch, arrow.record_batch_token),
-                         (pa.ChunkedArray, arrow.chunked_token), (pa.Array, arrow.array_token)):
-            if issubclass(t, base):
-                return _guarded(fn)
-        if t is pa.Schema:
-            return _guarded(lambda s: ("pyarrow.Schema", arrow.schema_desc(s)))
-        if issubclass(t, pa.DataType):
-            return _guarded(lambda d: ("pyarrow.DataType", arrow.type_desc(d)))
-        if t is pa.Field:
-            return _guarded(lambda f: ("pyarrow.Field", arrow.field_desc(f)))
-    return None
+
+@register_lazy("numpy.ma")  # (18 ms to import: only once a masked array arrives)
+def _register_masked() -> None:
+    import numpy.ma
+
+    register_type(numpy.ma.MaskedArray, guarded(masked_array_token), not_content=(
+        ("the data under masked slots", "undefined: masked_array.filled() decides"),
+        ("the mask when nothing is masked", "nomask and an all-False mask are one value"),
+        ("_sharedmask, _isfield, _baseclass", "bookkeeping of views, not of the values"),
+    ))

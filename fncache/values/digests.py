@@ -119,17 +119,17 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
 def path_digest(path: str | os.PathLike[str]) -> bytes:
     """Digest of a file's content, or of a directory's files (relative names and contents), or of
     a missing path as missing."""
-    from fncache.values import hasher as _hasher
+    from fncache.values.registry import value_digest
 
     p = os.path.abspath(os.fspath(path))
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        return _hasher.digest(("missing-path",))
+        return value_digest(("missing-path",))
     if _stat.S_ISDIR(st.st_mode):
         parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p))
-        return _hasher.digest(("dir", parts))
-    return _hasher.digest(("file", file_digest(p, st)))
+        return value_digest(("dir", parts))
+    return value_digest(("file", file_digest(p, st)))
 
 
 def has_magic(pattern: str) -> bool:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import io
 import pathlib
 import pickle
-import sys
 import threading
 import types
 import weakref
@@ -54,9 +53,9 @@ from typing import Any
 import cloudpickle
 import xxhash
 
-from fncache import _forks
 from fncache._errors import ArgumentTypeError, UnhashableArgument
 from fncache._hasher import Token
+from fncache.values import registry as _registry
 
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
 
@@ -78,20 +77,6 @@ _Token = Token
 # Extension points
 # ---------------------------------------------------------------------------------------------
 
-_registry: dict[type, Callable[[Any], Any]] = {}
-_registry_lock = threading.Lock()
-
-
-def _fresh_registry_lock() -> None:
-    global _registry_lock
-    _registry_lock = threading.Lock()
-
-
-_forks.on_fork(_fresh_registry_lock)
-# Resolved handler per concrete type (None: let pickle do its default). Cleared on (un)register.
-_handlers: dict[type, Callable[[_Hasher, Any], Any] | None] = {}
-_refs: dict[int, tuple[Any, Any]] = {}
-
 # The C pickler handles these itself before reducer_override is called; a registration would be
 # silently ignored, so it is refused instead.
 _NOT_REGISTRABLE = (str, bytes, int, float, bool, type(None), dict, list, tuple, set, frozenset,
@@ -112,16 +97,12 @@ def register(type_: type, fn: Callable[[Any], Any]) -> None:
         raise ArgumentTypeError(f"register: fn must be callable, got {type(fn).__name__}")
     if type_ in _NOT_REGISTRABLE:
         raise ArgumentTypeError(f"register: {type_.__name__} is hashed by value and cannot be overridden")
-    with _registry_lock:
-        _registry[type_] = fn
-        _handlers.clear()
+    _registry.register_user(type_, _registered_token(fn, type_))
 
 
 def unregister(type_: type) -> None:
     """Undo :func:`register` for ``type_``; no error if it was not registered."""
-    with _registry_lock:
-        _registry.pop(type_, None)
-        _handlers.clear()
+    _registry.unregister_user(type_)
 
 
 def ref(obj: Any, token: Any) -> Any:
@@ -146,7 +127,7 @@ def ref(obj: Any, token: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Handlers used by reducer_override, resolved once per type
+# Built-in handlers (registered in fncache.values.registry's table below)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -154,29 +135,7 @@ def _qualname(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def _handle_function(h: _Hasher, obj: Any) -> Any:
-    from fncache.code.fingerprint import fingerprint
-
-    return (_Token, ("function", fingerprint(obj).digest))
-
-
-def _handle_class(h: _Hasher, obj: Any) -> Any:
-    from fncache.code.fingerprint import fingerprint
-
-    # A fingerprint says what a class does, not which class it is: two modules may define one body
-    # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``.
-    module = getattr(obj, "__module__", None)
-    where = None if h.root is not None and module == h.root else module
-    return (_Token, ("class", where, fingerprint(obj).digest))
-
-
-def _handle_code(h: _Hasher, obj: Any) -> Any:
-    from fncache.code.fingerprint import code_digest
-
-    return (_Token, ("code", code_digest(obj)))
-
-
-def _handle_module(h: _Hasher, obj: Any) -> Any:
+def _module_token(h: _Hasher, obj: Any) -> Any:
     return (_Token, ("module", obj.__name__))
 
 
@@ -194,29 +153,29 @@ def _slot_names(t: type) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
-def _handle_set_subclass(h: _Hasher, obj: Any) -> Any:
+def _set_subclass_token(h: _Hasher, obj: Any) -> Any:
     # The C pickler's own set path would drop slots; read them here (an unset slot is absent).
     state = getattr(obj, "__dict__", None) or None
     slots = tuple((n, getattr(obj, n, _Token)) for n in _slot_names(type(obj)))
     return (_Token, ("set-subclass", type(obj), _set_token(obj, h.root), state, slots))
 
 
-def _handle_token_method(h: _Hasher, obj: Any) -> Any:
+def _fncache_token_token(h: _Hasher, obj: Any) -> Any:
     return (_Token, ("token", type(obj), obj.__fncache_token__()))
 
 
-def _handle_weakref(h: _Hasher, obj: Any) -> Any:
+def _weakref_token(h: _Hasher, obj: Any) -> Any:
     # A weak reference hashes as what it points to (or as dead).
     return (_Token, ("weakref", obj()))
 
 
-def _handle_stream(h: _Hasher, obj: Any) -> Any:
+def _stream_token(h: _Hasher, obj: Any) -> Any:
     from fncache.values.files import refuse_stream
 
     return refuse_stream(obj)
 
 
-def _handle_path(h: _Hasher, obj: Any) -> Any:
+def _path_token(h: _Hasher, obj: Any) -> Any:
     # What 3.11's pathlib pickles, on every version: the class and the normalised parts. From 3.12 a
     # path pickles the segments as they were spelled (``a//b``, ``("a", "b")``), so paths that are
     # equal would get different keys. Only pathlib's own classes: a subclass may carry state of its
@@ -224,10 +183,57 @@ def _handle_path(h: _Hasher, obj: Any) -> Any:
     return (type(obj), tuple(obj.parts))
 
 
-def _handle_ndarray(h: _Hasher, a: Any) -> Any:
-    from fncache.values.buffers import ndarray_token
+def _sorted_state(state: Any) -> Any:
+    """An instance's ``__dict__`` (or ``(__dict__, slots)``) with its attributes in sorted order:
+    the order attributes were set in is not content (as for a class's namespace)."""
+    if isinstance(state, tuple) and len(state) == 2:
+        first, second = _sorted_state(state[0]), _sorted_state(state[1])
+        return state if first is state[0] and second is state[1] else (first, second)
+    if type(state) is not dict or len(state) < 2:
+        return state
+    try:
+        items = sorted(state.items(), key=lambda kv: kv[0])
+    except TypeError:  # keys that do not sort (not strings): their order stays
+        return state
+    if [k for k, _ in items] == list(state):
+        return state  # already in order: the object's own dict (as pickle would write it)
+    return dict(items)
 
-    return (_Token, ndarray_token(a))
+
+def _instance_token(h: _Hasher, obj: Any) -> Any:
+    """An instance pickled by ``object``'s own reduce, its attributes in sorted order.
+
+    A re-ordered state is made once per object and hash, and kept until the hash ends: the pickler
+    finds a cycle (an instance holding its own memoized method) by meeting the same state object
+    again, which a fresh copy on every visit would hide.
+    """
+    rv = obj.__reduce_ex__(_PROTOCOL)
+    if type(rv) is not tuple or len(rv) < 3:
+        return rv
+    state = _sorted_state(rv[2])
+    if state is rv[2]:
+        return rv
+    kept = h.states.setdefault(id(obj), (obj, state))
+    return (*rv[:2], kept[1], *rv[3:])
+
+
+def _namespace_token(h: _Hasher, obj: Any) -> Any:
+    """A ``SimpleNamespace``: its attributes in sorted order (``SimpleNamespace(**d)`` from two
+    orders of one dict are one value, as their ``==`` says)."""
+    return (type(obj), (), _sorted_state(dict(vars(obj))))
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined by a class statement
+
+
+def _default_reduce(t: type) -> bool:
+    """Whether ``t``'s instances pickle by ``object``'s own reduce (``__dict__`` and slots): a class
+    defined in Python, without a reducer of its own or in the pickler's dispatch table."""
+    return (bool(t.__flags__ & _HEAPTYPE) and t not in cloudpickle.Pickler.dispatch_table
+            and getattr(t, "__reduce_ex__", None) is object.__reduce_ex__
+            and getattr(t, "__reduce__", None) is object.__reduce__
+            and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__
+            and not issubclass(t, type))
 
 
 def _wrapper_handler(
@@ -242,7 +248,7 @@ def _wrapper_handler(
     take ``rest`` (or pickle's default).
     """
 
-    def handle(h: _Hasher, obj: Any) -> Any:
+    def _wrapper_token(h: _Hasher, obj: Any) -> Any:
         from fncache.code.usercode import compile_options, wrapped_user_code
 
         inner = wrapped_user_code(obj)
@@ -255,72 +261,54 @@ def _wrapper_handler(
         return (_Token, ("wrapper", _qualname(type(obj)), inner,
                          None if isinstance(state, str) else state))
 
-    return handle
+    return _wrapper_token
 
 
-def _handle_ufunc(h: _Hasher, obj: Any) -> Any:
-    """``np.frompyfunc(f, nin, nout)``: the ufunc holds ``f``, which counts by its code. Other
-    ufuncs (``np.add``) pickle by name, as numpy does."""
-    import gc
-
-    held = [r for r in gc.get_referents(obj) if callable(r)]
-    if len(held) != 1:
-        return NotImplemented
-    return (_Token, ("frompyfunc", obj.nin, obj.nout, obj.identity, held[0]))
-
-
-def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], Any]:
+def _registered_token(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], Any]:
     name = _qualname(t)
 
-    def handle(h: _Hasher, obj: Any) -> Any:
+    def _user_token(h: _Hasher, obj: Any) -> Any:
         # The actual type, not only the registered base: two subclasses may give equal tokens.
         return (_Token, ("registered", name, type(obj), fn(obj)))
 
-    return handle
+    return _user_token
 
 
-_PATH_TYPES = frozenset({pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                         pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath})
-_VALUE_LIBRARIES = frozenset({"numpy", "torch", "polars", "pyarrow", "pandas"})
-
-
-def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:
-    for base in t.__mro__:
-        fn = _registry.get(base)
-        if fn is not None:
-            return _registered(fn, base)
-    if issubclass(t, type):
-        return _handle_class
-    if t is types.FunctionType:
-        return _handle_function
-    if t is types.CodeType:
-        return _handle_code
-    if t is types.ModuleType:
-        return _handle_module
-    if issubclass(t, (set, frozenset)):
-        return _handle_set_subclass
-    if t is weakref.ReferenceType:
-        return _handle_weakref
+def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any], Any] | None:
+    """The registry's rule for what its table does not settle: ``__fncache_token__``, open streams,
+    callables that may wrap user code, and instances keyed with their attributes in sorted order."""
+    if entry is not None and entry.final:
+        return entry.handler
     if callable(getattr(t, "__fncache_token__", None)):
-        return _handle_token_method
-    if t in _PATH_TYPES:
-        return _handle_path
+        return _fncache_token_token
     if issubclass(t, io.IOBase) and not issubclass(t, (io.BytesIO, io.StringIO)):
-        return _handle_stream  # an open file: refused, reading it would consume it (see _files)
-    np = sys.modules.get("numpy")
-    if np is not None and t in (np.ndarray, np.memmap):
-        return _handle_ndarray
-    if np is not None and t is np.ufunc:
-        return _handle_ufunc
-    handler: Callable[[_Hasher, Any], Any] | None = None
-    if np is not None or not _VALUE_LIBRARIES.isdisjoint(sys.modules):
-        from fncache.values.buffers import resolve
-
-        handler = resolve(t)
+        return _stream_token  # an open file: refused, reading it would consume it (see files)
+    found = None if entry is None else entry.handler
     if t is not types.MethodType and any("__call__" in vars(c) for c in t.__mro__):
-        return _wrapper_handler(handler)
-    return handler
+        return _wrapper_handler(found)
+    if found is None and _default_reduce(t):
+        return _instance_token
+    return found
 
+
+def _register_builtins() -> None:
+    # Functions, classes and code objects are keyed by fncache.code.fingerprint, which registers
+    # their handlers itself (the code wing imports this module; this module never imports it).
+    def builtin(types_: Any, handler: Any, exact: bool = False) -> None:
+        _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
+
+    builtin(types.ModuleType, _module_token, exact=True)
+    builtin((set, frozenset), _set_subclass_token)
+    builtin(weakref.ReferenceType, _weakref_token, exact=True)
+    builtin(types.SimpleNamespace, _namespace_token, exact=True)
+    builtin((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path,
+             pathlib.PosixPath, pathlib.WindowsPath), _path_token, exact=True)
+    _registry.add_rule(_protocols)
+
+
+_register_builtins()
+_refs = _registry.refs
+_resolved = _registry.resolved
 
 # ---------------------------------------------------------------------------------------------
 # Sets
@@ -364,6 +352,7 @@ class _Hasher(cloudpickle.Pickler):
         self.cyclic = cyclic
         self.fast = not cyclic
         self.root: str | None = None  # see the module docstring: classes by where they live
+        self.states: dict[int, tuple[Any, Any]] = {}  # re-ordered instance states, per hash
 
     @staticmethod
     def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
@@ -397,9 +386,9 @@ class _Hasher(cloudpickle.Pickler):
         if obj is _Token:
             return NotImplemented  # saved by name, as the marker it is
         t = type(obj)
-        handler = _handlers.get(t, _MISSING)
+        handler = _resolved.get(t, _MISSING)
         if handler is _MISSING:
-            handler = _handlers[t] = _resolve(t)
+            handler = _registry.lookup(t)
         if handler is None:
             return NotImplemented
         return handler(self, obj)  # type: ignore[operator]
@@ -411,6 +400,8 @@ class _Hasher(cloudpickle.Pickler):
             self.dump(obj)
         finally:
             self.clear_memo()
+            if self.states:
+                self.states.clear()
         return sink.h.digest()
 
 
@@ -519,3 +510,19 @@ def hash(obj: Any) -> str:  # noqa: A001 - the public name mirrors the builtin o
     """
     return digest(obj).hex()
 
+
+_registry.install_digest(digest)
+
+# Each library's handlers register themselves, lazily: importing these modules imports no library.
+from fncache.values import (  # noqa: E402, F401
+    arrow,
+    buffers,
+    geopandas,
+    lazy,
+    nibabel,
+    pandas,
+    polars,
+    scipy,
+    torch,
+    xarray,
+)

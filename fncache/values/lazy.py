@@ -44,16 +44,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from fncache._errors import UnhashableArgument
 from fncache.values import digests as _digests
-from fncache.values.buffers import token
+from fncache.values.registry import register_lazy, register_type, token
 
-__all__ = ["resolve"]
+__all__: list[str] = []
 
 Handler = Callable[[Any, Any], Any]
 
@@ -263,25 +262,40 @@ def _zarr_token(h: Any, node: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def resolve(t: type) -> Handler | None:
-    """The handler for lazy reader type ``t`` from an already imported library, or ``None``."""
-    module = t.__module__
-    pl = sys.modules.get("polars")
-    if pl is not None and issubclass(t, pl.LazyFrame):
-        return _lazyframe_token
-    if module.startswith("pyarrow."):
-        ds = sys.modules.get("pyarrow.dataset")
-        if ds is not None and issubclass(t, (ds.FileSystemDataset, ds.UnionDataset)):
-            return _arrow_dataset_token
-        pq = sys.modules.get("pyarrow.parquet")
-        if pq is not None and issubclass(t, pq.ParquetFile):
-            return _parquet_file_token
-    if module.startswith("h5py."):
-        h5py = sys.modules.get("h5py")
-        if h5py is not None and issubclass(t, (h5py.Dataset, h5py.Group)):
-            return _h5py_token
-    if module.startswith("zarr."):
-        zarr = sys.modules.get("zarr")
-        if zarr is not None and issubclass(t, (zarr.Array, zarr.Group)):
-            return _zarr_token
-    return None
+_FILES = (("the file names alone", "replaced by the content digest of every file read"),)
+
+
+@register_lazy("polars")
+def _register_polars() -> None:
+    import polars as pl
+
+    register_type(pl.LazyFrame, _lazyframe_token, not_content=_FILES)
+
+
+@register_lazy("pyarrow._dataset")  # where the dataset classes live
+def _register_arrow_dataset() -> None:
+    import pyarrow.dataset as ds
+
+    register_type((ds.FileSystemDataset, ds.UnionDataset), _arrow_dataset_token,
+                  not_content=_FILES)
+
+
+@register_lazy("pyarrow.parquet")
+def _register_parquet_file() -> None:
+    import pyarrow.parquet as pq
+
+    register_type(pq.ParquetFile, _parquet_file_token)
+
+
+@register_lazy("h5py")
+def _register_h5py() -> None:
+    import h5py
+
+    register_type((h5py.Dataset, h5py.Group), _h5py_token, not_content=_FILES)
+
+
+@register_lazy("zarr")
+def _register_zarr() -> None:
+    import zarr
+
+    register_type((zarr.Array, zarr.Group), _zarr_token, not_content=_FILES)

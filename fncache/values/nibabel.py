@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fncache.values.buffers import token
+from fncache.values.registry import register_lazy, register_type, token
 
 __all__ = ["is_proxy", "proxy_handler"]
 
@@ -41,3 +41,19 @@ def proxy_handler(h: Any, obj: Any) -> Any:
         state["file_like"] = ("file content", path_digest(source))
     # Anything else (an open file) is hashed as it is: open streams are refused with a hint.
     return token("nibabel array proxy", type(obj), tuple(sorted(state.items())))
+
+
+def _proxy_token(h: Any, obj: Any) -> Any:
+    return proxy_handler(h, obj) if is_proxy(type(obj)) else NotImplemented
+
+
+@register_lazy("nibabel")
+def _register() -> None:
+    from nibabel import arrayproxy, ecat, minc1, parrec
+
+    roots = (arrayproxy.ArrayProxy, parrec.PARRECArrayProxy, minc1.MincImageArrayProxy,
+             ecat.EcatImageArrayProxy)  # nibabel's proxy classes that subclass no other
+    register_type(roots, _proxy_token, not_content=(
+        ("_lock", "a lock is not content"),
+        ("file_like as a name", "replaced by the file's content digest"),
+    ))

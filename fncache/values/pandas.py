@@ -22,8 +22,9 @@ import sys
 from typing import Any
 
 from fncache.values.buffers import class_token
+from fncache.values.registry import guarded, register_lazy, register_type
 
-__all__ = ["pandas_handler"]
+__all__ = ["array_token", "frame_token", "index_token", "series_token"]
 
 
 def _qualname(t: type) -> str:
@@ -42,7 +43,7 @@ def _extra_state(obj: Any, kind: Any) -> tuple[Any, ...]:
     tokens stay as they were (their ``_metadata`` holds only what the token has already: a name)."""
     if isinstance(kind, str):
         return ()
-    names = tuple(getattr(type(obj), "_metadata", ()) or ())
+    names = tuple(getattr(obj, "_metadata", ()) or ())  # the instance's: its pickle keeps that
     return (("_metadata", tuple((n, getattr(obj, n, None)) for n in names)),)
 
 
@@ -62,9 +63,10 @@ def _values(pd: Any, np: Any, v: Any) -> Any:
         return v
     if not isinstance(class_token(type(v), "pandas"), str):
         # An extension array of another library (geopandas' GeometryArray keeps its CRS on the
-        # array) or a user's subclass: its state is not known here, so it is keyed by what its own
-        # pickle keeps, never by its elements alone.
-        return ("reduce", v.__reduce_ex__(5))
+        # array) or a user's subclass: its state is not known here. The array itself goes into
+        # the stream, where its own handler (see fncache.values.geopandas) or, for an array no
+        # entry names, what its own pickle keeps keys it (array_token), never its elements alone.
+        return ("array", v)
     if hasattr(v, "_mask") and hasattr(v, "_data"):  # BaseMaskedArray: Int64, Float64, boolean
         mask, data = v._mask, v._data
         if mask.any():
@@ -136,20 +138,34 @@ def frame_token(df: Any) -> tuple[Any, ...]:
 
 
 def array_token(a: Any) -> tuple[Any, ...]:
-    """A pandas extension array: class, dtype and values."""
+    """A pandas extension array: class, dtype and values; any other library's (or a user's) by
+    its class and what its own pickle keeps."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
-    return (_kind(a), _dtype(np, a.dtype), _values(pd, np, a))
+    kind = _kind(a)
+    if not isinstance(kind, str):
+        return (kind, _dtype(np, a.dtype), ("reduce", a.__reduce_ex__(5)))
+    return (kind, _dtype(np, a.dtype), _values(pd, np, a))
 
 
-def pandas_handler(pd: Any, t: type) -> Any:
-    """The token function for a pandas type, or ``None``."""
-    if issubclass(t, pd.DataFrame):
-        return frame_token
-    if issubclass(t, pd.Series):
-        return series_token
-    if issubclass(t, pd.Index):
-        return index_token
-    if issubclass(t, pd.api.extensions.ExtensionArray):
-        return array_token
-    return None
+_NOT_CONTENT = (
+    ("block layout (one 2-D block per dtype or a block per column), strides",
+     "layout: each column is keyed by its values"),
+    ("the bytes under NA of masked arrays", "undefined: whatever an operation left there"),
+    ("a MultiIndex's level order and codes when every level value is used",
+     "the rows' values are keyed level by level"),
+    ("the item cache, _flags' weak references", "caches of the frame"),
+    ("_typ", "the class's own tag, fixed by the class (which is keyed)"),
+    ("_metadata", "of pandas' own classes: names of what the token keys already (a Series' name);"
+     " a subclass's names and their values are keyed"),
+)
+
+
+@register_lazy("pandas")
+def _register() -> None:
+    import pandas as pd  # type: ignore[import-untyped]
+
+    register_type(pd.DataFrame, guarded(frame_token), not_content=_NOT_CONTENT)
+    register_type(pd.Series, guarded(series_token), not_content=_NOT_CONTENT)
+    register_type(pd.Index, guarded(index_token))
+    register_type(pd.api.extensions.ExtensionArray, guarded(array_token))

@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fncache.values.registry import guarded, register_lazy, register_type
+
 __all__ = ["polars_token"]
 
 # A Categorical's categories are looked up one by one, up to its largest code: beyond this many,
@@ -62,9 +64,9 @@ def _to_arrow(pl: Any, s: Any) -> Any:
     """The Arrow form of a Series. polars keeps strings and binaries as views: exported as views
     they are not copied, and the native kernel reads them as the plain arrays they stand for
     (the same key); without it, polars' own conversion to plain arrays is the faster one."""
-    from fncache.values.arrow import _speedups
+    from fncache.values import arrow_streams
 
-    if _speedups is not None and s.dtype in (pl.String, pl.Binary):
+    if arrow_streams.speedups is not None and s.dtype in (pl.String, pl.Binary):
         level = getattr(pl, "CompatLevel", None)  # (polars >= 1.1)
         if level is not None:
             return s.to_arrow(compat_level=level.newest())
@@ -87,11 +89,32 @@ def _series(pl: Any, s: Any) -> tuple[Any, ...]:
     return (*head, "arrow", chunks_content(chunks))
 
 
+def _subclass_state(pl: Any, obj: Any, base: type) -> tuple[Any, ...]:
+    """A user's subclass of a polars class: the class (keyed by its code) and the attributes it
+    sets beside polars' own handle (sorted); nothing for polars' own classes."""
+    if type(obj) is base:
+        return ()
+    extra = tuple(sorted((k, v) for k, v in vars(obj).items() if k not in ("_df", "_s")))
+    return (type(obj), extra)
+
+
 def polars_token(obj: Any) -> Any:
-    """A polars DataFrame or Series by names, dtypes and logical values."""
+    """A polars DataFrame or Series by names, dtypes and logical values (a subclass adds its class
+    and its own attributes)."""
     pl = sys.modules["polars"]
     if isinstance(obj, pl.DataFrame):
-        return ("polars.DataFrame", obj.height, tuple(_series(pl, s) for s in obj.get_columns()))
+        return ("polars.DataFrame", obj.height, tuple(_series(pl, s) for s in obj.get_columns()),
+                *_subclass_state(pl, obj, pl.DataFrame))
     if isinstance(obj, pl.Series):
-        return ("polars.Series", *_series(pl, obj))
+        return ("polars.Series", *_series(pl, obj), *_subclass_state(pl, obj, pl.Series))
     return NotImplemented
+
+
+@register_lazy("polars")
+def _register() -> None:
+    import polars as pl
+
+    register_type((pl.DataFrame, pl.Series), guarded(polars_token), not_content=(
+        ("chunking, slices, string views, validity bitmaps without nulls",
+         "layout: the Arrow export's logical values are keyed"),
+    ))

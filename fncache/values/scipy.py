@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from fncache.values.buffers import ndarray_token
+from fncache.values.registry import guarded, register_lazy, register_type
 
 __all__ = ["is_sparse_type", "sparse_token"]
 
@@ -48,3 +49,34 @@ def sparse_token(m: Any) -> tuple[Any, ...]:
     return (f"{t.__module__}.{t.__qualname__}", tuple(m.shape), m.dtype,
             tuple(ndarray_token(np.ascontiguousarray(c, dtype=np.int64)) for c in coords),
             ndarray_token(np.ascontiguousarray(coo.data)))
+
+
+# Every attribute scipy's formats keep on an instance (keyed above or declared not content). An
+# instance with any other attribute (set by a user) has state this handler does not know: its
+# pickle keys it.
+_KNOWN_STATE = frozenset({"_dict", "_has_canonical_format", "_has_sorted_indices", "_shape", "coords",
+                          "data", "dtype", "has_canonical_format", "indices", "indptr", "maxprint",
+                          "offsets", "rows", "blocksize", "row", "col"})
+
+
+def _sparse_handler(h: Any, m: Any) -> Any:
+    # scipy's own classes only: a subclass may keep state of its own (its pickle path keys it).
+    if not is_sparse_type(type(m)) or not _KNOWN_STATE.issuperset(vars(m)):
+        return NotImplemented
+    return _guarded_sparse(h, m)
+
+
+_guarded_sparse = guarded(sparse_token)
+
+
+@register_lazy("scipy.sparse")
+def _register() -> None:
+    import scipy.sparse as sp  # type: ignore[import-untyped]
+
+    bases = tuple(b for b in (getattr(sp, "sparray", None), getattr(sp, "spmatrix", None)) if b)
+    register_type(bases, _sparse_handler, not_content=(
+        ("_has_sorted_indices, _has_canonical_format, has_canonical_format",
+         "lazily computed facts about the layout"),
+        ("maxprint", "a print setting"),
+        ("entry order and duplicate coordinates", "keyed canonical: sorted, duplicates summed"),
+    ))

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from fncache.values.buffers import c_order_digest, class_token
+from fncache.values.registry import guarded, register_lazy, register_type
 
 __all__ = ["tensor_token"]
 
@@ -90,3 +91,15 @@ def tensor_token(t: Any) -> Any:
     if t.layout is torch.strided:
         return (*head, "strided", *_strided(torch, t))
     return NotImplemented
+
+
+@register_lazy("torch")
+def _register() -> None:
+    import torch
+
+    register_type(torch.Tensor, guarded(tensor_token), not_content=(
+        ("device, strides, storage offset, the storage beyond a view", "layout: C-order elements"),
+        ("lazy conjugate and negative bits", "a flag for the same values, resolved before keying"),
+        ("a sparse tensor's entry order and duplicates", "keyed coalesced"),
+        ("grad, grad_fn, _backward_hooks", "autograd bookkeeping, not the tensor's value"),
+    ))

@@ -1,0 +1,46 @@
+"""Canonical keys for geopandas geometry arrays: the geometries and the CRS.
+
+A GeoDataFrame or GeoSeries is a pandas frame or series (see :mod:`fncache.values.pandas`: its class
+enters by its code) whose geometry column is a ``GeometryArray``. The array's pickle is its
+geometries as WKB and its CRS, so it is keyed as:
+
+* its class (geopandas' own by name, a user's subclass by its code);
+* each geometry's WKB bytes (``None`` for a missing geometry) in order;
+* the CRS as its WKT (every parameter: EPSG:4326 and EPSG:3857 differ; no CRS is ``None``), so a CRS
+  spelled ``"EPSG:4326"`` and one given as its full definition are one key.
+
+Not content, by declaration: the spatial index (``sindex``), a cache built from the geometries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fncache.values.buffers import class_token
+from fncache.values.registry import guarded, register_lazy, register_type
+
+__all__ = ["geometry_array_token"]
+
+
+def geometry_array_token(a: Any) -> tuple[Any, ...]:
+    """A GeometryArray as described in the module docstring."""
+    import shapely  # type: ignore[import-untyped]
+
+    kind = class_token(type(a), "geopandas")
+    wkb = shapely.to_wkb(a._data, include_srid=True)  # noqa: SLF001 - what the array pickles
+    crs = None if a.crs is None else a.crs.to_wkt()
+    extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _ARRAY_STATE))
+    return (kind, wkb.tolist(), crs, extra)
+
+
+# What a GeometryArray's ``__dict__`` holds (keyed above or a cache); anything else counts.
+_ARRAY_STATE = frozenset({"_data", "_crs", "_sindex"})
+
+
+@register_lazy("geopandas")
+def _register() -> None:
+    from geopandas.array import GeometryArray  # type: ignore[import-untyped]
+
+    register_type(GeometryArray, guarded(geometry_array_token), not_content=(
+        ("_sindex", "the spatial index: a cache built from the geometries"),
+    ))

@@ -1,0 +1,217 @@
+"""Value classes across code edits: a library-type subclass is keyed by its code, its state by value.
+
+Each test runs a script three times in fresh interpreters at one path (version 1, version 2, version 1
+again) and compares the keys it prints: editing a method of a numpy masked-array, torch tensor or
+pandas frame subclass gives a new key and going back gives the old one; a GeoSeries's CRS and a frame
+subclass's ``_metadata`` attribute are content. The equal-key tests pin values that are one value
+however they were built: sparse matrices before and after their lazy flags are set, xarray objects
+before and after ``attrs`` is read, instances whose attributes were set in another order.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+import fncache
+
+from .helpers import last_json, run_py
+
+_SUBCLASSES = {
+    "numpy masked": """
+        import numpy as np
+
+        class Masked(np.ma.MaskedArray):
+            def scaled(self):
+                return self * 2  #@v1 ... #@v2 return self * 3
+
+        value = np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]).view(Masked)
+    """,
+    "torch": """
+        import torch
+
+        class Boxes(torch.Tensor):
+            def area(self):
+                return self.prod()  #@v1 ... #@v2 return self.sum()
+
+        value = torch.arange(4.0).as_subclass(Boxes)
+    """,
+    "pandas": """
+        import pandas as pd
+
+        class Frame(pd.DataFrame):
+            @property
+            def _constructor(self):
+                return Frame
+
+            def total(self):
+                return self.sum()  #@v1 ... #@v2 return self.sum() * 2
+
+        value = Frame({"a": [1, 2]})
+    """,
+}
+
+
+def _version(source: str, version: str) -> str:
+    """The script at ``version``: a line ``<v1 code>  #@v1 ... #@v2 <v2 code>`` becomes one of the two."""
+    out = []
+    for line in textwrap.dedent(source).splitlines():
+        if "#@v1 ... #@v2" in line:
+            first, second = line.split("#@v1 ... #@v2")
+            indent = first[: len(first) - len(first.lstrip())]
+            line = first.rstrip() if version == "v1" else indent + second.strip()
+        out.append(line)
+    return "\n".join(out)
+
+
+def _keys_over_versions(tmp_path: Path, source: str) -> dict[str, str]:
+    script = tmp_path / "script.py"
+    body = textwrap.dedent(source) + "\nimport fncache, json\nprint(json.dumps(fncache.hash(value)))\n"
+    keys = {}
+    for run, version, seed in (("v1", "v1", "1"), ("v2", "v2", "2"), ("v1_again", "v1", "3")):
+        script.write_text(_version(body, version))
+        keys[run] = last_json(run_py(script, cwd=tmp_path, seed=seed))
+    return keys
+
+
+@pytest.mark.parametrize("library", sorted(_SUBCLASSES))
+def test_editing_a_library_subclass_method_changes_the_key(tmp_path, library):
+    """A method edit of a numpy masked, torch or pandas subclass is a new key; reverting it the old."""
+    pytest.importorskip(library.split()[0])
+    keys = _keys_over_versions(tmp_path, _SUBCLASSES[library])
+    assert keys["v1"] != keys["v2"]
+    assert keys["v1_again"] == keys["v1"]
+
+
+def test_a_crs_change_changes_the_key_across_processes(tmp_path):
+    """One point set in EPSG:4326, then EPSG:3857, then 4326 again: two keys, the first one back."""
+    pytest.importorskip("geopandas")
+    source = """
+        import geopandas as gpd
+        crs = 4326  #@v1 ... #@v2 crs = 3857
+        value = gpd.GeoSeries.from_xy([1.0, 2.0], [3.0, 4.0], crs=crs)
+    """
+    keys = _keys_over_versions(tmp_path, source)
+    assert keys["v1"] != keys["v2"]
+    assert keys["v1_again"] == keys["v1"]
+
+
+def test_a_metadata_attribute_change_changes_the_key_across_processes(tmp_path):
+    """A frame subclass's ``_metadata`` attribute ``unit``: "m", then "km", then "m" again."""
+    pytest.importorskip("pandas")
+    source = """
+        import pandas as pd
+
+        class Measured(pd.DataFrame):
+            _metadata = ["unit"]
+
+        value = Measured({"a": [1.0, 2.0]})
+        value.unit = "m"  #@v1 ... #@v2 value.unit = "km"
+    """
+    keys = _keys_over_versions(tmp_path, source)
+    assert keys["v1"] != keys["v2"]
+    assert keys["v1_again"] == keys["v1"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Equal values, one key
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sparse_matrices_equal_in_meaning_share_a_key():
+    """A sparse matrix, its copy, after a flag query, unsorted vs sorted indices, duplicates vs summed."""
+    sp = pytest.importorskip("scipy.sparse")
+    import numpy as np
+
+    a = sp.csr_matrix(np.array([[0, 1.0, 2.0], [3.0, 0, 0]]))
+    queried = a.copy()
+    assert queried.has_sorted_indices
+    unsorted = sp.csr_matrix((np.array([2.0, 1.0, 3.0]), np.array([2, 1, 0]), np.array([0, 2, 3])),
+                             shape=(2, 3))
+    assert fncache.hash(a) == fncache.hash(a.copy()) == fncache.hash(queried) == fncache.hash(unsorted)
+    dup = sp.coo_matrix((np.array([1.0, 1.0]), (np.array([0, 0]), np.array([1, 1]))), shape=(2, 2))
+    summed = sp.coo_matrix((np.array([2.0]), (np.array([0]), np.array([1]))), shape=(2, 2))
+    assert fncache.hash(dup) == fncache.hash(summed)
+    assert fncache.hash(summed) != fncache.hash(summed * 2)
+
+
+def test_xarray_objects_before_and_after_attrs_is_read_share_a_key():
+    """``attrs``/``encoding`` made lazily (None, then {}) are one value; a real attribute is content."""
+    xr = pytest.importorskip("xarray")
+    import numpy as np
+
+    v = xr.Variable("x", np.arange(3))
+    fresh = fncache.hash(v)
+    v.attrs  # noqa: B018 - reading it creates the dictionary
+    v.encoding  # noqa: B018
+    assert fncache.hash(v) == fresh
+    da = xr.DataArray(np.arange(3), dims="x", coords={"x": [1, 2, 3]}, name="v")
+    before = fncache.hash(da)
+    da.x.attrs  # noqa: B018
+    assert fncache.hash(da) == before == fncache.hash(da.copy())
+    da.attrs["units"] = "m"
+    assert fncache.hash(da) != before
+    ds = xr.Dataset({"v": ("x", np.arange(3))})
+    assert fncache.hash(ds) == fncache.hash(ds.copy())
+
+
+class _Point:
+    def __init__(self, x: float, y: float, first: str = "x") -> None:
+        if first == "x":
+            self.x, self.y = x, y
+        else:
+            self.y, self.x = y, x
+
+
+def test_instances_with_attributes_set_in_another_order_share_a_key():
+    """Attribute order is not content (as a class's namespace order is not); values still are."""
+    assert list(vars(_Point(1, 2, "y"))) == ["y", "x"]
+    assert fncache.hash(_Point(1, 2, "x")) == fncache.hash(_Point(1, 2, "y"))
+    assert fncache.hash(_Point(1, 2)) != fncache.hash(_Point(2, 1))
+    a = types.SimpleNamespace(**{"a": 1, "b": 2})
+    b = types.SimpleNamespace(**{"b": 2, "a": 1})
+    assert a == b and fncache.hash(a) == fncache.hash(b)
+    assert fncache.hash(a) != fncache.hash(types.SimpleNamespace(a=1, b=3))
+
+
+def test_a_sliced_polars_struct_column_with_nulls_keys_as_built_fresh():
+    """``s[1:]`` of a struct column with nulls and the same rows built fresh are one value."""
+    pl = pytest.importorskip("polars")
+    s = pl.Series("s", [{"a": 1, "b": "x"}, None, {"a": 3, "b": None}, {"a": 4, "b": "y"}])
+    fresh = pl.Series("s", [None, {"a": 3, "b": None}, {"a": 4, "b": "y"}])
+    assert fncache.hash(s[1:]) == fncache.hash(fresh)
+    assert fncache.hash(s[1:]) != fncache.hash(s[2:])
+
+
+def test_polars_subclass_and_its_attributes_are_content():
+    """A user's polars DataFrame subclass is not a plain frame, and its own attributes count."""
+    pl = pytest.importorskip("polars")
+
+    class Tagged(pl.DataFrame):
+        pass
+
+    plain = pl.DataFrame({"a": [1, 2]})
+    tagged = Tagged({"a": [1, 2]})
+    assert fncache.hash(plain) != fncache.hash(tagged)
+    other = Tagged({"a": [1, 2]})
+    other.unit = "m"
+    assert fncache.hash(tagged) != fncache.hash(other)
+    json.dumps(fncache.hash(other))  # a plain hex digest
+
+
+def test_an_instance_holding_itself_with_attributes_out_of_order_is_keyed():
+    """A cycle through an instance whose attributes are re-ordered is found and keyed, alike twice."""
+
+    def make(order: str) -> _Point:
+        p = _Point(1, 2, order)
+        p.me = p
+        return p
+
+    assert fncache.hash(make("y")) == fncache.hash(make("y")) == fncache.hash(make("x"))
+    other = make("y")
+    other.x = 5
+    assert fncache.hash(other) != fncache.hash(make("y"))
