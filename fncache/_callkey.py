@@ -30,6 +30,7 @@ from fncache.code.fingerprint import Fingerprint, fingerprint, still_valid
 from fncache.code.targets import recorded_module
 from fncache.code.usercode import is_user_code
 from fncache.values import hasher as _hasher
+from fncache.values.digests import RECORDS, Records
 
 __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
 
@@ -130,6 +131,9 @@ class KeyBuilder:
         self._pinned = None if self.version is None else \
             _hasher.digest(("version", function, self.version))
         self._tail = (_hasher.digest(("ignore", self.ignored)),) if self.ignored else ()
+        # Where file digests the process has not taken yet are looked up and kept (the store's
+        # records, set by the memoized function; see fncache._digest_records).
+        self.records: Records | None = None
 
     def fingerprint(self) -> Fingerprint:
         """The function's fingerprint, recomputed if anything it was made from changed."""
@@ -182,7 +186,11 @@ class KeyBuilder:
 
     def build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
         """The key of ``func(*args, **kwargs)`` as the inputs stand now."""
-        return self.rebuild(self.arg_digests(args, kwargs))
+        token = RECORDS.set(self.records)
+        try:
+            return self.rebuild(self.arg_digests(args, kwargs))
+        finally:
+            RECORDS.reset(token)
 
     def rebuild(self, arg_digests: tuple[bytes, ...]) -> CallKey:
         """The key of a call with these argument digests, code and inputs taken afresh."""
@@ -191,7 +199,11 @@ class KeyBuilder:
         if self.depends:
             from fncache.code.depends import depends_digest
 
-            depends = depends_digest(self.depends)
+            token = RECORDS.set(self.records)
+            try:
+                depends = depends_digest(self.depends)
+            finally:
+                RECORDS.reset(token)
         if self._pinned is not None:
             code = self._pinned
         else:

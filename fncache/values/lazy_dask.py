@@ -131,11 +131,24 @@ def task_token(h: Any, n: Any) -> Any:
 
 def array_token(h: Any, a: Any) -> Any:
     """A dask array: dtype, chunks and its graph by position (sources by content)."""
-    from dask.core import flatten
-
-    outputs = list(flatten(a.__dask_keys__()))
+    outputs = _flatten(a.__dask_keys__())
     out, nodes = graph_nodes(a, dict(a.__dask_graph__()), outputs)
     return token("dask.Array", a.dtype, a.chunks, out, nodes)
+
+
+def _flatten(keys: Any) -> list[Any]:
+    """The keys of a nested list of keys (``__dask_keys__``), in order."""
+    out: list[Any] = []
+    stack = [iter([keys])]
+    while stack:
+        for k in stack[-1]:
+            if type(k) is list:
+                stack.append(iter(k))
+                break
+            out.append(k)
+        else:
+            stack.pop()
+    return out
 
 
 def frame_token(h: Any, frame: Any) -> Any:
