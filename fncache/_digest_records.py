@@ -53,6 +53,16 @@ def record_key(path: str, sig: tuple[int, ...]) -> str:
     return _hasher.digest(("fncache.file-digest", path, tuple(sig))).hex()
 
 
+def _digest_in(value: Any, path: str, sig: tuple[int, ...]) -> bytes | None:
+    """The digest a record holds if it is the record of exactly ``path`` at ``sig``, else None."""
+    if type(value) is not tuple or len(value) != 3:
+        return None
+    recorded_path, recorded_sig, digest = value
+    if recorded_path != path or recorded_sig != sig or type(digest) is not bytes or len(digest) != 16:
+        return None
+    return digest
+
+
 class StoredDigests:
     """The digest records of one memoized function's store (see the module docstring)."""
 
@@ -73,19 +83,21 @@ class StoredDigests:
                 return None
             value, _ = _codec.decode(frame, key, secret=entries.options.accepted or None)
         except IntegrityError as e:
-            entries.failed("digest record", e)
-            try:
-                entries.store.reject(key)
-            except Exception as e2:
-                entries.failed("delete", e2)
+            self._reject(key, e)
             return None
         except Exception as e:  # a store failure: the file is read instead
             entries.failed("digest record", e)
             return None
-        if (type(value) is tuple and len(value) == 3 and value[0] == path
-                and value[1] == tuple(sig) and type(value[2]) is bytes and len(value[2]) == 16):
-            return value[2]
-        return None  # a sound frame holding something else: never trusted
+        return _digest_in(value, path, tuple(sig))  # a sound frame holding something else: None
+
+    def _reject(self, key: str, e: Exception) -> None:
+        """A record that failed its check: said, and removed where it was read."""
+        entries = self._entries
+        entries.failed("digest record", e)
+        try:
+            entries.store.reject(key)
+        except Exception as e2:
+            entries.failed("delete", e2)
 
     def put(self, path: str, sig: tuple[int, ...], digest: bytes) -> None:
         """Keep the record of ``path`` at ``sig`` (replacing any); failures go to the policy."""

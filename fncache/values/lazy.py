@@ -246,33 +246,49 @@ def _zarr_root(store: Any) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _pyarrow_handler(t: type) -> Handler | None:
+    ds = sys.modules.get("pyarrow.dataset")
+    if ds is not None and issubclass(t, (ds.FileSystemDataset, ds.UnionDataset)):
+        return _arrow_dataset_token
+    pq = sys.modules.get("pyarrow.parquet")
+    if pq is not None and issubclass(t, pq.ParquetFile):
+        return _parquet_file_token
+    return None
+
+
+def _h5py_handler(t: type) -> Handler | None:
+    h5py = sys.modules.get("h5py")
+    return _h5py_token if h5py is not None and issubclass(t, (h5py.Dataset, h5py.Group)) else None
+
+
+def _zarr_handler(t: type) -> Handler | None:
+    zarr = sys.modules.get("zarr")
+    return _zarr_token if zarr is not None and issubclass(t, (zarr.Array, zarr.Group)) else None
+
+
+def _xarray_handler(t: type) -> Handler | None:
+    from fncache.values import lazy_xarray
+
+    return lazy_xarray.resolve(t)
+
+
+def _dask_handler(t: type) -> Handler | None:
+    from fncache.values import lazy_dask
+
+    return lazy_dask.resolve(t)
+
+
+# A type's top-level package -> the function that finds its handler (the library is imported).
+_BY_PACKAGE: dict[str, Callable[[type], Handler | None]] = {
+    "pyarrow": _pyarrow_handler, "h5py": _h5py_handler, "zarr": _zarr_handler,
+    "xarray": _xarray_handler, "dask": _dask_handler, "fsspec": _dask_handler,
+}
+
+
 def resolve(t: type) -> Handler | None:
     """The handler for lazy reader type ``t`` from an already imported library, or ``None``."""
-    module = t.__module__
     pl = sys.modules.get("polars")
     if pl is not None and issubclass(t, pl.LazyFrame):
         return _lazyframe_token
-    if module.startswith("pyarrow."):
-        ds = sys.modules.get("pyarrow.dataset")
-        if ds is not None and issubclass(t, (ds.FileSystemDataset, ds.UnionDataset)):
-            return _arrow_dataset_token
-        pq = sys.modules.get("pyarrow.parquet")
-        if pq is not None and issubclass(t, pq.ParquetFile):
-            return _parquet_file_token
-    if module.startswith("h5py."):
-        h5py = sys.modules.get("h5py")
-        if h5py is not None and issubclass(t, (h5py.Dataset, h5py.Group)):
-            return _h5py_token
-    if module.startswith("zarr."):
-        zarr = sys.modules.get("zarr")
-        if zarr is not None and issubclass(t, (zarr.Array, zarr.Group)):
-            return _zarr_token
-    if module.startswith("xarray."):
-        from fncache.values import lazy_xarray
-
-        return lazy_xarray.resolve(t)
-    if module.startswith(("dask.", "fsspec.")):
-        from fncache.values import lazy_dask
-
-        return lazy_dask.resolve(t)
-    return None
+    find = _BY_PACKAGE.get(t.__module__.partition(".")[0])
+    return None if find is None else find(t)

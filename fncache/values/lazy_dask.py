@@ -248,22 +248,20 @@ def lock_token(h: Any, lock: Any) -> Any:
     return token("lock")
 
 
+# (module that must be imported, attribute path of the base class, handler), tried in order.
+_HANDLERS: tuple[tuple[str, str, Callable[[Any, Any], Any]], ...] = (
+    ("fsspec.core", "OpenFile", openfile_token),
+    ("dask._task_spec", "GraphNode", task_token),
+    ("dask.utils", "SerializableLock", lock_token),
+    ("dask.array.core", "Array", array_token),
+    ("dask.dataframe.dask_expr._collection", "FrameBase", frame_token),
+)
+
+
 def resolve(t: type) -> Callable[[Any, Any], Any] | None:
     """The handler for dask or fsspec type ``t`` (the library already imported), or ``None``."""
-    module = t.__module__
-    if module.startswith("fsspec."):
-        core = sys.modules.get("fsspec.core")
-        return openfile_token if core is not None and issubclass(t, core.OpenFile) else None
-    ts = sys.modules.get("dask._task_spec")
-    if ts is not None and issubclass(t, ts.GraphNode):
-        return task_token
-    utils = sys.modules.get("dask.utils")
-    if utils is not None and issubclass(t, utils.SerializableLock):
-        return lock_token
-    array = sys.modules.get("dask.array.core")
-    if array is not None and issubclass(t, array.Array):
-        return array_token
-    collection = sys.modules.get("dask.dataframe.dask_expr._collection")
-    if collection is not None and issubclass(t, collection.FrameBase):
-        return frame_token
+    for module, name, handler in _HANDLERS:
+        found = sys.modules.get(module)
+        if found is not None and issubclass(t, getattr(found, name)):
+            return handler
     return None
