@@ -84,3 +84,15 @@ def test_remote_files_are_refused() -> None:
         f.write("a\n1\n")
     assert "MemoryFileSystem" in _refusal(dd.read_csv("memory://fncache-test/a.csv"))
     assert "MemoryFileSystem" in _refusal(fsspec.open("memory://fncache-test/a.csv"))
+
+
+def test_delayed_reading_a_path_is_refused_and_a_wrapped_file_is_keyed(csv: str) -> None:
+    """A delayed call given a path string is refused (it was keyed by the name); given
+    fncache.file(path) it is keyed by the file's content."""
+    import dask
+
+    assert "is given the path" in _refusal(dask.delayed(pd.read_csv)(csv))
+    before = fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+    assert before == fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+    pd.DataFrame({"a": [0, 0, 0], "b": [4, 5, 6]}).to_csv(csv, index=False)
+    assert before != fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
