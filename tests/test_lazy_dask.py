@@ -96,3 +96,16 @@ def test_delayed_reading_a_path_is_refused_and_a_wrapped_file_is_keyed(csv: str)
     assert before == fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
     pd.DataFrame({"a": [0, 0, 0], "b": [4, 5, 6]}).to_csv(csv, index=False)
     assert before != fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+
+
+def test_delayed_values_key_alike_in_two_processes(tmp_path: Path) -> None:
+    """dask.delayed names its tasks with a random id per process; the key leaves names out, so two
+    processes (dask alone imported) give one key, and another argument another."""
+    from tests.helpers import run_py, write
+
+    script = write(tmp_path / "job.py", """
+        import sys, dask, fncache
+        print(fncache.hash(dask.delayed(sum)([1, int(sys.argv[1])])))
+    """)
+    keys = [run_py(script, arg).stdout.strip() for arg in ("2", "2", "3")]
+    assert keys[0] == keys[1] != keys[2]

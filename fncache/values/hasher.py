@@ -281,7 +281,7 @@ def _registered(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, Any], A
 
 _PATH_TYPES = frozenset({pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
                          pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath})
-_VALUE_LIBRARIES = frozenset({"numpy", "torch", "polars", "pyarrow", "pandas"})
+_VALUE_LIBRARIES = frozenset({"numpy", "torch", "polars", "pyarrow", "pandas", "dask", "fsspec"})
 
 
 def _resolve(t: type) -> Callable[[_Hasher, Any], Any] | None:

@@ -16,6 +16,7 @@ by that pickle it never hit; keyed by its name it would hit stale once a file is
   fsspec ``OpenFile``: its path's content, offsets and delimiter), ``from_pandas``' frame (its
   values). A reader fncache does not know (``from_delayed``, ``read_sql``, a collection built from a
   raw graph) is refused, never keyed by its pickle.
+* **dask.delayed values** are their graph by position, as arrays are.
 * **fsspec OpenFiles** on the local file system are their mode, compression and the content of the
   file; on any other file system they are refused.
 
@@ -136,6 +137,12 @@ def array_token(h: Any, a: Any) -> Any:
     return token("dask.Array", a.dtype, a.chunks, out, nodes)
 
 
+def delayed_token(h: Any, d: Any) -> Any:
+    """A ``dask.delayed`` value: its graph by position (arguments by content)."""
+    out, nodes = graph_nodes(d, dict(d.__dask_graph__()), _flatten(d.__dask_keys__()))
+    return token("dask.Delayed", out, nodes)
+
+
 def _flatten(keys: Any) -> list[Any]:
     """The keys of a nested list of keys (``__dask_keys__``), in order."""
     out: list[Any] = []
@@ -254,6 +261,7 @@ _HANDLERS: tuple[tuple[str, str, Callable[[Any, Any], Any]], ...] = (
     ("dask._task_spec", "GraphNode", task_token),
     ("dask.utils", "SerializableLock", lock_token),
     ("dask.array.core", "Array", array_token),
+    ("dask.delayed", "Delayed", delayed_token),
     ("dask.dataframe.dask_expr._collection", "FrameBase", frame_token),
 )
 
