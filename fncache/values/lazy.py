@@ -93,15 +93,24 @@ def _walk_plan(lf: Any, node: Any, contents: list[Any], caches: dict[str, int]) 
     if not isinstance(node, dict):
         return
     for key, value in node.items():
-        if key == "PythonScan":
-            raise _refuse(lf, "its plan reads through a Python function (scan_pyarrow_dataset, an "
-                              "IO plugin), whose files fncache cannot see")
-        if key == "Cache" and isinstance(value, dict) and isinstance(value.get("id"), str):
-            # A random id per process: the same plan must give the same key everywhere.
-            value["id"] = caches.setdefault(value["id"], len(caches))
-        if key == "Scan" and isinstance(value, dict) and "sources" in value:
-            _scan(lf, value, contents)
+        if isinstance(value, dict):
+            _plan_node(lf, key, value, contents, caches)
+        elif key == "PythonScan":
+            _plan_node(lf, key, {}, contents, caches)
         _walk_plan(lf, value, contents, caches)
+
+
+def _plan_node(lf: Any, key: str, value: dict[str, Any], contents: list[Any],
+               caches: dict[str, int]) -> None:
+    """What one named node of the plan adds to the key (or its refusal)."""
+    if key == "PythonScan":
+        raise _refuse(lf, "its plan reads through a Python function (scan_pyarrow_dataset, an "
+                          "IO plugin), whose files fncache cannot see")
+    if key == "Cache" and isinstance(value.get("id"), str):
+        # A random id per process: the same plan must give the same key everywhere.
+        value["id"] = caches.setdefault(value["id"], len(caches))
+    if key == "Scan" and "sources" in value:
+        _scan(lf, value, contents)
 
 
 def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
@@ -113,10 +122,7 @@ def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
         return  # the bytes are in the plan itself
     if kind != "Paths":
         raise _refuse(lf, f"its plan reads {kind}, which fncache cannot key")
-    scan_type = scan.get("scan_type")
-    formats = set(scan_type) if isinstance(scan_type, dict) else {str(scan_type)}
-    if not formats <= _POLARS_FORMATS:
-        raise _refuse(lf, f"its plan scans {sorted(formats)}, which fncache does not read")
+    _check_formats(lf, scan.get("scan_type"))
     args = scan.get("unified_scan_args") or {}
     glob = bool(args.get("glob", True))
     for item in items:
@@ -124,6 +130,12 @@ def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
         if not isinstance(path, str):
             raise _refuse(lf, f"its plan has a source fncache does not know ({str(item)[:80]})")
         contents.append((path, _path_content(lf, path, glob)))
+
+
+def _check_formats(lf: Any, scan_type: Any) -> None:
+    formats = set(scan_type) if isinstance(scan_type, dict) else {str(scan_type)}
+    if not formats <= _POLARS_FORMATS:
+        raise _refuse(lf, f"its plan scans {sorted(formats)}, which fncache does not read")
 
 
 # ---------------------------------------------------------------------------------------------
