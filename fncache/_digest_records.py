@@ -2,8 +2,10 @@
 
 The digest table of :mod:`fncache.values.digests` lives in the process: without more, the first call
 in every new process reads each file it keys (32 ms for 200 MB). A memoized function therefore also
-keeps each (path, stat signature) -> digest record it computes in its own store, as an ordinary
-entry, and asks the store before reading a file the table does not know.
+keeps each (path, stat signature) -> digest record it computes for a file of 1 MiB or more in its own
+store, as an ordinary entry, and asks the store before reading such a file the table does not know
+(a smaller file is read and digested about as fast as a record is read, and a folder of many small
+files would cost as many store writes).
 
 Layout: a record is an entry under the key ``xxh3-128(("fncache.file-digest", path, signature))``,
 the signature being size, ``mtime_ns``, ``ctime_ns``, inode and device; its value is the tuple

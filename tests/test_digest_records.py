@@ -54,7 +54,7 @@ def _settled(path: Path) -> None:
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Path, str, Path]:
     data = tmp_path / "data.bin"
-    data.write_bytes(b"abc" * 1000)
+    data.write_bytes(b"abc" * 400_000)  # above the size records are kept for
     _settled(data)
     return write(tmp_path / "job.py", SCRIPT), str(tmp_path / "store"), data
 
@@ -70,8 +70,8 @@ def _record(store: str, data: Path) -> str:
 def test_fresh_process_keys_an_unchanged_file_without_reading_it(setup: tuple[Path, str, Path]) -> None:
     """The first process reads the file to key it; a fresh one finds the record and only stats it."""
     script, store, data = setup
-    assert _run(script, store, data) == {"result": 3000, "computed": 1, "key_reads": 1}
-    assert _run(script, store, data) == {"result": 3000, "computed": 0, "key_reads": 0}
+    assert _run(script, store, data) == {"result": 1_200_000, "computed": 1, "key_reads": 1}
+    assert _run(script, store, data) == {"result": 1_200_000, "computed": 0, "key_reads": 0}
 
 
 def test_rewritten_file_is_read_again(setup: tuple[Path, str, Path]) -> None:
@@ -79,11 +79,11 @@ def test_rewritten_file_is_read_again(setup: tuple[Path, str, Path]) -> None:
     script, store, data = setup
     _run(script, store, data)
     before = os.stat(data)
-    data.write_bytes(b"xyz" * 1000)
+    data.write_bytes(b"xyz" * 400_000)
     os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
     _settled(data)
-    assert _run(script, store, data) == {"result": 3000, "computed": 1, "key_reads": 1}
-    assert _run(script, store, data) == {"result": 3000, "computed": 0, "key_reads": 0}
+    assert _run(script, store, data) == {"result": 1_200_000, "computed": 1, "key_reads": 1}
+    assert _run(script, store, data) == {"result": 1_200_000, "computed": 0, "key_reads": 0}
 
 
 def test_damaged_record_is_ignored_and_replaced(setup: tuple[Path, str, Path]) -> None:
@@ -96,8 +96,8 @@ def test_damaged_record_is_ignored_and_replaced(setup: tuple[Path, str, Path]) -
     frame = bytearray(s.get(key))
     frame[-1] ^= 0xFF
     s.set(key, bytes(frame), {"function": RECORDS_FUNCTION})
-    assert _run(script, store, data) == {"result": 3000, "computed": 0, "key_reads": 1}
-    assert _run(script, store, data) == {"result": 3000, "computed": 0, "key_reads": 0}
+    assert _run(script, store, data) == {"result": 1_200_000, "computed": 0, "key_reads": 1}
+    assert _run(script, store, data) == {"result": 1_200_000, "computed": 0, "key_reads": 0}
 
 
 def test_planted_records_never_give_a_wrong_digest(setup: tuple[Path, str, Path]) -> None:
@@ -113,8 +113,19 @@ def test_planted_records_never_give_a_wrong_digest(setup: tuple[Path, str, Path]
                           ((str(data), sig, wrong), b"k2")):
         s.set(key, _codec.encode(value, key, created=time.time(), duration=0.0, secret=secret),
               {"function": RECORDS_FUNCTION})
-        assert _run(script, store, data, secret="k1") == {"result": 3000, "computed": 0,
+        assert _run(script, store, data, secret="k1") == {"result": 1_200_000, "computed": 0,
                                                           "key_reads": 1}
+
+
+def test_small_files_are_not_recorded(tmp_path: Path) -> None:
+    """A file under 1 MiB is read again in a fresh process rather than looked up in the store."""
+    data = tmp_path / "small.bin"
+    data.write_bytes(b"abc")
+    _settled(data)
+    script, store = write(tmp_path / "job.py", SCRIPT), str(tmp_path / "store")
+    assert _run(script, store, data) == {"result": 3, "computed": 1, "key_reads": 1}
+    assert _run(script, store, data) == {"result": 3, "computed": 0, "key_reads": 1}
+    assert open_store(store).get(_record(store, data)) is None
 
 
 def test_records_are_listed_by_name_and_cleared(setup: tuple[Path, str, Path]) -> None:

@@ -17,7 +17,8 @@ or ``depends_on`` skips symlinked directories, as ``os.walk`` does (its keys are
 folder a lazy reader scans follows them, as polars and zarr do. The table lives in the process;
 while a memoized function makes its key, a second tier is asked on a miss: the records kept in
 that function's store (:data:`RECORDS`, :mod:`fncache._digest_records`), so the first use of an
-unchanged file in a new process costs a ``stat`` and one store read, not a read of the file.
+unchanged file of 1 MiB or more (:data:`RECORD_MIN_BYTES`; a smaller one is read faster than a
+record) in a new process costs a ``stat`` and one store read, not a read of the file.
 
 Concurrency: the table is shared by threads; a record is written whole under a lock, and a reader
 sees either no record or a complete one. Two threads missing on one file both read it.
@@ -37,8 +38,8 @@ import xxhash
 
 from fncache import _forks
 
-__all__ = ["RECORDS", "Records", "clear", "digests", "expand_glob", "file_digest", "has_magic", "path_digest",
-           "signature", "tree_files"]
+__all__ = ["RECORDS", "RECORD_MIN_BYTES", "Records", "clear", "digests", "expand_glob", "file_digest",
+           "has_magic", "path_digest", "signature", "tree_files"]
 
 Signature = tuple[int, int, int, int, int]
 
@@ -68,6 +69,10 @@ def _fresh_lock() -> None:
 _forks.on_fork(_fresh_lock)
 _CHUNK = 1 << 20
 _RACY_NS = 2_000_000_000
+# Files smaller than this are not looked up in (nor written to) the store's records: reading and
+# digesting 1 MiB takes about as long as one store read, and a folder of many small files would
+# cost as many store writes on its first use.
+RECORD_MIN_BYTES = 1 << 20
 _MAGIC = frozenset("*?[")
 
 
@@ -88,7 +93,7 @@ def file_digest(path: str, st: os.stat_result | None = None) -> bytes:
     if found is not None and found[0] == sig:
         return found[1]
     settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS
-    records = RECORDS.get() if settled else None
+    records = RECORDS.get() if settled and st.st_size >= RECORD_MIN_BYTES else None
     if records is not None and (d := records.get(path, sig)) is not None:
         with _lock:
             _table[path] = (sig, d)

@@ -26,7 +26,7 @@ What each reader is keyed by:
 * **zarr Array/Group** on a local store (a ``LocalStore``, or an ``FsspecStore`` on the local file
   system, as ``da.from_zarr(path)`` opens): the node's path and metadata and every file below it.
 * **xarray** lazy values and **dask** collections: :mod:`fncache.values.lazy_xarray` and
-  :mod:`fncache.values.lazy_dask`; the helpers all share are in :mod:`fncache.values.lazy_paths`.
+  :mod:`fncache.values.lazy_dask`; what all share is in :mod:`fncache.values.lazy_paths`.
 
 Refused with :class:`~fncache.UnhashableArgument` (naming the remedies: ``fncache.file(path)`` and
 reading inside the function, ``.load()``/``.collect()`` first, or ``fncache.ref``), never keyed by
