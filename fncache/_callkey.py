@@ -32,6 +32,7 @@ from fncache.code.fingerprint import Fingerprint, fingerprint, still_valid
 from fncache.code.targets import recorded_module
 from fncache.code.usercode import is_user_code
 from fncache.values import hasher as _hasher
+from fncache.values.digests import RECORDS, Records
 
 __all__ = ["KEY_SCHEMA", "PYTHON", "CallKey", "KeyBuilder", "function_id"]
 
@@ -136,6 +137,9 @@ class KeyBuilder:
         # Keys made by build in one step: nothing but the fingerprint and the arguments counts.
         self._direct = self._pinned is None and not self.depends and not self._self_class
         self._prefix: tuple[Fingerprint | None, bytes] = (None, b"")  # (fingerprint, key prefix)
+        # Where file digests the process has not taken yet are looked up and kept (the store's
+        # records, set by the memoized function; see fncache._digest_records).
+        self.records: Records | None = None
 
     def fingerprint(self) -> Fingerprint:
         """The function's fingerprint, recomputed if anything it was made from changed."""
@@ -217,6 +221,11 @@ class KeyBuilder:
         key = _digest_of(b"".join((prefix, *digests, *self._tail))).hex()
         return _new_key((self.function, None, fp, None, self.ignored, self.binder.names, digests,
                          fp.digest, key))
+        token = RECORDS.set(self.records)
+        try:
+            return self.rebuild(self.arg_digests(args, kwargs))
+        finally:
+            RECORDS.reset(token)
 
     def rebuild(self, arg_digests: tuple[bytes, ...]) -> CallKey:
         """The key of a call with these argument digests, code and inputs taken afresh."""
@@ -225,7 +234,11 @@ class KeyBuilder:
         if self.depends:
             from fncache.code.depends import depends_digest
 
-            depends = depends_digest(self.depends)
+            token = RECORDS.set(self.records)
+            try:
+                depends = depends_digest(self.depends)
+            finally:
+                RECORDS.reset(token)
         if self._pinned is not None:
             code = self._pinned
         else:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from fncache._callkey import KEY_SCHEMA, CallKey, KeyBuilder, function_id
+from fncache._digest_records import StoredDigests
 from fncache._entries import Counters, Entries, Strategies
 from fncache._errors import ConfigError, UnhashableArgument
 from fncache._miss import MissPath, threads_besides_main
@@ -100,6 +101,7 @@ class Memoized(Generic[P, R]):
         self._keys = KeyBuilder(func, opts, self.function_id)
         self._counters = Counters()
         self._entries = Entries(self.function_id, opts, self._counters, strategies)
+        self._keys.records = StoredDigests(self._entries)  # file digests kept in the store
         self._miss = MissPath(func, self._keys, self._entries, lock=opts.lock,
                               lock_timeout=opts.lock_timeout, map_result=strategies.map_result,
                               announce=strategies.announce)

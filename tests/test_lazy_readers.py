@@ -1,4 +1,5 @@
-"""Lazy readers (polars scans, Arrow datasets, h5py, zarr, memmaps) keyed by the files they read.
+"""Lazy readers (polars scans, Arrow datasets, h5py, zarr, memmaps, xarray, dask) keyed by the
+files they read.
 
 Each reader is run in fresh processes against one path rewritten in place with new data, also with
 its size and modification time put back: the call after a rewrite computes and returns the new
@@ -60,6 +61,23 @@ def build(reader, path, other):
         return np.load(path, mmap_mode="r")
     if reader.startswith("file_"):
         return fncache.file(path)
+    if reader.startswith("xr_"):
+        import xarray as xr
+        if reader == "xr_open_zarr":
+            return xr.open_zarr(path)
+        if reader == "xr_mfdataset":
+            return xr.open_mfdataset([path], engine="h5netcdf")
+        engine = "scipy" if reader == "xr_scipy" else "h5netcdf"
+        return xr.open_dataset(path, engine=engine, chunks={"i": 2} if reader == "xr_chunks" else None)
+    if reader == "dd_read_parquet":
+        import dask.dataframe as dd
+        return dd.read_parquet(path)
+    if reader == "dd_read_csv":
+        import dask.dataframe as dd
+        return dd.read_csv(path)
+    if reader == "da_from_zarr":
+        import dask.array as da
+        return da.from_zarr(path)
     raise ValueError(reader)
 
 
@@ -87,6 +105,12 @@ def total(reader, value):
         import h5py
         with h5py.File(value, "r") as f:
             return int(f["x"][()].sum())
+    if reader.startswith("xr_"):
+        return int(value["x"].values.sum())
+    if reader.startswith("dd_"):
+        return int(value["a"].sum().compute())
+    if reader == "da_from_zarr":
+        return int(value.sum().compute())
     raise ValueError(reader)
 
 
@@ -109,8 +133,19 @@ READERS = {
     "file_polars": "data.parquet",
     "file_numpy": "data.npy",
     "file_h5py": "data.h5",
+    "xr_open_dataset": "data.nc",
+    "xr_scipy": "data.nc3",
+    "xr_chunks": "data.nc",
+    "xr_mfdataset": "data.nc",
+    "xr_open_zarr": "data.xzarr",
+    "dd_read_parquet": "data.parquet",
+    "dd_read_csv": "data.csv",
+    "da_from_zarr": "data.zarr",
 }
-NEEDS = {"h5py": "h5py", "h5py_file": "h5py", "file_h5py": "h5py", "zarr": "zarr"}
+NEEDS = {"h5py": "h5py", "h5py_file": "h5py", "file_h5py": "h5py", "zarr": "zarr",
+         "xr_open_dataset": "h5netcdf", "xr_scipy": "xarray", "xr_chunks": "h5netcdf",
+         "xr_mfdataset": "h5netcdf", "xr_open_zarr": "zarr", "dd_read_parquet": "dask.dataframe",
+         "dd_read_csv": "dask.dataframe", "da_from_zarr": "dask.array"}
 
 
 def _write(path: Path, values: list[int]) -> None:
@@ -145,6 +180,15 @@ def _write(path: Path, values: list[int]) -> None:
         z = zarr.create_array(str(path), shape=(len(values),), chunks=(2,), dtype="i8",
                               compressors=None, overwrite=True)
         z[:] = np.array(values, dtype=np.int64)
+    elif suffix in (".nc", ".nc3", ".xzarr"):
+        import xarray as xr
+
+        ds = xr.Dataset({"x": ("i", np.array(values, dtype=np.int64))})
+        if suffix == ".xzarr":
+            ds.to_zarr(str(path), mode="w", consolidated=False,
+                       encoding={"x": {"compressors": None, "chunks": (2,)}})
+        else:
+            ds.to_netcdf(path, engine="scipy" if suffix == ".nc3" else "h5netcdf")
     else:
         raise ValueError(path)
 
@@ -216,10 +260,23 @@ def total(value):
         f.write("x")
     if reader == "arrow_dataset":
         return int(value.to_table()["a"].to_numpy().sum())
+    if reader.startswith("dd_"):
+        return int(value["a"].sum().compute())
+    if reader == "xr_mfdataset":
+        return int(value["x"].values.sum())
     return int(value.collect()["a"].sum())
 
 
-if reader == "glob":
+if reader == "dd_csv_glob":
+    import dask.dataframe as dd
+    value = dd.read_csv(folder + "/*.csv")
+elif reader == "dd_parquet_folder":
+    import dask.dataframe as dd
+    value = dd.read_parquet(folder)
+elif reader == "xr_mfdataset":
+    import xarray as xr
+    value = xr.open_mfdataset(folder + "/*.nc", engine="h5netcdf", combine="nested", concat_dim="i")
+elif reader == "glob":
     import polars as pl
     value = pl.scan_parquet(folder + "/*.parquet")
 elif reader == "folder":
@@ -233,10 +290,16 @@ print(json.dumps({"result": total(value), "computed": calls_so_far() - before}))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("reader", ["glob", "folder", "arrow_dataset"])
+@pytest.mark.parametrize("reader", ["glob", "folder", "arrow_dataset", "dd_csv_glob",
+                                    "dd_parquet_folder", "xr_mfdataset"])
 def test_a_file_added_to_the_folder_misses(tmp_path: Path, reader: str) -> None:
     """A glob, a scanned folder or an Arrow dataset over a folder gains a file: the next call
     computes with it (the files are listed at call time), and the one after hits."""
+    needs = {"xr_mfdataset": "h5netcdf", "dd_csv_glob": "dask.dataframe",
+             "dd_parquet_folder": "dask.dataframe"}
+    if reader in needs:
+        pytest.importorskip(needs[reader])
+    suffix = {"dd_csv_glob": ".csv", "xr_mfdataset": ".nc"}.get(reader, ".parquet")
     script = write(tmp_path / "job.py", GLOB_SCRIPT)
     store = str(tmp_path / "store")
     folder = tmp_path / "sales"
@@ -245,10 +308,10 @@ def test_a_file_added_to_the_folder_misses(tmp_path: Path, reader: str) -> None:
     def run() -> dict[str, int]:
         return last_json(run_py(script, reader, store, str(folder)))  # type: ignore[no-any-return]
 
-    _write(folder / "day1.parquet", [1, 2])
+    _write(folder / f"day1{suffix}", [1, 2])
     assert run() == {"result": 3, "computed": 1}
     assert run() == {"result": 3, "computed": 0}
-    _write(folder / "day2.parquet", [10])
+    _write(folder / f"day2{suffix}", [10])
     assert run() == {"result": 13, "computed": 1}
     assert run() == {"result": 13, "computed": 0}
 

@@ -15,7 +15,10 @@ not kept, and the next use reads it again.
 Folders are listed in one ``os.scandir`` pass per directory. A folder given to ``fncache.file``
 or ``depends_on`` skips symlinked directories, as ``os.walk`` does (its keys are unchanged); a
 folder a lazy reader scans follows them, as polars and zarr do. The table lives in the process;
-its records are not persisted, so the first use of a file in a new process reads it.
+while a memoized function makes its key, a second tier is asked on a miss: the records kept in
+that function's store (:data:`RECORDS`, :mod:`fncache._digest_records`), so the first use of an
+unchanged file of 1 MiB or more (:data:`RECORD_MIN_BYTES`; a smaller one is read faster than a
+record) in a new process costs a ``stat`` and one store read, not a read of the file.
 
 Concurrency: the table is shared by threads; a record is written whole under a lock, and a reader
 sees either no record or a complete one. Two threads missing on one file both read it.
@@ -23,20 +26,36 @@ sees either no record or a complete one. Two threads missing on one file both re
 
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 import os
 import stat as _stat
 import threading
 import time
+from typing import Protocol
 
 import xxhash
 
 from fncache import _forks
 
-__all__ = ["clear", "digests", "expand_glob", "file_digest", "has_magic", "path_digest", "signature",
-           "tree_files"]
+__all__ = ["RECORDS", "RECORD_MIN_BYTES", "Records", "clear", "digests", "expand_glob", "file_digest",
+           "has_magic", "path_digest", "signature", "tree_files"]
 
 Signature = tuple[int, int, int, int, int]
+
+
+class Records(Protocol):
+    """A second tier of digest records (a store's, see :mod:`fncache._digest_records`)."""
+
+    def get(self, path: str, sig: Signature) -> bytes | None: ...
+
+    def put(self, path: str, sig: Signature, digest: bytes) -> None: ...
+
+
+#: The second tier while a key is made, in this thread or task: set by the key builder of a
+#: memoized function (``RECORDS.set(records)`` ... ``RECORDS.reset(token)``), ``None`` elsewhere.
+RECORDS: contextvars.ContextVar[Records | None] = contextvars.ContextVar("fncache_records",
+                                                                        default=None)
 
 _table: dict[str, tuple[Signature, bytes]] = {}
 _lock = threading.Lock()
@@ -50,6 +69,10 @@ def _fresh_lock() -> None:
 _forks.on_fork(_fresh_lock)
 _CHUNK = 1 << 20
 _RACY_NS = 2_000_000_000
+# Files smaller than this are not looked up in (nor written to) the store's records: reading and
+# digesting 1 MiB takes about as long as one store read, and a folder of many small files would
+# cost as many store writes on its first use.
+RECORD_MIN_BYTES = 1 << 20
 _MAGIC = frozenset("*?[")
 
 
@@ -69,14 +92,22 @@ def file_digest(path: str, st: os.stat_result | None = None) -> bytes:
     found = _table.get(path)
     if found is not None and found[0] == sig:
         return found[1]
+    settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS
+    records = RECORDS.get() if settled and st.st_size >= RECORD_MIN_BYTES else None
+    if records is not None and (d := records.get(path, sig)) is not None:
+        with _lock:
+            _table[path] = (sig, d)
+        return d
     h = xxhash.xxh3_128()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
-    d: bytes = h.digest()
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+    d = h.digest()
+    if settled:
         with _lock:
             _table[path] = (sig, d)
+        if records is not None:
+            records.put(path, sig, d)
     return d
 
 

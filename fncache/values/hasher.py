@@ -519,6 +519,8 @@ from fncache.values import (  # noqa: E402, F401
     buffers,
     geopandas,
     lazy,
+    lazy_dask,
+    lazy_xarray,
     nibabel,
     pandas,
     polars,

@@ -23,7 +23,10 @@ What each reader is keyed by:
   file and the file's content. A file opened for writing (unflushed changes are not in the file),
   an in-memory or file-object driver, virtual or external datasets and external links (other files)
   are refused.
-* **zarr Array/Group** on a local store: the node's path and metadata and every file below it.
+* **zarr Array/Group** on a local store (a ``LocalStore``, or an ``FsspecStore`` on the local file
+  system, as ``da.from_zarr(path)`` opens): the node's path and metadata and every file below it.
+* **xarray** lazy values and **dask** collections: :mod:`fncache.values.lazy_xarray` and
+  :mod:`fncache.values.lazy_dask`; what all share is in :mod:`fncache.values.lazy_paths`.
 
 Refused with :class:`~fncache.UnhashableArgument` (naming the remedies: ``fncache.file(path)`` and
 reading inside the function, ``.load()``/``.collect()`` first, or ``fncache.ref``), never keyed by
@@ -43,57 +46,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-from fncache._errors import UnhashableArgument
 from fncache.values import digests as _digests
+from fncache.values.lazy_paths import path_content as _path_content
+from fncache.values.lazy_paths import refuse as _refuse
 from fncache.values.registry import register_lazy, register_type, token
 
 __all__: list[str] = []
 
 Handler = Callable[[Any, Any], Any]
 
-_REMEDY = ("pass the path as fncache.file(path) and open it inside the function, materialize it "
-           "first (.collect(), .load(), .to_table(), [()]), or name its version with "
-           "fncache.ref(value, token)")
-_REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _POLARS_FORMATS = frozenset({"Parquet", "Csv", "Ipc", "NDJson"})
-
-
-def _refuse(obj: Any, why: str) -> UnhashableArgument:
-    t = type(obj)
-    return UnhashableArgument(f"a {t.__module__}.{t.__qualname__} is not keyed: {why}; {_REMEDY}",
-                              type_name=t.__qualname__)
-
-
-def _local_path(obj: Any, path: str) -> str:
-    """``path`` as an absolute local path; a remote URL is refused (its name is not its content)."""
-    if path.startswith("file://"):
-        path = path[len("file://"):]
-    elif _REMOTE.match(path):
-        raise _refuse(obj, f"it reads the remote object {path!r}, and fncache cannot tell "
-                           "whether it changed")
-    return os.path.abspath(path)
-
-
-def _path_content(obj: Any, path: str, glob: bool) -> tuple[Any, ...]:
-    """What the files a reader finds at ``path`` hold now: a glob's matches, a folder's files (by
-    name relative to it), a file, or nothing."""
-    p = _local_path(obj, path)
-    if glob and _digests.has_magic(path):
-        _, found = _digests.expand_glob(path[len("file://"):] if path.startswith("file://")
-                                        else path)
-        return ("glob", _digests.digests(found))
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        return ("missing",)
-    if os.path.isdir(p):
-        return ("dir", _digests.digests(_digests.tree_files(p, follow=True)))
-    return ("file", _digests.file_digest(p, st))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,15 +92,24 @@ def _walk_plan(lf: Any, node: Any, contents: list[Any], caches: dict[str, int]) 
     if not isinstance(node, dict):
         return
     for key, value in node.items():
-        if key == "PythonScan":
-            raise _refuse(lf, "its plan reads through a Python function (scan_pyarrow_dataset, an "
-                              "IO plugin), whose files fncache cannot see")
-        if key == "Cache" and isinstance(value, dict) and isinstance(value.get("id"), str):
-            # A random id per process: the same plan must give the same key everywhere.
-            value["id"] = caches.setdefault(value["id"], len(caches))
-        if key == "Scan" and isinstance(value, dict) and "sources" in value:
-            _scan(lf, value, contents)
+        if isinstance(value, dict):
+            _plan_node(lf, key, value, contents, caches)
+        elif key == "PythonScan":
+            _plan_node(lf, key, {}, contents, caches)
         _walk_plan(lf, value, contents, caches)
+
+
+def _plan_node(lf: Any, key: str, value: dict[str, Any], contents: list[Any],
+               caches: dict[str, int]) -> None:
+    """What one named node of the plan adds to the key (or its refusal)."""
+    if key == "PythonScan":
+        raise _refuse(lf, "its plan reads through a Python function (scan_pyarrow_dataset, an "
+                          "IO plugin), whose files fncache cannot see")
+    if key == "Cache" and isinstance(value.get("id"), str):
+        # A random id per process: the same plan must give the same key everywhere.
+        value["id"] = caches.setdefault(value["id"], len(caches))
+    if key == "Scan" and "sources" in value:
+        _scan(lf, value, contents)
 
 
 def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
@@ -146,10 +121,7 @@ def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
         return  # the bytes are in the plan itself
     if kind != "Paths":
         raise _refuse(lf, f"its plan reads {kind}, which fncache cannot key")
-    scan_type = scan.get("scan_type")
-    formats = set(scan_type) if isinstance(scan_type, dict) else {str(scan_type)}
-    if not formats <= _POLARS_FORMATS:
-        raise _refuse(lf, f"its plan scans {sorted(formats)}, which fncache does not read")
+    _check_formats(lf, scan.get("scan_type"))
     args = scan.get("unified_scan_args") or {}
     glob = bool(args.get("glob", True))
     for item in items:
@@ -157,6 +129,12 @@ def _scan(lf: Any, scan: dict[str, Any], contents: list[Any]) -> None:
         if not isinstance(path, str):
             raise _refuse(lf, f"its plan has a source fncache does not know ({str(item)[:80]})")
         contents.append((path, _path_content(lf, path, glob)))
+
+
+def _check_formats(lf: Any, scan_type: Any) -> None:
+    formats = set(scan_type) if isinstance(scan_type, dict) else {str(scan_type)}
+    if not formats <= _POLARS_FORMATS:
+        raise _refuse(lf, f"its plan scans {sorted(formats)}, which fncache does not read")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,19 +220,36 @@ def _h5py_check_group(g: Any) -> None:
 
 
 def _zarr_token(h: Any, node: Any) -> Any:
+    store = node.store
     try:
-        from zarr.storage import LocalStore
+        root = _zarr_root(store)
     except ImportError as e:  # zarr 2: its stores are not read here
         raise _refuse(node, "fncache reads zarr 3 local stores only") from e
-    store = node.store
-    if not isinstance(store, LocalStore):
+    if root is None:
         if type(store).__name__ in ("MemoryStore", "GpuMemoryStore"):
             return NotImplemented  # the data is in the process: its pickle holds it
         raise _refuse(node, f"it lives in a {type(store).__name__}, not on a local folder")
-    where = os.path.join(os.fspath(store.root), node.path) if node.path else os.fspath(store.root)
+    where = os.path.join(root, node.path) if node.path else root
     metadata = node.metadata.to_dict()
     return token(f"zarr.{type(node).__name__}", node.path, json.dumps(
         metadata, sort_keys=True, default=repr), _path_content(node, where, False))
+
+
+def _zarr_root(store: Any) -> str | None:
+    """The local folder of a zarr store: a ``LocalStore``, or an ``FsspecStore`` on the local file
+    system (what ``da.from_zarr(path)`` opens); ``None`` for any other store."""
+    from zarr.storage import LocalStore
+
+    if isinstance(store, LocalStore):
+        return os.fspath(store.root)
+    fs = getattr(store, "fs", None)
+    fs = getattr(fs, "sync_fs", fs)  # fsspec's async wrapper of a sync file system
+    protocol = getattr(fs, "protocol", None)
+    protocol = (protocol,) if isinstance(protocol, str) else protocol
+    if type(store).__name__ == "FsspecStore" and isinstance(protocol, tuple) and (
+            "file" in protocol or "local" in protocol):
+        return os.path.abspath(str(store.path))
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

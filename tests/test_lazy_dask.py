@@ -1,0 +1,111 @@
+"""dask collections: keyed by their operations and sources' content, never by names; sources that
+cannot be determined are refused (the rewrite-in-place cases run in subprocesses in
+tests/test_lazy_readers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fncache
+
+np = pytest.importorskip("numpy")
+pd = pytest.importorskip("pandas")
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+
+
+def _refusal(value: Any) -> str:
+    with pytest.raises(fncache.UnhashableArgument) as e:
+        fncache.hash(value)
+    message = str(e.value)
+    assert "fncache.file(path)" in message and "fncache.ref" in message
+    return message
+
+
+@pytest.fixture
+def csv(tmp_path: Path) -> str:
+    pd.DataFrame({"a": [1, 2, 3], "b": [4, 5, 6]}).to_csv(tmp_path / "a.csv", index=False)
+    return str(tmp_path / "a.csv")
+
+
+def test_arrays_key_by_operations_and_values() -> None:
+    """Equal arrays built twice key alike; other values, chunks or operations key apart."""
+    def build(values: Any, chunks: int = 3) -> Any:
+        return da.from_array(np.asarray(values), chunks=chunks)
+
+    x = np.arange(6)
+    assert fncache.hash(build(x) + 1) == fncache.hash(build(x) + 1)
+    keys = {fncache.hash(v) for v in (build(x) + 1, build(x) + 2, build(x) * 1, build(x + 1) + 1,
+                                      build(x, 2) + 1, (build(x) + 1).sum())}
+    assert len(keys) == 6
+
+
+def test_dataframes_key_by_operations_and_file_content(csv: str) -> None:
+    """One expression over one file keys alike when built twice; another operation or a rewritten
+    file keys apart."""
+    a = fncache.hash(dd.read_csv(csv).a.sum())
+    assert a == fncache.hash(dd.read_csv(csv).a.sum())
+    assert a != fncache.hash(dd.read_csv(csv).b.sum())
+    assert a != fncache.hash(dd.read_csv(csv)[dd.read_csv(csv).a > 1].a.sum())
+    pd.DataFrame({"a": [7, 8, 9], "b": [4, 5, 6]}).to_csv(csv, index=False)
+    assert a != fncache.hash(dd.read_csv(csv).a.sum())
+
+
+def test_from_pandas_keys_by_values() -> None:
+    """A frame from pandas is keyed by its values."""
+    def build(values: list[int]) -> Any:
+        return dd.from_pandas(pd.DataFrame({"a": values}), npartitions=2)
+
+    assert fncache.hash(build([1, 2, 3])) == fncache.hash(build([1, 2, 3]))
+    assert fncache.hash(build([1, 2, 3])) != fncache.hash(build([1, 2, 4]))
+
+
+def test_sources_that_cannot_be_determined_are_refused(csv: str) -> None:
+    """from_map over path strings, from_delayed and an array whose task loads a path are refused,
+    naming the remedies; fncache.file items are keyed by content instead."""
+    import dask
+
+    assert "cannot tell what it" in _refusal(dd.from_map(pd.read_csv, [csv]))
+    fncache.hash(dd.from_map(pd.read_csv, [fncache.file(csv)]))
+    assert "FromDelayed" in _refusal(dd.from_delayed([dask.delayed(pd.read_csv)(csv)],
+                                                     meta={"a": "i8", "b": "i8"}))
+    loaded = da.from_delayed(dask.delayed(np.loadtxt)(csv), shape=(3,), dtype=float)
+    assert "cannot tell what it" in _refusal(loaded)
+
+
+def test_remote_files_are_refused() -> None:
+    """A CSV read through a file system other than the local one is refused, never keyed by its
+    name."""
+    fsspec = pytest.importorskip("fsspec")
+    with fsspec.open("memory://fncache-test/a.csv", "w") as f:
+        f.write("a\n1\n")
+    assert "MemoryFileSystem" in _refusal(dd.read_csv("memory://fncache-test/a.csv"))
+    assert "MemoryFileSystem" in _refusal(fsspec.open("memory://fncache-test/a.csv"))
+
+
+def test_delayed_reading_a_path_is_refused_and_a_wrapped_file_is_keyed(csv: str) -> None:
+    """A delayed call given a path string is refused (it was keyed by the name); given
+    fncache.file(path) it is keyed by the file's content."""
+    import dask
+
+    assert "is given the path" in _refusal(dask.delayed(pd.read_csv)(csv))
+    before = fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+    assert before == fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+    pd.DataFrame({"a": [0, 0, 0], "b": [4, 5, 6]}).to_csv(csv, index=False)
+    assert before != fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+
+
+def test_delayed_values_key_alike_in_two_processes(tmp_path: Path) -> None:
+    """dask.delayed names its tasks with a random id per process; the key leaves names out, so two
+    processes (dask alone imported) give one key, and another argument another."""
+    from tests.helpers import run_py, write
+
+    script = write(tmp_path / "job.py", """
+        import sys, dask, fncache
+        print(fncache.hash(dask.delayed(sum)([1, int(sys.argv[1])])))
+    """)
+    keys = [run_py(script, arg).stdout.strip() for arg in ("2", "2", "3")]
+    assert keys[0] == keys[1] != keys[2]
