@@ -207,7 +207,11 @@ class KeyBuilder:
 
     def build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
         """The key of ``func(*args, **kwargs)`` as the inputs stand now."""
-        digests = self.arg_digests(args, kwargs)
+        token = RECORDS.set(self.records)  # file digests kept in the store (fncache._digest_records)
+        try:
+            digests = self.arg_digests(args, kwargs)
+        finally:
+            RECORDS.reset(token)
         if not self._direct:
             return self.rebuild(digests)
         # The common case in one step (no depends_on, no version=, no class of self): the same
@@ -221,11 +225,6 @@ class KeyBuilder:
         key = _digest_of(b"".join((prefix, *digests, *self._tail))).hex()
         return _new_key((self.function, None, fp, None, self.ignored, self.binder.names, digests,
                          fp.digest, key))
-        token = RECORDS.set(self.records)
-        try:
-            return self.rebuild(self.arg_digests(args, kwargs))
-        finally:
-            RECORDS.reset(token)
 
     def rebuild(self, arg_digests: tuple[bytes, ...]) -> CallKey:
         """The key of a call with these argument digests, code and inputs taken afresh."""
