@@ -328,6 +328,17 @@ COVERED_ELSEWHERE = {
     "zarr.core.array.Array": ("test_lazy_readers.py", "zarr"),
     "zarr.core.group.Group": ("test_lazy_readers.py", "zarr"),
     "nibabel.arrayproxy.ArrayProxy": ("test_values_nibabel.py", "nibabel.load"),
+    # xarray values opened lazily and dask collections: rewritten files, operations and refusals.
+    "xarray.backends.file_manager.FileManager": ("test_lazy_xarray.py", "open_dataset"),
+    "xarray.backends.locks.SerializableLock": ("test_lazy_xarray.py", "open_dataset"),
+    "xarray.backends.locks.CombinedLock": ("test_lazy_xarray.py", "open_mfdataset"),
+    "xarray.backends.locks.DummyLock": ("test_lazy_xarray.py", "open_dataset"),
+    "fsspec.core.OpenFile": ("test_lazy_dask.py", "read_csv"),
+    "dask._task_spec.GraphNode": ("test_lazy_readers.py", "from_zarr"),
+    "dask.utils.SerializableLock": ("test_lazy_readers.py", "from_zarr"),
+    "dask.array.core.Array": ("test_lazy_readers.py", "from_zarr"),
+    "dask.delayed.Delayed": ("test_lazy_dask.py", "delayed"),
+    "dask.dataframe.dask_expr._collection.FrameBase": ("test_lazy_dask.py", "read_csv"),
 }
 # Registered without a test of their own yet (nibabel's other proxy roots, handled as ArrayProxy is):
 # listed, printed, and to be covered; a handler in neither table fails the coverage test.
