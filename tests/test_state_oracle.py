@@ -331,7 +331,7 @@ COVERED_ELSEWHERE = {
     # xarray values opened lazily and dask collections: rewritten files, operations and refusals.
     "xarray.backends.file_manager.FileManager": ("test_lazy_xarray.py", "open_dataset"),
     "xarray.backends.locks.SerializableLock": ("test_lazy_xarray.py", "open_dataset"),
-    "xarray.backends.locks.CombinedLock": ("test_lazy_xarray.py", "open_mfdataset"),
+    "xarray.backends.locks.CombinedLock": ("test_lazy_readers.py", "open_mfdataset"),
     "xarray.backends.locks.DummyLock": ("test_lazy_xarray.py", "open_dataset"),
     "fsspec.core.OpenFile": ("test_lazy_dask.py", "read_csv"),
     "dask._task_spec.GraphNode": ("test_lazy_readers.py", "from_zarr"),
