@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fncache
-from fncache.values import arrow as _values_arrow
+from fncache.values import arrow_streams as _values_arrow
 
 from .helpers import require_native
 
@@ -23,7 +23,7 @@ pa = pytest.importorskip("pyarrow")
 @pytest.fixture(autouse=True, scope="module")
 def native():  # type: ignore[no-untyped-def]
     require_native()
-    return _values_arrow._speedups
+    return _values_arrow.speedups
 
 
 def _reference(values: bytes, bitmap: bytes, bit: int, width: int) -> bytes:
@@ -91,7 +91,7 @@ def test_keys_are_the_same_with_the_kernel_and_without(native, monkeypatch, type
               pa.table({"c": arr.slice(3)})]
     monkeypatch.setattr(_values_arrow, "_MASK_BYTES", 256)
     with_kernel = [fncache.hash(v) for v in values]
-    monkeypatch.setattr(_values_arrow, "_speedups", None)
+    monkeypatch.setattr(_values_arrow, "speedups", None)
     assert [fncache.hash(v) for v in values] == with_kernel
 
 
@@ -164,7 +164,7 @@ def test_polars_strings_key_the_same_with_the_kernel_and_without(monkeypatch):  
     values = [s, b, pl.DataFrame([s, b]), s.slice(7, 3000)]
     monkeypatch.setattr(_values_arrow, "_MASK_BYTES", 256)
     with_kernel = [fncache.hash(v) for v in values]
-    monkeypatch.setattr(_values_arrow, "_speedups", None)
+    monkeypatch.setattr(_values_arrow, "speedups", None)
     assert [fncache.hash(v) for v in values] == with_kernel
 
 
