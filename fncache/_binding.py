@@ -34,10 +34,7 @@ class Binder:
         # A bound method (``self.f = memoize(self.f)``, joblib's ``memory.cache(self.f)``): its
         # instance is bound as the first argument, so the instance's content is keyed afresh on every
         # call like any argument (and ``ignore=["self"]`` works), never as a value the code reads.
-        self.bound: tuple[Any, ...] = ()
-        if isinstance(func, types.MethodType):
-            self.bound = (func.__self__,)
-            func = func.__func__
+        self.bound, func = _unbound(func)
         self.signature = _signature(func)
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
@@ -46,12 +43,12 @@ class Binder:
         self.ignore, self.files = _checked_options(func, self.signature, params, ignore, files)
         self.names = tuple(n for n in names if n not in self.ignore)
         # (position in the bound values, parameter name) of each parameter that takes files
-        self._files = tuple((i, n) for i, n in enumerate(self.names) if n in self.files)
+        self._files = _file_positions(self.names, self.files)
         if not self._files:
             self.bind = self._bind  # type: ignore[method-assign]  # one call less on every hit
-        self._keep = tuple(i for i, n in enumerate(names) if n not in self.ignore)
+        self._keep = _kept_positions(names, self.ignore)
         self._kinds = tuple(p.kind for p in params)
-        self._simple = all(p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) for p in params)
+        self._simple = _positional(params)
         self._n = len(params)
         self._tails = _tails(params)
 
@@ -82,7 +79,13 @@ class Binder:
                 if self.ignore:
                     return tuple(values[i] for i in self._keep)
                 return values
-        bound = self.signature.bind(*args, **kwargs)
+        return self._bind_by_signature(self.signature, args, kwargs)
+
+    def _bind_by_signature(self, signature: inspect.Signature, args: tuple[Any, ...],
+                           kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """What :meth:`_bind` gives for a call its positional fast path does not take, through
+        ``inspect.Signature.bind`` (several microseconds: one call more is noise here)."""
+        bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         out = []
         for (name, value), kind in zip(bound.arguments.items(), self._kinds, strict=True):
@@ -92,6 +95,29 @@ class Binder:
                 value = tuple(value.items())
             out.append(value)
         return tuple(out)
+
+
+def _unbound(func: Callable[..., Any]) -> tuple[tuple[Any, ...], Callable[..., Any]]:
+    """``(instance,)`` and the function of a bound method; ``()`` and ``func`` itself otherwise."""
+    if isinstance(func, types.MethodType):
+        return (func.__self__,), func.__func__
+    return (), func
+
+
+def _positional(params: list[inspect.Parameter]) -> bool:
+    """Whether every parameter can be given by position (no ``*args``, ``**kwargs`` or keyword-only
+    parameter), so that a call with positional arguments only needs no ``Signature.bind``."""
+    return all(p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def _file_positions(names: tuple[str, ...], files: frozenset[str]) -> tuple[tuple[int, str], ...]:
+    """``(position, name)`` of each of the bound ``names`` that takes files."""
+    return tuple((i, n) for i, n in enumerate(names) if n in files)
+
+
+def _kept_positions(names: list[str], ignore: frozenset[str]) -> tuple[int, ...]:
+    """The positions of the parameters ``names`` that are not ignored."""
+    return tuple(i for i, n in enumerate(names) if n not in ignore)
 
 
 def _tails(params: list[inspect.Parameter]) -> list[tuple[Any, ...] | None]:

@@ -331,6 +331,20 @@ def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str
     reject). ``None`` if the source runs dry before ``size`` bytes (a file truncated meanwhile:
     not a whole frame). ``chunk``: bytes per read.
     """
+    header = _read_prefix(readinto, size, chunk)
+    if header is None:
+        return None
+    prefix, flags, plen, nbuf = header
+    if flags & (_HEADCHECK | _ZSTD | _LZ4) != _HEADCHECK or not nbuf:
+        return _read_rest(memoryview(prefix), readinto, size, chunk)
+    return _read_checked(readinto, prefix, key, flags, plen, nbuf, chunk)
+
+
+def _read_prefix(readinto: Callable[[memoryview], int | None], size: int,
+                 chunk: int) -> tuple[bytearray, int, int, int] | None:
+    """The frame's fixed header and buffer-length table (its first body-offset bytes), read and
+    checked against ``size``, with its flags, pickle length and buffer count; None if the source
+    ran dry. Raises :class:`IntegrityError` for a source that is not a frame of ``size`` bytes."""
     fixed = bytearray(min(size, _FIXED.size))
     if not _fill(readinto, memoryview(fixed), None, chunk):
         return None
@@ -347,8 +361,15 @@ def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str
     expected = frame_size(prefix)
     if expected is not None and expected != size:
         raise IntegrityError(f"entry is {size} bytes, its header says {expected}")
-    if flags & (_HEADCHECK | _ZSTD | _LZ4) != _HEADCHECK or not nbuf:
-        return _read_rest(memoryview(prefix), readinto, size, chunk)
+    return prefix, flags, plen, nbuf
+
+
+def _read_checked(readinto: Callable[[memoryview], int | None], prefix: bytearray, key: str,
+                  flags: int, plen: int, nbuf: int, chunk: int) -> ReadFrame | Any:
+    """The rest of an uncompressed frame with out-of-band buffers after its ``prefix``, hashed
+    for ``key`` as it is read: a :class:`ReadFrame` if its checksums match, else one unchecked
+    buffer; None if the source ran dry."""
+    body = len(prefix)
     head_end = body + plen + _pad(plen)
     head = _allocate(head_end)
     view = memoryview(head).cast("B")
@@ -360,6 +381,20 @@ def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str
     if not _fill(readinto, view[body:], hasher, chunk):
         return None
     at_head = hasher.digest()
+    rest = _read_buffers(readinto, lens, hasher, chunk)
+    if rest is None:
+        return None
+    trailer = view[header_end : header_end + 2 * _CHECK]
+    padding = view[header_end + 2 * _CHECK + (_MAC if flags & _SIGNED else 0) : body]
+    if hasher.digest() + at_head == trailer and padding == bytes(padding.nbytes):
+        return ReadFrame(key, head, rest)
+    return bytearray(b"".join([view, *[memoryview(p).cast("B") for p in rest]]))
+
+
+def _read_buffers(readinto: Callable[[memoryview], int | None], lens: tuple[int, ...],
+                  hasher: Any, chunk: int) -> list[Any] | None:
+    """Each out-of-band buffer of the given lengths and its padding, read and fed to ``hasher``;
+    None if the source ran dry."""
     rest: list[Any] = []
     for n in lens:
         rest.append(_allocate(n))
@@ -367,11 +402,7 @@ def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str
         for part in rest[-2:]:
             if not _fill(readinto, memoryview(part).cast("B"), hasher, chunk):
                 return None
-    trailer = view[header_end : header_end + 2 * _CHECK]
-    padding = view[header_end + 2 * _CHECK + (_MAC if flags & _SIGNED else 0) : body]
-    if hasher.digest() + at_head == trailer and padding == bytes(padding.nbytes):
-        return ReadFrame(key, head, rest)
-    return bytearray(b"".join([view, *[memoryview(p).cast("B") for p in rest]]))
+    return rest
 
 
 def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None], size: int,

@@ -288,6 +288,19 @@ class Entries:
             self.failed("write", e)
             return
         created = time.time()
+        frame = self._frame(ck, value, created, duration)
+        if frame is None:
+            return
+        source = meta_from or ck
+        meta = source.meta(created, duration)
+        fp = source.fingerprint
+        if fp is not None:
+            self._add_sources(meta, fp)
+        self._write(ck, frame, meta, overwrite)
+
+    def _frame(self, ck: CallKey, value: Any, created: float, duration: float) -> Any:
+        """The stored form of ``value`` (its parts if the store takes parts); None, warned once,
+        for a result that cannot be pickled."""
         opts = self.options
         try:
             frame: Any = _codec.encode_parts(value, ck.key, created=created, duration=duration,
@@ -296,20 +309,22 @@ class Entries:
                 frame = b"".join(frame)
         except _codec.UnpicklableResult as e:
             self.warn_once("unpicklable", "%s: result not stored: %s", self.function, e)
-            return
-        meta = (meta_from or ck).meta(created, duration)
-        fp = (meta_from or ck).fingerprint
-        if fp is not None:
-            self._add_sources(meta, fp)
+            return None
+        return frame
+
+    def _write(self, ck: CallKey, frame: Any, meta: dict[str, Any], overwrite: bool) -> None:
+        """Put ``frame`` under ``ck.key``: create-only unless ``overwrite`` or the entry there could
+        not be loaded; a store failure is a write failure (see :meth:`failed`)."""
         # An entry this process could not load is replaced now that a value was computed: a
         # create-only add would leave it in place, and this process missing on it forever.
         replace = overwrite or ck.key in self._unloadable
+        expire = self.options.expire
         try:
             if replace:
-                self.store.set(ck.key, frame, meta, expire=opts.expire)
+                self.store.set(ck.key, frame, meta, expire=expire)
                 self._unloadable.discard(ck.key)
             else:
-                self.store.add(ck.key, frame, meta, expire=opts.expire)
+                self.store.add(ck.key, frame, meta, expire=expire)
             self.counters.stores += 1
             if self._usage is not None:
                 self._usage.due()  # the store is being written anyway: flush uses if due

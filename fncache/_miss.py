@@ -225,31 +225,14 @@ class MissPath:
         ``solo``: no thread ran besides the main one when ``ck`` was built (see :meth:`_before`).
         ``call``: the arguments, for the ``announce`` strategy only.
         """
-        if finished is not None and finished != self.finished:
-            # A computation of this function ended between our lookup and now, perhaps of this
-            # very key: look again before computing a second time. With no computation in between,
-            # as in any single-threaded use, this costs nothing.
-            found, value = self.entries.lookup(ck.key)
+        found, value = self._finished_meanwhile(ck, finished)
+        if found:
+            return value
+        guard = yield from self._take_lock(ck, lock)
+        try:
+            found, value = self._look_under_lock(ck) if guard is not None else (False, None)
             if found:
                 return value
-        guard = None
-        if lock and self.lock:
-            try:
-                guard = self.entries.store.lock(ck.key, self.lock_timeout)
-                yield Enter(guard)
-            except LockTimeout:
-                guard = None
-                log.warning("%s: waited %.0fs for another process computing %s; computing too",
-                            self.entries.function, self.lock_timeout, ck.key)
-            except Exception as e:  # any store failure is a miss (see Entries.failed)
-                guard = None
-                self.entries.failed("lock", e)
-        try:
-            if guard is not None:
-                found, value = self.entries.lookup(ck.key)  # someone may have finished meanwhile
-                if found:
-                    self.entries.report("hit", ck.key)
-                    return value
             self.entries.report("miss", ck.key)
             before = self._before(ck, loop, solo and (loop is None or guard is None))
             told = self.announce(ck, *call) if self.announce is not None else None
@@ -259,17 +242,60 @@ class MissPath:
             not_stored = self._store_result(before, ck, value, duration, overwrite, loop)
             if told is not None:
                 told(duration, not_stored)
-            if self.map_result:
-                found, mapped = self.entries.lookup(ck.key)
-                if found:
-                    return mapped
-            return value
+            return self._returned(ck, value)
         finally:
             if guard is not None:
-                try:
-                    guard.__exit__(None, None, None)
-                except Exception as e:
-                    self.entries.failed("unlock", e)
+                self._release(guard)
+
+    def _finished_meanwhile(self, ck: CallKey, finished: int | None) -> tuple[bool, Any]:
+        """``(True, value)`` if a computation of this function ended since the lookup (``finished``
+        computations had ended then) and stored ``ck.key``'s entry; ``(False, None)`` otherwise."""
+        if finished is None or finished == self.finished:
+            # No computation in between, as in any single-threaded use: this costs nothing.
+            return False, None
+        # Perhaps of this very key: look again before computing a second time.
+        return self.entries.lookup(ck.key)
+
+    def _take_lock(self, ck: CallKey, lock: bool) -> Generator[Enter, Any, Any]:
+        """Enter the store's lock for ``ck.key`` (yielded to the driver) if both this call and the
+        function take locks; returns the lock, or None when none is taken, it timed out (computing
+        too) or the store failed (a miss, see Entries.failed)."""
+        if not (lock and self.lock):
+            return None
+        try:
+            guard = self.entries.store.lock(ck.key, self.lock_timeout)
+            yield Enter(guard)
+        except LockTimeout:
+            log.warning("%s: waited %.0fs for another process computing %s; computing too",
+                        self.entries.function, self.lock_timeout, ck.key)
+            return None
+        except Exception as e:  # any store failure is a miss (see Entries.failed)
+            self.entries.failed("lock", e)
+            return None
+        return guard
+
+    def _look_under_lock(self, ck: CallKey) -> tuple[bool, Any]:
+        """Look again once the lock is held: someone may have finished meanwhile (a hit)."""
+        found, value = self.entries.lookup(ck.key)
+        if found:
+            self.entries.report("hit", ck.key)
+        return found, value
+
+    def _returned(self, ck: CallKey, value: Any) -> Any:
+        """What the call returns: the computed value, or with ``map_result`` the stored entry as a
+        later call loads it (memory-mapped) if it was stored."""
+        if self.map_result:
+            found, mapped = self.entries.lookup(ck.key)
+            if found:
+                return mapped
+        return value
+
+    def _release(self, guard: Any) -> None:
+        """Leave the store's lock; a store failure is logged (see Entries.failed)."""
+        try:
+            guard.__exit__(None, None, None)
+        except Exception as e:
+            self.entries.failed("unlock", e)
 
     def _before(self, ck: CallKey, loop: Any, solo: bool) -> _Before:
         """What ``ck`` was made from, taken just before the function runs (see _store_result).
@@ -305,13 +331,9 @@ class MissPath:
         WARNING the first time for each function and input, since the user sees only ``stores=0``.
         """
         fp: Fingerprint | None = before.now.fingerprint  # None with version=
-        rebound, private = False, True
-        changed: list[Any] = []
-        if fp is not None and before.same:
-            rebound, changed, private = fp.changes()
-        drifted = not before.same or (before.depends is not None and _depends_changed(
-            self.keys, before.depends))
-        decided = verdict(drifted=drifted, rebound=rebound, changed=bool(changed),
+        rebound, changed, private = fp.changes() if fp is not None and before.same \
+            else (False, [], True)
+        decided = verdict(drifted=self._drifted(before), rebound=rebound, changed=bool(changed),
                           alone=before.alone and _alone(loop), private=private)
         if decided is Verdict.SKIP:
             return self._not_stored(before, fp, changed, loop)
@@ -334,6 +356,13 @@ class MissPath:
             # holds the new value, which this result was not computed from.
             self.entries.save(after, value, duration, overwrite)
         return None
+
+    def _drifted(self, before: _Before) -> bool:
+        """Whether the inputs no longer gave the key looked up when the call began, or a
+        ``depends_on`` input changed during the call."""
+        if not before.same:
+            return True
+        return before.depends is not None and _depends_changed(self.keys, before.depends)
 
     def _not_stored(self, before: _Before, fp: Fingerprint | None, changed: list[Any],
                     loop: Any) -> str:

@@ -195,6 +195,25 @@ def _wanted(args: argparse.Namespace) -> str | None:
     return None if function is None else recorded_name(function)
 
 
+def _new_group(name: str) -> dict[str, Any]:
+    """The row of a function before any of its summary rows is added."""
+    return {"function": name, "entries": 0, "bytes": 0, "newest": 0.0,
+            "oldest": None, "used": None, "uses": 0, "pythons": {}}
+
+
+def _add_row(g: dict[str, Any], s: FunctionSummary) -> None:
+    """Merge one summary row ``s`` into its function's row ``g``."""
+    g["entries"] += s.entries
+    version = s.python or "?"
+    g["pythons"][version] = g["pythons"].get(version, 0) + s.entries
+    g["bytes"] += s.size
+    g["newest"] = max(g["newest"], s.newest)
+    g["oldest"] = s.oldest if g["oldest"] is None else min(g["oldest"], s.oldest)
+    if s.used is not None:  # the last use of any entry of the function
+        g["used"] = max(g["used"] or 0.0, s.used)
+    g["uses"] += s.uses
+
+
 def by_function_summary(summary: Iterable[FunctionSummary],
                         function: str | None = None) -> list[dict[str, Any]]:
     """The rows of :meth:`Store.summary` merged per function (``(damaged)`` for unreadable
@@ -207,17 +226,7 @@ def by_function_summary(summary: Iterable[FunctionSummary],
         if function is not None and (s.damaged or not name_matches(s.function, function)):
             continue
         name = DAMAGED if s.damaged else s.function or "?"
-        g = groups.setdefault(name, {"function": name, "entries": 0, "bytes": 0, "newest": 0.0,
-                                     "oldest": None, "used": None, "uses": 0, "pythons": {}})
-        g["entries"] += s.entries
-        version = s.python or "?"
-        g["pythons"][version] = g["pythons"].get(version, 0) + s.entries
-        g["bytes"] += s.size
-        g["newest"] = max(g["newest"], s.newest)
-        g["oldest"] = s.oldest if g["oldest"] is None else min(g["oldest"], s.oldest)
-        if s.used is not None:  # the last use of any entry of the function
-            g["used"] = max(g["used"] or 0.0, s.used)
-        g["uses"] += s.uses
+        _add_row(groups.setdefault(name, _new_group(name)), s)
     for g in groups.values():
         g["pythons"] = dict(sorted(g["pythons"].items(), key=lambda kv: version_order(kv[0]),
                                    reverse=True))
@@ -271,9 +280,7 @@ def _progress_counter(store: Store, label: str) -> None:
 def cmd_clear(args: argparse.Namespace) -> int:
     check_can_confirm(args)
     store = store_from(args)
-    scan = args.older_than is not None or args.larger_than is not None \
-        or args.unused_for is not None or args.python is not None
-    if scan:
+    if _selects_entries(args):
         return _clear_selected(args, store, select_entries(store, args))
     # Everything, or one function's entries: the summary says what goes, the store removes
     # them in batches (damaged entries and entries added meanwhile included).
@@ -292,6 +299,13 @@ def cmd_clear(args: argparse.Namespace) -> int:
     else:
         removed = sum(store.clear_function(g["function"]) for g in groups)
     return _removed(args, store, removed, nbytes)
+
+
+def _selects_entries(args: argparse.Namespace) -> bool:
+    """Whether ``clear`` picks entries one by one (by age, size, last use or Python), so that
+    the store is scanned rather than cleared per function."""
+    return any(getattr(args, option) is not None
+               for option in ("older_than", "larger_than", "unused_for", "python"))
 
 
 def _clear_selected(args: argparse.Namespace, store: Store, targets: list[EntryInfo]) -> int:

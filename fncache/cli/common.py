@@ -52,27 +52,33 @@ def store_from(args: argparse.Namespace) -> Store:
     # Tiers ("DIR,s3://...", never a directory's name) are checked one by one: each directory
     # must hold a store (a fncache.Memory location: the store in its subdirectory).
     tiers = split_tiers(spec)
-    parts: list[Any] = []
-    for part in tiers or [spec]:
-        text = os.fspath(part)
-        path = text[len("file://"):] if text.startswith("file://") else text
-        if "://" not in path:
-            path = os.path.expanduser(path)
-            inner = os.path.join(path, MEMORY_SUBDIR)
-            if not os.path.exists(os.path.join(path, DISK_INDEX)) \
-                    and os.path.exists(os.path.join(inner, DISK_INDEX)):
-                part = Path(inner)
-            elif args.command != "doctor":
-                if not os.path.isdir(path):
-                    raise Fail(f"no cache at {redact(text)!r} (the directory does not exist)")
-                if not os.path.exists(os.path.join(path, DISK_INDEX)):
-                    raise Fail(f"no cache at {redact(text)!r} (the directory holds no fncache store)")
-        parts.append(part)
+    parts = [_tier_store(part, args.command) for part in tiers or [spec]]
     spec = parts if tiers else parts[0]
     try:
         return open_store(spec)
     except ConfigError as e:
         raise Usage(f"--store: {e}") from None
+
+
+def _tier_store(part: Any, command: str) -> Any:
+    """One tier of the store spec as ``open_store`` takes it: a directory given as a
+    ``fncache.Memory`` location becomes its store's subdirectory; a directory that holds no store
+    fails unless ``command`` is ``doctor``. URLs pass unchanged."""
+    text = os.fspath(part)
+    path = text[len("file://"):] if text.startswith("file://") else text
+    if "://" in path:
+        return part
+    path = os.path.expanduser(path)
+    inner = os.path.join(path, MEMORY_SUBDIR)
+    if not os.path.exists(os.path.join(path, DISK_INDEX)) \
+            and os.path.exists(os.path.join(inner, DISK_INDEX)):
+        return Path(inner)
+    if command != "doctor":
+        if not os.path.isdir(path):
+            raise Fail(f"no cache at {redact(text)!r} (the directory does not exist)")
+        if not os.path.exists(os.path.join(path, DISK_INDEX)):
+            raise Fail(f"no cache at {redact(text)!r} (the directory holds no fncache store)")
+    return part
 
 
 class Usage(Exception):

@@ -25,9 +25,12 @@ import subprocess
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fncache.stores import Store
+
+if TYPE_CHECKING:
+    from fncache.stores.disk import DiskStore
 
 __all__ = ["Check", "Report", "run"]
 
@@ -168,11 +171,22 @@ def check_store(report: Report, store: Store) -> None:
 
 def check_disk_store(report: Report, store: Store) -> None:
     """A disk store's parents, database and orphaned value files."""
-    from fncache.stores._diskfs import unsafe_ancestors
-    from fncache.stores.disk import DB_NAME, DiskStore
+    from fncache.stores.disk import DiskStore
 
     if not isinstance(store, DiskStore):
         return
+    _check_parents(report, store)
+    _check_database(report, store)
+    count, nbytes = store.orphans()
+    report.add("orphaned files", True,
+               f"{count} value files ({nbytes} bytes) belong to no entry"
+               + ("; `fncache clear` or `prune` removes them" if count else ""))
+
+
+def _check_parents(report: Report, store: DiskStore) -> None:
+    """Whether others can swap the disk store's directory through one of its parents."""
+    from fncache.stores._diskfs import unsafe_ancestors
+
     exposed = unsafe_ancestors(store.directory)
     secret = bool(os.environ.get("FNCACHE_SECRET"))
     report.add("parent directories", not exposed or secret,
@@ -180,6 +194,12 @@ def check_disk_store(report: Report, store: Store) -> None:
                f"{exposed[0]} is writable by others or not yours: they can swap the cache directory"
                + (" (entries are signed: FNCACHE_SECRET is set)" if secret else
                   "; fix its permissions or set a secret (FNCACHE_SECRET)"))
+
+
+def _check_database(report: Report, store: DiskStore) -> None:
+    """The disk store's SQLite database passes its quick check, and no damaged one was moved aside."""
+    from fncache.stores.disk import DB_NAME
+
     quarantined = sorted(n for n in os.listdir(store.directory)
                          if n.startswith(DB_NAME + ".corrupt-") and not n.endswith(("-wal", "-shm")))
     try:
@@ -191,10 +211,6 @@ def check_disk_store(report: Report, store: Store) -> None:
         detail += (f"; a damaged database was moved aside to {', '.join(quarantined)} "
                    "(inspect or delete it)")
     report.add("database", verdict == "ok" and not quarantined, detail)
-    count, nbytes = store.orphans()
-    report.add("orphaned files", True,
-               f"{count} value files ({nbytes} bytes) belong to no entry"
-               + ("; `fncache clear` or `prune` removes them" if count else ""))
 
 
 def run(store: Store, target: str | None, seeds: str = "1,2,random") -> Report:

@@ -361,13 +361,7 @@ def _find_owners(top: str) -> tuple[str, ...]:
 def _module_dirs(top: str) -> list[str]:
     """The directories ``top`` is imported from (several for a namespace package), without
     importing it; none for a built-in, frozen or standard-library module."""
-    mod = sys.modules.get(top)
-    spec = getattr(mod, "__spec__", None) if mod is not None else None
-    if spec is None:
-        try:
-            spec = importlib.util.find_spec(top)
-        except (ImportError, ValueError):
-            return []
+    spec = _spec_of(top)
     if spec is None or spec.origin in ("built-in", "frozen"):
         return []
     if spec.submodule_search_locations:
@@ -378,6 +372,19 @@ def _module_dirs(top: str) -> list[str]:
         return []
     dirs = [os.path.dirname(os.path.realpath(p)) for p in places]
     return [d for d in dict.fromkeys(dirs) if d not in _STDLIB_DIRS]
+
+
+def _spec_of(top: str) -> Any:
+    """The import spec of ``top``: the imported module's, else the one the finders give (without
+    importing it); None if there is none."""
+    mod = sys.modules.get(top)
+    spec = getattr(mod, "__spec__", None) if mod is not None else None
+    if spec is not None:
+        return spec
+    try:
+        return importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
 
 
 def _metadata_dirs(directory: str) -> list[str]:
@@ -405,28 +412,52 @@ def _provides(meta: str) -> frozenset[str]:
     """The top-level modules one distribution provides: its ``top_level.txt``, else the first part
     of each path its ``RECORD`` lists, as ``importlib.metadata`` infers them (string operations on
     the lines; the CSV parser only for the rare quoted ones: a large library lists thousands)."""
-    import csv
-    import inspect
+    declared = _declared_tops(meta)
+    if declared:
+        return declared
+    firsts = _record_firsts(meta)
+    return frozenset() if firsts is None else _top_names(firsts)
 
+
+def _declared_tops(meta: str) -> frozenset[str]:
+    """The names in the distribution's ``top_level.txt``; none if it has no readable one."""
     try:
         with open(os.path.join(meta, "top_level.txt"), encoding="utf-8") as f:
-            declared = f.read().split()
-        if declared:
-            return frozenset(declared)
+            return frozenset(f.read().split())
     except OSError:
-        pass
+        return frozenset()
+
+
+def _record_firsts(meta: str) -> set[str] | None:
+    """The first part of each path the distribution's ``RECORD`` lists (a file at the top keeps
+    its ``,sha256=...`` tail); None if it has no readable ``RECORD``."""
     try:
         with open(os.path.join(meta, "RECORD"), encoding="utf-8", newline="") as f:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError):
-        return frozenset()
+        return None
     firsts = {line.partition("/")[0] for line in lines if line and line[0] != '"'}
-    quoted = [line for line in lines if line.startswith('"')]
+    _add_quoted_firsts(firsts, [line for line in lines if line.startswith('"')])
+    return firsts
+
+
+def _add_quoted_firsts(firsts: set[str], quoted: list[str]) -> None:
+    """Add to ``firsts`` the first parts of the quoted ``RECORD`` lines, read as CSV (those of a
+    malformed one and after are left out)."""
+    import csv
+
     try:
         firsts.update(row[0].replace("\\", "/").partition("/")[0] + ("" if "/" in row[0] else ",")
                       for row in csv.reader(quoted) if row)
     except csv.Error:
         pass
+
+
+def _top_names(firsts: set[str]) -> frozenset[str]:
+    """The module names among the first parts of ``RECORD`` paths (``name.py,...`` is ``name``;
+    ``x.dist-info`` and other dotted names are none)."""
+    import inspect
+
     out = set()
     for first in firsts:
         if "," in first:  # a file at the top: "name.py,sha256=...,size"

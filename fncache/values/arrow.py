@@ -75,13 +75,29 @@ def type_desc(t: Any) -> tuple[Any, ...]:
     """An Arrow type as a nested tuple with all of its parameters."""
     pa = sys.modules["pyarrow"]
     kind = type(t).__name__
+    if isinstance(t, pa.BaseExtensionType):
+        return _extension_desc(pa, kind, t)
+    nested = _nested_desc(pa, kind, t)
+    if nested is not None:
+        return nested
+    # Leaf types: their string names every parameter (unit, time zone, precision, width).
+    return (kind, str(t))
+
+
+def _extension_desc(pa: Any, kind: str, t: Any) -> tuple[Any, ...]:
+    """An extension type: its name, its parameters and its storage type."""
     if isinstance(t, pa.ExtensionType):
         # A Python extension type is a user's class: it enters by its code (the hasher keys a
         # class by its fingerprint), so editing its methods (``__arrow_ext_class__``,
         # deserialisation) is a new key; its parameters are what it serialises.
         return (type(t), t.extension_name, t.__arrow_ext_serialize__(), type_desc(t.storage_type))
-    if isinstance(t, pa.BaseExtensionType):  # e.g. a registered C++ extension
-        return (kind, t.extension_name, str(t), type_desc(t.storage_type))
+    # e.g. a registered C++ extension
+    return (kind, t.extension_name, str(t), type_desc(t.storage_type))
+
+
+def _nested_desc(pa: Any, kind: str, t: Any) -> tuple[Any, ...] | None:
+    """A type made of other types (lists, maps, structs, unions, encodings) with their fields;
+    None for a leaf type."""
     if isinstance(t, pa.MapType):
         return (kind, field_desc(t.key_field), field_desc(t.item_field), t.keys_sorted)
     if isinstance(t, pa.FixedSizeListType):
@@ -93,12 +109,17 @@ def type_desc(t: Any) -> tuple[Any, ...]:
     if isinstance(t, pa.UnionType):
         return (kind, t.mode, tuple(t.type_codes),
                 tuple(field_desc(t.field(i)) for i in range(t.num_fields)))
+    return _encoded_desc(pa, kind, t)
+
+
+def _encoded_desc(pa: Any, kind: str, t: Any) -> tuple[Any, ...] | None:
+    """A dictionary or run-end encoded type: its index (or run-end) type and value type; None
+    for any other type."""
     if isinstance(t, pa.DictionaryType):
         return (kind, type_desc(t.index_type), type_desc(t.value_type), t.ordered)
     if isinstance(t, pa.RunEndEncodedType):
         return (kind, type_desc(t.run_end_type), type_desc(t.value_type))
-    # Leaf types: their string names every parameter (unit, time zone, precision, width).
-    return (kind, str(t))
+    return None
 
 
 def schema_desc(schema: Any) -> tuple[Any, ...]:
@@ -190,7 +211,47 @@ def _compact(s: Streams, path: str, chunks: list[Any]) -> bool:
     np = numpy_module()
     import pyarrow.compute as pc
 
-    # All chunks' dictionaries end to end (a dictionary shared by neighbours once).
+    dicts, parts, total = _dictionaries(np, chunks)
+    if _many_values(pa, pc, chunks[0], parts[0]):
+        return False
+    values = dicts[0] if len(dicts) == 1 else pa.concat_arrays(dicts)
+    used = _used(np, parts, total)
+    if used is None:
+        return False
+    entry_valid = np.asarray(values.is_valid()) if values.null_count else None
+    if entry_valid is not None:
+        used &= entry_valid  # a null entry decodes to null: it is no value
+    entries = np.flatnonzero(used)
+    sorted_values = _distinct(pa, pc, values, entries)
+    if sorted_values is None:
+        return False
+    found, distinct = sorted_values
+    lookup = np.zeros(total, dtype=np.uint8 if len(distinct) <= 256 else np.uint16)
+    lookup[entries] = np.asarray(pc.index_in(found, value_set=distinct))  # entry -> position
+    for part in parts:
+        _compact_chunk(s, path, np, part, lookup[part.base:part.base + part.k], entry_valid)
+    walk(s, path + "/k", distinct)
+    return True
+
+
+def _distinct(pa: Any, pc: Any, values: Any, entries: Any) -> tuple[Any, Any] | None:
+    """The dictionary ``values`` at the used ``entries``, and their distinct values sorted; None
+    when there are more than ``_COMPACT_MAX`` of those."""
+    if len(entries) > 2 * _COMPACT_MAX and len(pc.unique(
+            values.take(pa.array(entries[:2 * _COMPACT_MAX])))) > _COMPACT_MAX:
+        return None  # a cheap proof that there are too many values
+    # The distinct values, sorted (hashing, then sorting only the distinct ones: a dictionary
+    # may repeat a few values many times).
+    found = values.take(pa.array(entries))
+    distinct = pc.unique(found)
+    if len(distinct) > _COMPACT_MAX:
+        return None
+    return found, distinct.take(pc.sort_indices(distinct))
+
+
+def _dictionaries(np: Any, chunks: list[Any]) -> tuple[list[Any], list[_Chunk], int]:
+    """All chunks' dictionaries end to end (a dictionary shared by neighbours once), each chunk's
+    indices with where its dictionary begins among them, and the number of entries."""
     dicts: list[Any] = []
     parts: list[_Chunk] = []
     total = 0
@@ -200,35 +261,19 @@ def _compact(s: Streams, path: str, chunks: list[Any]) -> bool:
             dicts.append(d)
             total += len(d)
         parts.append(_Chunk(np, chunk, total - len(d)))
-    if _many_values(pa, pc, chunks[0], parts[0]):
-        return False
-    values = dicts[0] if len(dicts) == 1 else pa.concat_arrays(dicts)
+    return dicts, parts, total
+
+
+def _used(np: Any, parts: list[_Chunk], total: int) -> Any:
+    """Which of the ``total`` dictionary entries some valid slot of a chunk refers to; None if an
+    index is out of range."""
     used = np.zeros(total, dtype=np.bool_)
     for part in parts:
         u = part.used(np)
         if u is None:
-            return False
+            return None
         used[part.base:part.base + part.k] |= u
-    entry_valid = np.asarray(values.is_valid()) if values.null_count else None
-    if entry_valid is not None:
-        used &= entry_valid  # a null entry decodes to null: it is no value
-    entries = np.flatnonzero(used)
-    if len(entries) > 2 * _COMPACT_MAX and len(pc.unique(
-            values.take(pa.array(entries[:2 * _COMPACT_MAX])))) > _COMPACT_MAX:
-        return False  # a cheap proof that there are too many values
-    # The distinct values, sorted (hashing, then sorting only the distinct ones: a dictionary
-    # may repeat a few values many times).
-    found = values.take(pa.array(entries))
-    distinct = pc.unique(found)
-    if len(distinct) > _COMPACT_MAX:
-        return False
-    distinct = distinct.take(pc.sort_indices(distinct))
-    lookup = np.zeros(total, dtype=np.uint8 if len(distinct) <= 256 else np.uint16)
-    lookup[entries] = np.asarray(pc.index_in(found, value_set=distinct))  # entry -> position
-    for part in parts:
-        _compact_chunk(s, path, np, part, lookup[part.base:part.base + part.k], entry_valid)
-    walk(s, path + "/k", distinct)
-    return True
+    return used
 
 
 def _compact_chunk(s: Streams, path: str, np: Any, part: _Chunk, lookup: Any,
@@ -239,8 +284,25 @@ def _compact_chunk(s: Streams, path: str, np: Any, part: _Chunk, lookup: Any,
     s.count(path + "/n", n)
     if not n:
         return
+    valid = _chunk_validity(s.bitstream(path + "/v"), np, part, entry_valid)
+    if valid is None and np.array_equal(lookup, np.arange(part.k)):
+        # Already the positions (a sorted dictionary of used values): only narrowed, if at all.
+        s.update(path + "/c", z if z.itemsize == lookup.itemsize else z.astype(lookup.dtype))
+        return
+    # (An empty dictionary: every slot is null.)
+    ids = np.take(lookup, z) if part.k else np.zeros(n, dtype=lookup.dtype)
+    if valid is not None:
+        np.multiply(ids, valid, out=ids, casting="unsafe")  # null slots as 0
+    s.update(path + "/c", ids)
+
+
+def _chunk_validity(vstream: Any, np: Any, part: _Chunk, entry_valid: Any) -> Any:
+    """Feed the chunk's decoded validity to ``vstream`` (a slot is valid when its index is and
+    the entry it refers to is not null); the slots' validity (as the indices give it when no
+    entry is null), or None when every slot is valid."""
+    z = part.index
+    n = len(z)
     valid = part.valid
-    vstream = s.bitstream(path + "/v")
     if entry_valid is not None:
         refers = entry_valid[part.base:part.base + part.k][z]
         valid = refers if valid is None else refers & valid.view(np.bool_)
@@ -252,15 +314,7 @@ def _compact_chunk(s: Streams, path: str, np: Any, part: _Chunk, lookup: Any,
         vstream.add_bitmap(part.bitmap[0], part.bitmap[1], n, part.nulls)
     if valid is None:
         vstream.add_ones(n, lazy=True)
-    if valid is None and np.array_equal(lookup, np.arange(part.k)):
-        # Already the positions (a sorted dictionary of used values): only narrowed, if at all.
-        s.update(path + "/c", z if z.itemsize == lookup.itemsize else z.astype(lookup.dtype))
-        return
-    # (An empty dictionary: every slot is null.)
-    ids = np.take(lookup, z) if part.k else np.zeros(n, dtype=lookup.dtype)
-    if valid is not None:
-        np.multiply(ids, valid, out=ids, casting="unsafe")  # null slots as 0
-    s.update(path + "/c", ids)
+    return valid
 
 
 def _content(chunks: Any) -> tuple[Any, ...]:

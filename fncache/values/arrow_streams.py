@@ -192,16 +192,25 @@ def _normalise(pa: Any, arr: Any) -> Any:
             import pyarrow.compute as pc
 
             arr = pc.run_end_decode(arr)
-        elif t == pa.string_view() and speedups is None:
-            arr = arr.cast(pa.large_string())
-        elif t == pa.binary_view() and speedups is None:
-            arr = arr.cast(pa.large_binary())
-        elif isinstance(t, pa.LargeListViewType):
-            arr = arr.cast(pa.large_list(t.value_field))
-        elif isinstance(t, pa.ListViewType):
-            arr = arr.cast(pa.list_(t.value_field))
         else:
-            return arr
+            cast = _without_views(pa, t, arr)
+            if cast is None:
+                return arr
+            arr = cast
+
+
+def _without_views(pa: Any, t: Any, arr: Any) -> Any:
+    """A view-layout array cast to the plain layout of its values (string and binary views only
+    without the speedups kernel, which walks them); None for any other array."""
+    if t == pa.string_view() and speedups is None:
+        return arr.cast(pa.large_string())
+    if t == pa.binary_view() and speedups is None:
+        return arr.cast(pa.large_binary())
+    if isinstance(t, pa.LargeListViewType):
+        return arr.cast(pa.large_list(t.value_field))
+    if isinstance(t, pa.ListViewType):
+        return arr.cast(pa.list_(t.value_field))
+    return None
 
 
 def _unpack(np: Any, buf: Any, off: int, n: int) -> Any:
@@ -466,8 +475,7 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     if isinstance(t, (pa.StructType, pa.FixedSizeListType, pa.ListType, pa.LargeListType, pa.MapType)):
         _nested(s, path, pa, np, arr, nulls, valid)
         return
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
-            or pa.types.is_large_binary(t):
+    if _is_binary(pa, t):
         _binary(s, path, pa, np, arr, valid)
         return
     if t == pa.string_view() or t == pa.binary_view():  # (cast by _normalise without the kernel)
@@ -476,20 +484,37 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     if t == pa.bool_():
         _bools(s, path, np, arr, valid)
         return
+    width = _byte_width(t)
+    if width:
+        _fixed(s, path + "/d", np, arr, width, valid)
+        return
+    _python_values(s, path, pa, np, arr)
+
+
+def _is_binary(pa: Any, t: Any) -> bool:
+    """Whether ``t`` is a string or binary type with offsets (not a view)."""
+    return bool(pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
+                or pa.types.is_large_binary(t))
+
+
+def _byte_width(t: Any) -> int:
+    """The bytes per value of a fixed-width type of whole bytes; 0 for any other type."""
     try:
         width = t.bit_width
     except ValueError:
-        width = 0
-    if width and width % 8 == 0:
-        _fixed(s, path + "/d", np, arr, width // 8, valid)
-        return
-    # Unions and anything unknown: element by element, through their Python values (and, for a
-    # union, which child each value comes from: 1 as int8 and 1 as int64 are different values).
+        return 0
+    return width // 8 if width and width % 8 == 0 else 0
+
+
+def _python_values(s: Streams, path: str, pa: Any, np: Any, arr: Any) -> None:
+    """Unions and anything unknown: element by element, through their Python values (and, for a
+    union, which child each value comes from: 1 as int8 and 1 as int64 are different values)."""
     from fncache.values.registry import value_digest as digest
 
-    if isinstance(t, pa.UnionType):
+    if isinstance(arr.type, pa.UnionType):
         # (``UnionArray.type_codes`` ignores a slice's offset: read the buffer.)
-        s.update(path + "/t", np.frombuffer(arr.buffers()[1], np.int8, count=n, offset=arr.offset))
+        s.update(path + "/t", np.frombuffer(arr.buffers()[1], np.int8, count=len(arr),
+                                            offset=arr.offset))
 
     for value in arr.to_pylist():
         s.update(path + "/py", digest(value))

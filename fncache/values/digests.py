@@ -92,23 +92,35 @@ def file_digest(path: str, st: os.stat_result | None = None) -> bytes:
     found = _table.get(path)
     if found is not None and found[0] == sig:
         return found[1]
+    return _digest_afresh(path, st, sig)
+
+
+def _digest_afresh(path: str, st: os.stat_result, sig: Signature) -> bytes:
+    """The digest of a file this process has no digest of for its signature ``sig``: from the
+    store's records for a large settled file, else read; kept for next time once settled (a file
+    modified in the last two seconds may change again within its timestamps' resolution)."""
     settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS
     records = RECORDS.get() if settled and st.st_size >= RECORD_MIN_BYTES else None
     if records is not None and (d := records.get(path, sig)) is not None:
         with _lock:
             _table[path] = (sig, d)
         return d
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    d = h.digest()
+    d = _read_digest(path)
     if settled:
         with _lock:
             _table[path] = (sig, d)
         if records is not None:
             records.put(path, sig, d)
     return d
+
+
+def _read_digest(path: str) -> bytes:
+    """xxh3-128 of the file's bytes, read in chunks."""
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.digest()
 
 
 def tree_files(root: str, follow: bool = False) -> list[tuple[str, str, os.stat_result]]:

@@ -281,14 +281,25 @@ def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any
         return entry.handler
     if callable(getattr(t, "__fncache_token__", None)):
         return _fncache_token_token
-    if issubclass(t, io.IOBase) and not issubclass(t, (io.BytesIO, io.StringIO)):
+    if _is_stream(t):
         return _stream_token  # an open file: refused, reading it would consume it (see files)
     found = None if entry is None else entry.handler
-    if t is not types.MethodType and any("__call__" in vars(c) for c in t.__mro__):
+    if _defines_call(t):
         return _wrapper_handler(found)
     if found is None and _default_reduce(t):
         return _instance_token
     return found
+
+
+def _is_stream(t: type) -> bool:
+    """Whether ``t`` is an I/O stream other than the in-memory ``BytesIO`` and ``StringIO``."""
+    return issubclass(t, io.IOBase) and not issubclass(t, (io.BytesIO, io.StringIO))
+
+
+def _defines_call(t: type) -> bool:
+    """Whether ``t`` or a class it inherits from defines ``__call__`` (a bound method's type aside):
+    its instances may wrap user code."""
+    return t is not types.MethodType and any("__call__" in vars(c) for c in t.__mro__)
 
 
 def _register_builtins() -> None:

@@ -61,14 +61,7 @@ def tensor_token(t: Any) -> Any:
     state = _state(torch, t)
     masked = sys.modules.get("torch.masked")
     if masked is not None and isinstance(t, masked.MaskedTensor):
-        # Its data and mask live in its __dict__: keyed below, with the masked-out data zeroed.
-        if isinstance(state, dict):
-            state = {k: v for k, v in state.items() if k not in ("_masked_data", "_masked_mask")}
-        head = (kind, bool(t.requires_grad), state)
-        data, mask = t.get_data(), t.get_mask()
-        if data.layout is torch.strided:
-            data = data.masked_fill(~mask, 0)
-        return (*head, "masked", tensor_token(mask), tensor_token(data))
+        return _masked_token(torch, t, kind, state)
     head = (kind, bool(t.requires_grad), state)
     if t.is_nested:
         return (*head, "nested", str(t.layout), str(t.dtype),
@@ -76,14 +69,7 @@ def tensor_token(t: Any) -> Any:
     if t.device.type == "meta":
         return (*head, "meta", str(t.dtype), tuple(t.shape), str(t.layout))
     if t.is_quantized:
-        scheme = t.qscheme()
-        if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric):
-            params: Any = (float(t.q_scale()), int(t.q_zero_point()))
-        else:
-            params = (_strided(torch, t.q_per_channel_scales()),
-                      _strided(torch, t.q_per_channel_zero_points()), int(t.q_per_channel_axis()))
-        return (*head, "quantized", str(t.dtype), str(scheme), params,
-                _strided(torch, t.int_repr()))
+        return (*head, *_quantized_token(torch, t))
     if t.layout is torch.sparse_coo:
         c = t.detach().coalesce()
         return (*head, "sparse_coo", str(t.dtype), tuple(t.shape),
@@ -91,6 +77,30 @@ def tensor_token(t: Any) -> Any:
     if t.layout is torch.strided:
         return (*head, "strided", *_strided(torch, t))
     return NotImplemented
+
+
+def _masked_token(torch: Any, t: Any, kind: Any, state: Any) -> Any:
+    """A ``MaskedTensor``: its mask and its data with the masked-out elements zeroed."""
+    # Its data and mask live in its __dict__: keyed here, not as part of its state.
+    if isinstance(state, dict):
+        state = {k: v for k, v in state.items() if k not in ("_masked_data", "_masked_mask")}
+    head = (kind, bool(t.requires_grad), state)
+    data, mask = t.get_data(), t.get_mask()
+    if data.layout is torch.strided:
+        data = data.masked_fill(~mask, 0)
+    return (*head, "masked", tensor_token(mask), tensor_token(data))
+
+
+def _quantized_token(torch: Any, t: Any) -> tuple[Any, ...]:
+    """The parts of a quantized tensor's token after its head: scheme, its parameters (per tensor
+    or per channel) and the integer representation."""
+    scheme = t.qscheme()
+    if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        params: Any = (float(t.q_scale()), int(t.q_zero_point()))
+    else:
+        params = (_strided(torch, t.q_per_channel_scales()),
+                  _strided(torch, t.q_per_channel_zero_points()), int(t.q_per_channel_axis()))
+    return ("quantized", str(t.dtype), str(scheme), params, _strided(torch, t.int_repr()))
 
 
 @register_lazy("torch")
