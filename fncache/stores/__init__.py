@@ -286,27 +286,40 @@ def open_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None = No
     and ``cooldown``.
     """
     if isinstance(store, Store):
-        if options:
-            raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
+        _refuse_options(options)
         return store
     if store is None:
         store = default_store()
     tiers = split_tiers(store)
-    if tiers is not None:
-        if any(isinstance(t, Store) for t in tiers):
-            from fncache.stores.tiered import TieredStore
+    if tiers is not None and any(isinstance(t, Store) for t in tiers):
+        from fncache.stores.tiered import TieredStore
 
-            return TieredStore(tiers, **options)
+        return TieredStore(tiers, **options)
+    return _shared(_url_of(store, tiers), options, tiers is not None)
+
+
+def _refuse_options(options: dict[str, Any]) -> None:
+    """Options come with a URL or path only: a :class:`Store` object is already configured."""
+    if options:
+        raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
+
+
+def _url_of(store: Any, tiers: list[Any] | None) -> str:
+    """The normalized URL of a path or URL, or of ``tiers`` of them, joined by commas."""
+    if tiers is not None:
         if not all(isinstance(t, (str, os.PathLike)) for t in tiers):
             raise ConfigError("store: each tier is a path, a URL or a Store")
-        url = ",".join(_normalize(t) for t in tiers)
-    elif isinstance(store, (str, os.PathLike)):
-        url = _normalize(store)
-    else:
-        raise ConfigError(
-            f"store: expected a path, a URL or a Store, got {type(store).__name__}"
-        )
-    tiered = tiers is not None
+        return ",".join(_normalize(t) for t in tiers)
+    if isinstance(store, (str, os.PathLike)):
+        return _normalize(store)
+    raise ConfigError(
+        f"store: expected a path, a URL or a Store, got {type(store).__name__}"
+    )
+
+
+def _shared(url: str, options: dict[str, Any], tiered: bool) -> Store:
+    """The store already opened in this process with ``url`` and ``options``, else a new one,
+    kept for the next (options that cannot be hashed: always a new one)."""
     ident = (url, tiered, _freeze(options))
     try:
         hash(ident)
@@ -327,20 +340,12 @@ def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
     connecting (connections are lazy). A disk store is not opened (that would create its directory);
     its option names are checked against the settings diskcache takes.
     """
-    if isinstance(store, Store) or (store is None and not options):
-        if isinstance(store, Store) and options:
-            raise ConfigError("store_options: only valid when store is a URL or path, not a Store object")
+    if isinstance(store, Store):
+        _refuse_options(options)
         return
     if store is None:
-        # The store named by the environment is not the code's to answer for: a malformed
-        # $FNCACHE_STORE is a store failure at the first call (a logged miss, or StoreError with
-        # on_store_error="raise"), as an unreachable one is, not an error of every decoration.
-        # Options given in code are still checked now (their errors do not start "store:").
-        try:
-            check_store(default_store(), options)
-        except ConfigError as e:
-            if not str(e).startswith("store:"):
-                raise
+        if options:
+            _check_default_store(options)
         return
     if split_tiers(store) is not None:
         open_store(store, **options)  # opens each tier's configuration; nothing connects or is created
@@ -353,6 +358,26 @@ def check_store(store: str | os.PathLike[str] | Store | Sequence[Any] | None,
     if _scheme(url) != "file":
         open_store(url, **options)
         return
+    _check_disk_options(options)
+
+
+def _check_default_store(options: dict[str, Any]) -> None:
+    """Check options given in code for the store the environment names.
+
+    That store is not the code's to answer for: a malformed $FNCACHE_STORE is a store failure at
+    the first call (a logged miss, or StoreError with on_store_error="raise"), as an unreachable
+    one is, not an error of every decoration. Options given in code are still checked now (their
+    errors do not start "store:").
+    """
+    try:
+        check_store(default_store(), options)
+    except ConfigError as e:
+        if not str(e).startswith("store:"):
+            raise
+
+
+def _check_disk_options(options: dict[str, Any]) -> None:
+    """A disk store's options: ``size_limit``, ``timeout``, diskcache's settings, ``disk_*``."""
     import diskcache
 
     from fncache.stores.disk import check_size_limit

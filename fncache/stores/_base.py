@@ -193,16 +193,10 @@ def entry_info(
     """
     if not isinstance(meta, dict):
         meta, damaged = {}, True
-    claimed = meta.get("created")
-    when = _finite(claimed)
-    if claimed is not None and when is None:
-        damaged = True
-    function = meta.get("function")
-    if function is not None and not isinstance(function, str):
-        damaged = True
-    if damaged:
+    when = _finite(meta.get("created"))
+    if damaged or _wrong_types(meta, when):
         # Unknown, so counted as oldest: `clear --older-than` and `prune` remove damage first.
-        meta, when, created = {}, None, None
+        meta, when, created, damaged = {}, None, None, True
     return EntryInfo(
         key=key,
         size=max(int(size), 0),
@@ -210,8 +204,21 @@ def entry_info(
         accessed=_finite(accessed),
         meta=meta,
         damaged=damaged,
-        uses=uses if type(uses) is int and 0 <= uses < 2**53 else None,
+        uses=_count(uses),
     )
+
+
+def _wrong_types(meta: dict[str, Any], when: float | None) -> bool:
+    """Whether metadata claims a creation time that is not a finite time (``when``), or a
+    function name that is not a string."""
+    claimed, function = meta.get("created"), meta.get("function")
+    return (claimed is not None and when is None) or (
+        function is not None and not isinstance(function, str))
+
+
+def _count(uses: Any) -> int | None:
+    """A number of uses if it is one (an int from 0 below 2**53), else None."""
+    return uses if type(uses) is int and 0 <= uses < 2**53 else None
 
 
 class Use(NamedTuple):

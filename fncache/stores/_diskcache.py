@@ -60,22 +60,39 @@ def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     The last use is ``access_time`` once a use was recorded (``access_count > 0``, see
     :meth:`Diskcache.record_uses`) or where diskcache's LRU policy records every read."""
     _, key, size, value, store_time, access_time, access_count, raw = row
-    count = access_count if type(access_count) is int and access_count > 0 else None
-    tracks_reads = tracks_reads or count is not None
+    count = _use_count(access_count)
     meta, problem = parse_row_meta(raw, store_time)
     if not isinstance(key, str):
         key, problem = "", problem or "key is not text"
+    stored = _stored_bytes(size, value)
+    accessed = _number(access_time) if tracks_reads or count is not None else None
+    if problem is not None:
+        return _damaged(key, stored, store_time, accessed, problem, count)
+    return EntryInfo(key=key, size=int(meta.get("size") or stored),
+                     created=_number(meta.get("created")) or _number(store_time) or 0.0,
+                     accessed=accessed or None, meta=meta, uses=count)
+
+
+def _damaged(key: str, stored: int, store_time: Any, accessed: float | None, problem: str,
+             count: int | None) -> EntryInfo:
+    """A row whose metadata is damaged, listed with ``meta == {"damaged": problem}`` and the times
+    and size the row itself holds."""
+    return EntryInfo(key=key, size=stored, created=_number(store_time) or 0.0,
+                     accessed=accessed or None, meta={"damaged": problem}, damaged=True,
+                     uses=count)
+
+
+def _use_count(access_count: Any) -> int | None:
+    """The uses recorded in a row's ``access_count``, or None if none was recorded."""
+    return access_count if type(access_count) is int and access_count > 0 else None
+
+
+def _stored_bytes(size: Any, value: Any) -> int:
+    """The bytes a row stores: its size column (file-backed values), else its inline value's."""
     stored = _number(size)
     if not stored and isinstance(value, bytes):
         stored = len(value)
-    accessed = _number(access_time) if tracks_reads else None
-    if problem is not None:
-        return EntryInfo(key=key, size=int(stored or 0), created=_number(store_time) or 0.0,
-                         accessed=accessed or None, meta={"damaged": problem}, damaged=True,
-                         uses=count)
-    return EntryInfo(key=key, size=int(meta.get("size") or stored or 0),
-                     created=_number(meta.get("created")) or _number(store_time) or 0.0,
-                     accessed=accessed or None, meta=meta, uses=count)
+    return int(stored or 0)
 
 
 def parse_row_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:

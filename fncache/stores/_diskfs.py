@@ -142,36 +142,46 @@ class ValueFiles:
         for attempt in range(20):
             hex_name = os.urandom(16).hex()
             name = f"{hex_name[:2]}/{hex_name[2:4]}/{hex_name[4:]}.val"
-            top = os.path.join(self.directory, hex_name[:2])
-            sub = os.path.join(top, hex_name[2:4])
-            # Each level is created, then checked to be a real directory before anything is made
-            # in it: mkdir through a planted symlink would create directories elsewhere.
-            for d in (top, sub):
-                try:
-                    os.mkdir(d, 0o700)
-                except (FileExistsError, FileNotFoundError):
-                    pass  # exists (checked next), or a cleanup raced us (retried below)
-                if os.path.lexists(d) and not _plain_dir(d):
-                    refused = f"{d} is not a directory"
-                    break
-            else:
-                try:
-                    fd = os.open(self.path(name), _CREATE_FLAGS, 0o600)
-                    if fcntl is not None:
-                        # Held until the file is published or given up (see abandoned()): the
-                        # kernel drops it when the writer dies, even by SIGKILL.
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return name, fd
-                except UnsafeFile as e:
-                    refused = str(e)
-                except FileNotFoundError:
-                    # Another process removed the (then empty) directory between the calls:
-                    # empty directories are pruned when their last file goes. Try again.
-                    if attempt == 19:
-                        raise
+            refused = self._make_subdirs(hex_name)
+            if refused is not None:
+                continue
+            try:
+                return name, self._create(name)
+            except UnsafeFile as e:
+                refused = str(e)
+            except FileNotFoundError:
+                # Another process removed the (then empty) directory between the calls:
+                # empty directories are pruned when their last file goes. Try again.
+                if attempt == 19:
+                    raise
         msg = f"no safe place for a value file in {self.directory}: {refused}"
         log.warning("%s", msg)
         raise OSError(errno.EPERM, msg)
+
+    def _make_subdirs(self, hex_name: str) -> str | None:
+        """Make the two directory levels of a value file named ``hex_name``; why not, if a level
+        is not a real directory (then nothing is made in it)."""
+        top = os.path.join(self.directory, hex_name[:2])
+        sub = os.path.join(top, hex_name[2:4])
+        # Each level is created, then checked to be a real directory before anything is made
+        # in it: mkdir through a planted symlink would create directories elsewhere.
+        for d in (top, sub):
+            try:
+                os.mkdir(d, 0o700)
+            except (FileExistsError, FileNotFoundError):
+                pass  # exists (checked next), or a cleanup raced us (retried by the caller)
+            if os.path.lexists(d) and not _plain_dir(d):
+                return f"{d} is not a directory"
+        return None
+
+    def _create(self, name: str) -> int:
+        """A descriptor of the new file ``name`` (mode 0600, never an existing one), locked."""
+        fd = os.open(self.path(name), _CREATE_FLAGS, 0o600)
+        if fcntl is not None:
+            # Held until the file is published or given up (see abandoned()): the kernel drops
+            # it when the writer dies, even by SIGKILL.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
 
     # -- reading ---------------------------------------------------------------------------------
     def open(self, name: object) -> int:
@@ -291,24 +301,27 @@ class ValueFiles:
         named = referenced()
         count = nbytes = 0
         for name, size, old in found:
-            if name in named:
-                continue
-            fd = None if old else self.abandoned(name)
-            if not old and fd is None:
-                continue  # a live writer holds it: being written, or about to be published
-            try:
-                # Its lock is ours now: a writer that published it since the read above did
-                # so before letting go, so the row is seen here.
-                if fd is not None and references(name):
-                    continue
-                if remove and not self.remove(name):
-                    continue
-            finally:
-                if fd is not None:
-                    os.close(fd)
-            count += 1
-            nbytes += size
+            if name not in named and self._take_orphan(name, old, remove, references):
+                count += 1
+                nbytes += size
         return count, nbytes
+
+    def _take_orphan(self, name: str, old: bool, remove: bool,
+                     references: Callable[[str], bool]) -> bool:
+        """Whether the unreferenced file ``name`` is an orphan (removed if ``remove``): if ``old``,
+        whoever holds it; else only once its lock is ours and still no row names it."""
+        fd = None if old else self.abandoned(name)
+        if not old and fd is None:
+            return False  # a live writer holds it: being written, or about to be published
+        try:
+            # Its lock is ours now: a writer that published it since the caller's read did so
+            # before letting go, so the row is seen here.
+            if fd is not None and references(name):
+                return False
+            return not remove or self.remove(name)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 def _plain_dir(path: str) -> bool:

@@ -55,24 +55,36 @@ def read(db: Any, tracks_reads: bool) -> list[FunctionSummary] | None:
     this process cannot write to whose summary needs a rebuild)."""
     if sqlite3.sqlite_version_info < _NEEDS or db.rows(q.ANY_EXPIRED, (time.time(),)):
         return None
-    try:
-        counted, total = db.rows(q.SUMMARY_CHECK, ())[0]
-        rows = db.rows(q.SELECT_SUMMARY, ()) if counted == total else None
-    except sqlite3.OperationalError as e:
-        if "no such" not in str(e):
-            raise
-        rows = None
+    rows = _checked_rows(db)
     if rows is None:
-        try:
-            ensure(db, rebuild=True)
-        except sqlite3.OperationalError as e:  # read-only, busy, or an SQLite without the features
-            log.info("summary of %s not rebuilt (%s); listing the entries instead", db.directory, e)
+        rows = _rebuilt_rows(db)
+        if rows is None:
             return None
-        rows = db.rows(q.SELECT_SUMMARY, ())
     if any(r[11] for r in rows):
         rows = _refresh_stale(db, rows)
     out = [_summary(r, tracks_reads) for r in rows]
     return sorted(out, key=lambda s: (s.function, s.python or "", s.damaged))
+
+
+def _checked_rows(db: Any) -> list[Any] | None:
+    """The summary rows if they count every entry, else None (as when there is no summary)."""
+    try:
+        counted, total = db.rows(q.SUMMARY_CHECK, ())[0]
+        return db.rows(q.SELECT_SUMMARY, ()) if counted == total else None
+    except sqlite3.OperationalError as e:
+        if "no such" not in str(e):
+            raise
+        return None
+
+
+def _rebuilt_rows(db: Any) -> list[Any] | None:
+    """The summary rows after rebuilding it from the entries, or None if it cannot be rebuilt."""
+    try:
+        ensure(db, rebuild=True)
+    except sqlite3.OperationalError as e:  # read-only, busy, or an SQLite without the features
+        log.info("summary of %s not rebuilt (%s); listing the entries instead", db.directory, e)
+        return None
+    return db.rows(q.SELECT_SUMMARY, ())  # type: ignore[no-any-return]
 
 
 def _summary(r: tuple[Any, ...], tracks_reads: bool) -> FunctionSummary:

@@ -46,27 +46,38 @@ def parse_manifest(raw: bytes | None) -> tuple[str, int, int] | None:
     A manifest is untrusted: it must be small, a JSON object with a 32-hex-digit token, a size
     up to 1 TiB and a chunk count that the size and the chunk size allow (at most 65536).
     """
+    manifest = _manifest_object(raw)
+    if manifest is None:
+        return None
+    token, n, size = manifest.get("token"), manifest.get("n"), manifest.get("size")
+    chunk = manifest.get("chunk")  # absent in manifests of fncache 0.1
+    if not (isinstance(token, str) and _TOKEN.fullmatch(token)):
+        return None
+    if type(n) is not int or type(size) is not int or not _valid_counts(n, size, chunk):
+        return None
+    return token, n, size
+
+
+def _manifest_object(raw: bytes | None) -> dict[str, Any] | None:
+    """The JSON object of a small manifest (marked ``CHUNKED``), or ``None``."""
     if not raw or raw[:1] != CHUNKED or len(raw) > MAX_MANIFEST:
         return None
     try:
         manifest = load_json(raw[1:], max_bytes=MAX_MANIFEST)
     except ValueError:
         return None
-    if not isinstance(manifest, dict):
-        return None
-    token, n, size = manifest.get("token"), manifest.get("n"), manifest.get("size")
-    chunk = manifest.get("chunk")  # absent in manifests of fncache 0.1
-    if not (isinstance(token, str) and _TOKEN.fullmatch(token)):
-        return None
-    if type(n) is not int or type(size) is not int or not 0 < size <= _MAX_VALUE:
-        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _valid_counts(n: int, size: int, chunk: Any) -> bool:
+    """Whether a size up to 1 TiB, ``n`` chunks and the chunk size (if given) agree."""
+    if not 0 < size <= _MAX_VALUE:
+        return False
     if not 0 < n <= min(_MAX_CHUNKS, size) or n < -(-size // MAX_CHUNK):
-        return None
-    if chunk is not None and (
-        type(chunk) is not int or not 0 < chunk <= MAX_CHUNK or n != -(-size // chunk)
-    ):
-        return None
-    return token, n, size
+        return False
+    return chunk is None or (
+        type(chunk) is int and 0 < chunk <= MAX_CHUNK and n == -(-size // chunk)
+    )
 
 
 def stored_size(strlen: int, head: bytes, manifest: tuple[str, int, int] | None,

@@ -44,6 +44,22 @@ def check_options(options: dict[str, Any]) -> None:
 def check_s3(url: str, part_size: Any, connect_timeout: Any, read_timeout: Any, timeout: Any,
               retries: Any) -> tuple[str, str]:
     """(bucket, prefix) of an S3 store URL, after checking it and the numeric options."""
+    bucket, prefix = _bucket_prefix(url)
+    if not isinstance(part_size, int) or part_size < 5 * 2**20:
+        raise ConfigError(
+            f"part_size: expected at least 5 MiB (S3's minimum), got {part_size!r}"
+        )
+    _check_seconds("connect_timeout", connect_timeout)
+    _check_seconds("read_timeout", read_timeout)
+    if timeout is not None:
+        _check_seconds("timeout", timeout)
+    if type(retries) is not int or retries < 1:
+        raise ConfigError(f"retries: expected a positive number of attempts, got {retries!r}")
+    return bucket, prefix
+
+
+def _bucket_prefix(url: str) -> tuple[str, str]:
+    """(bucket, prefix) of an ``s3://bucket/prefix`` URL; the error shows the URL redacted."""
     from fncache.stores import redact
 
     if not url.startswith("s3://"):
@@ -51,20 +67,14 @@ def check_s3(url: str, part_size: Any, connect_timeout: Any, read_timeout: Any, 
     bucket, _, prefix = url[len("s3://") :].partition("/")
     if not bucket:
         raise ConfigError(f"store: no bucket in {redact(url)!r}")
-    if not isinstance(part_size, int) or part_size < 5 * 2**20:
-        raise ConfigError(
-            f"part_size: expected at least 5 MiB (S3's minimum), got {part_size!r}"
-        )
-    for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout),
-                        ("timeout", timeout)):
-        if name == "timeout" and value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not 0 < value < float("inf"):
-            raise ConfigError(f"{name}: expected a positive number of seconds, got {value!r}")
-    if type(retries) is not int or retries < 1:
-        raise ConfigError(f"retries: expected a positive number of attempts, got {retries!r}")
     return bucket, prefix
+
+
+def _check_seconds(name: str, value: Any) -> None:
+    """Option ``name`` must be a positive, finite number of seconds (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0 < value < float("inf"):
+        raise ConfigError(f"{name}: expected a positive number of seconds, got {value!r}")
 
 
 def take_secrets(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -55,6 +55,7 @@ from fncache.stores._base import (
     value_size,
 )
 from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache, entry, parse_row_meta
+from fncache.stores._diskdamage import DB_NAME, is_corrupt, quarantine, set_aside_odd_journals
 from fncache.stores._diskfs import (
     UnsafeFile,
     make_private_dirs,
@@ -67,22 +68,13 @@ from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
 from fncache.stores.gitignore import write_gitignore
 
-__all__ = ["COLUMNS", "ORPHAN_GRACE", "DiskStore"]
+__all__ = ["COLUMNS", "DB_NAME", "ORPHAN_GRACE", "DiskStore"]
 
 log = logging.getLogger("fncache")
 
-DB_NAME = "cache.db"
 _LOCK = "l:"
 _LIST_BATCH = 1_000
 _WRITE_CHUNK = 1024 * 1024
-
-
-def _corrupt(e: BaseException) -> bool:
-    """Whether an SQLite error says the database file itself is damaged (not busy, not locked)."""
-    if not isinstance(e, sqlite3.DatabaseError) or isinstance(e, sqlite3.IntegrityError):
-        return False
-    text = str(e)
-    return "not a database" in text or "malformed" in text
 
 
 def _identity(directory: str) -> tuple[int, int, int] | None:
@@ -97,15 +89,6 @@ def _identity(directory: str) -> tuple[int, int, int] | None:
 
 # The identity of each store directory at the last refresh() (see DiskStore.refresh).
 _dir_ids: dict[str, tuple[int, int] | None] = {}
-
-
-def _aside_name(path: str) -> str:
-    """A free name to move a damaged database file aside to: ``PATH.corrupt-<UTC time>[-N]``."""
-    target = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    n = 1
-    while os.path.lexists(target + ("" if n == 1 else f"-{n}")):
-        n += 1
-    return target + ("" if n == 1 else f"-{n}")
 
 
 def check_size_limit(size_limit: Any) -> None:
@@ -165,46 +148,59 @@ class DiskStore(Store):
         return self.db.cache
 
     def _open(self) -> Diskcache:
+        """Open the database (made if need be), moving a damaged or odd ``cache.db`` aside once and
+        retrying while processes that open a new cache at once race on its schema."""
         opts = dict(self.options)
         limit = opts.pop("size_limit", None)
         moved = False
         # Opening waits at most the store's timeout in all (a paused writer must not hang us).
         deadline = time.monotonic() + float(opts.get("timeout", DEFAULT_TIMEOUT))
         for attempt in range(50):
-            db_path = os.path.join(self.directory, DB_NAME)
             found = None
             try:
-                if not os.path.isdir(self.directory):
-                    # 0700: loading a pickle runs code, so nobody else may plant entries here.
-                    make_private_dirs(self.directory)
-                    write_gitignore(self.directory)  # a new cache is not committed by accident
-                try:
-                    found = os.lstat(db_path)
-                except FileNotFoundError:
-                    pass
+                found = self._db_file()
                 if found is not None and not stat.S_ISREG(found.st_mode) and not moved:
                     # A symlink (SQLite would write wherever it points) or a FIFO, a directory.
-                    self._quarantine("not a regular file", found.st_ino)
+                    quarantine(self.directory, "not a regular file", found.st_ino)
                     moved = True
                     continue
-                self._set_aside_odd_journals(db_path)
-                db = Diskcache(self.directory, limit, opts)
-                self._ids = _identity(self.directory)
+                db = self._connect(limit, opts)
                 break
             except sqlite3.Error as e:
-                if _corrupt(e) and not moved:
-                    self._quarantine(str(e), None if found is None else found.st_ino)
+                if is_corrupt(e) and not moved:
+                    quarantine(self.directory, str(e), None if found is None else found.st_ino)
                     moved = True
                     continue
-                # Processes opening a new cache at once race on its schema; diskcache does not
-                # retry that part, so we do.
-                if "locked" not in str(e) or attempt == 49 or time.monotonic() > deadline:
-                    raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
+                self._raise_unless_schema_race(e, attempt, deadline)
                 time.sleep(0.01 * (attempt + 1))
             except OSError as e:
                 raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
         self._warn_if_exposed()
         return db
+
+    def _db_file(self) -> os.stat_result | None:
+        """The ``lstat`` of ``cache.db`` (None if there is none yet), the directory made first."""
+        if not os.path.isdir(self.directory):
+            # 0700: loading a pickle runs code, so nobody else may plant entries here.
+            make_private_dirs(self.directory)
+            write_gitignore(self.directory)  # a new cache is not committed by accident
+        try:
+            return os.lstat(os.path.join(self.directory, DB_NAME))
+        except FileNotFoundError:
+            return None
+
+    def _connect(self, limit: int | None, opts: dict[str, Any]) -> Diskcache:
+        """Open the database itself, odd journal files set aside first; its identity recorded."""
+        set_aside_odd_journals(os.path.join(self.directory, DB_NAME))
+        db = Diskcache(self.directory, limit, opts)
+        self._ids = _identity(self.directory)
+        return db
+
+    def _raise_unless_schema_race(self, e: sqlite3.Error, attempt: int, deadline: float) -> None:
+        """Raise the open's error unless it is a lock held by a process making the schema and
+        attempts and time remain: diskcache does not retry that part, so we do."""
+        if "locked" not in str(e) or attempt == 49 or time.monotonic() > deadline:
+            raise StoreError(f"cannot open cache directory {self.directory!r}: {e}") from e
 
     def _warn_if_exposed(self) -> None:
         if self._warned_exposed or os.environ.get("FNCACHE_SECRET"):
@@ -217,61 +213,16 @@ class DiskStore(Store):
                 "others or not yours): anyone there can plant entries that run code when loaded; "
                 "make it private or set a secret (FNCACHE_SECRET)", self.directory, exposed[0])
 
-    def _quarantine(self, reason: str, inode: int | None) -> None:
-        """Move a damaged ``cache.db`` (and its WAL files) aside; a fresh one is created next.
-
-        Only if the file there is still the one found damaged (``inode``): another process may have
-        moved it and started a fresh database already. Never deletes: the user decides.
-        """
-        path = os.path.join(self.directory, DB_NAME)
-        try:
-            if inode is not None and os.lstat(path).st_ino != inode:
-                return
-        except FileNotFoundError:
-            return
-        target = _aside_name(path)
-        try:
-            os.rename(path, target)
-        except FileNotFoundError:
-            return
-        for suffix in ("-wal", "-shm"):
-            try:
-                os.rename(path + suffix, target + suffix)
-            except OSError:
-                pass
-        log.warning("cache database %s is damaged (%s); moved it aside to %s and started a fresh "
-                    "one", path, reason, os.path.basename(target))
-
-    def _set_aside_odd_journals(self, db_path: str) -> None:
-        """Move a ``cache.db-wal`` or ``-shm`` that is not a regular file (a symlink SQLite would
-        write through, a directory or FIFO on which every open fails) aside, as ``cache.db`` is;
-        the database itself is kept (such a file held none of its data) and SQLite makes a new one.
-        """
-        for suffix in ("-wal", "-shm"):
-            path = db_path + suffix
-            try:
-                if stat.S_ISREG(os.lstat(path).st_mode):
-                    continue
-            except FileNotFoundError:
-                continue
-            target = _aside_name(path)
-            try:
-                os.rename(path, target)
-            except FileNotFoundError:
-                continue  # another process did it
-            log.warning("cache database file %s is not a regular file; moved it aside to %s",
-                        path, os.path.basename(target))
-
     def _guard(self, what: str, fn: Any, *args: Any) -> Any:
         for attempt in (0, 1):
             try:
                 return fn(*args)
             except (OSError, sqlite3.Error) as e:
-                if _corrupt(e) and attempt == 0:
+                if is_corrupt(e) and attempt == 0:
                     # The database broke under us: move it aside once and retry on a fresh one.
                     ids = self._ids
                     self.close()
-                    self._quarantine(str(e), None if ids is None else ids[2])
+                    quarantine(self.directory, str(e), None if ids is None else ids[2])
                     continue
                 if isinstance(e, sqlite3.Error) or getattr(e, "errno", None) in (
                     errno.ENOENT,
@@ -421,13 +372,8 @@ class DiskStore(Store):
 
     def _put(self, key: str, value: Any, meta: dict[str, Any], expire: float | None,
              create_only: bool) -> bool:
-        if self._db is not None and _identity(self.directory) != self._ids:
-            # The directory (or its database) was deleted or replaced under us. SQLite would keep
-            # writing to the unlinked database without an error and every result would silently
-            # be lost: start a fresh store at the path instead. (Reads are not checked: a stat per
-            # hit would cost more than serving a still-valid entry from the old file for a while.)
-            log.warning("cache directory %s was removed or replaced; reopening it", self.directory)
-            self.close()
+        """Write one entry: its value file first (if large), then its row in one transaction."""
+        self._reopen_if_replaced()
         db = self.db
         tag = meta.get("function") or None
         size = value_size(value)
@@ -436,22 +382,12 @@ class DiskStore(Store):
         )
         now_ = time.time()
         expire_time = None if expire is None else now_ + expire
-        fd = None
-        if size < db.min_file_size:
-            mode, filename, db_value = MODE_RAW, None, sqlite3.Binary(join_parts(value))
-            size = 0  # as diskcache: its size column counts file-backed bytes only
-        else:
-            filename, fd = self._write_file(db, value)
-            mode, db_value = MODE_BINARY, None
-        # Removing expired rows is housekeeping (readers never see them): writes that use expiry
-        # or a size limit do it every time, others every fourth time.
-        self._writes += 1
-        cull = self._size_limited or expire is not None or self._writes % 4 == 0
+        mode, filename, db_value, fd, size = self._stored_value(db, value, size)
         try:
             # diskcache's transaction (BEGIN IMMEDIATE, retried while the database is busy) and its
             # cull of expired rows, as Cache.add does; files of replaced rows go after COMMIT.
             row = (now_, expire_time, tag, size, mode, filename, db_value, raw_meta)
-            if not db.put(key, row, create_only, cull):
+            if not db.put(key, row, create_only, self._cull_now(expire)):
                 return False
         except BaseException:
             if filename is not None:
@@ -461,6 +397,32 @@ class DiskStore(Store):
             if fd is not None:
                 os.close(fd)  # its write lock: held until published or removed (see _orphans)
         return True
+
+    def _reopen_if_replaced(self) -> None:
+        """Close the database if the directory (or its database) was deleted or replaced."""
+        if self._db is not None and _identity(self.directory) != self._ids:
+            # SQLite would keep writing to the unlinked database without an error and every result
+            # would silently be lost: start a fresh store at the path instead. (Reads are not
+            # checked: a stat per hit would cost more than serving a still-valid entry from the
+            # old file for a while.)
+            log.warning("cache directory %s was removed or replaced; reopening it", self.directory)
+            self.close()
+
+    def _stored_value(self, db: Diskcache, value: Any, size: int
+                      ) -> tuple[int, str | None, Any, int | None, int]:
+        """(mode, filename, value column, open value file, size column) of a value: inline bytes
+        under the file size, else a new value file, written and still locked."""
+        if size < db.min_file_size:
+            # size 0, as diskcache: its size column counts file-backed bytes only
+            return MODE_RAW, None, sqlite3.Binary(join_parts(value)), None, 0
+        filename, fd = self._write_file(db, value)
+        return MODE_BINARY, filename, None, fd, size
+
+    def _cull_now(self, expire: float | None) -> bool:
+        """Whether this write removes expired rows too: housekeeping (readers never see them),
+        done by every write that uses expiry or a size limit, by every fourth of the others."""
+        self._writes += 1
+        return self._size_limited or expire is not None or self._writes % 4 == 0
 
     @staticmethod
     def _write_file(db: Diskcache, value: Any) -> tuple[str, int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fncache._errors import ConfigError
 from fncache.stores._base import EntryInfo, Store
@@ -60,6 +60,32 @@ def python_of(store: Store, info: EntryInfo) -> str | None:
     return EntryInfo(info.key, 0, 0.0, None, store.get_meta(info.key)).python
 
 
+def _given(name: str, value: float | None) -> float | None:
+    """``value`` checked as option ``name`` (a non-negative number), or None if not given."""
+    return None if value is None else _bound(name, value)
+
+
+def _ago(name: str, seconds: float | None, t: float) -> float | None:
+    """The time ``seconds`` (option ``name``) before ``t``, or None if not given."""
+    given = _given(name, seconds)
+    return None if given is None else t - given
+
+
+def _tests(store: Store, function: str | None, python: str | None, cutoff: float | None,
+           idle: float | None, limit: float | None) -> list[Callable[[EntryInfo], bool]]:
+    """One test per filter given, in order: the Python version last (it may read metadata)."""
+    tests: list[Callable[[EntryInfo], bool]] = [lambda e: matches(e, function)]
+    if cutoff is not None:
+        tests.append(lambda e: e.created < cutoff)
+    if idle is not None:
+        tests.append(lambda e: last_active(e) < idle)
+    if limit is not None:
+        tests.append(lambda e: e.size > limit)
+    if python is not None:
+        tests.append(lambda e: python_of(store, e) == python)
+    return tests
+
+
 def select(
     store: Store,
     *,
@@ -76,17 +102,12 @@ def select(
     is unknown (metadata lost) count as oldest.
     ``entries`` replaces the store's listing (e.g. wrapped in a progress display)."""
     t = time.time()
-    cutoff = None if older_than is None else t - _bound("older_than", older_than)
-    idle = None if unused_for is None else t - _bound("unused_for", unused_for)
-    limit = None if larger_than is None else _bound("larger_than", larger_than)
-    return [
-        e for e in list(store.listing() if entries is None else entries)
-        if matches(e, function)
-        and (cutoff is None or e.created < cutoff)
-        and (idle is None or last_active(e) < idle)
-        and (limit is None or e.size > limit)
-        and (python is None or python_of(store, e) == python)
-    ]
+    cutoff = _ago("older_than", older_than, t)
+    idle = _ago("unused_for", unused_for, t)
+    limit = _given("larger_than", larger_than)
+    tests = _tests(store, function, python, cutoff, idle, limit)
+    return [e for e in list(store.listing() if entries is None else entries)
+            if all(test(e) for test in tests)]
 
 
 def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: float | None = None,
@@ -98,14 +119,21 @@ def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: floa
     all), as many as it takes to bring the stored bytes down to ``max_bytes`` and the number of
     entries down to ``max_items``. Entries in use are kept longest: the last use counts where the
     store has usage records. Decided on the entries as listed, never on a summary."""
-    limit = None if max_bytes is None else _bound("max_size", max_bytes)
+    limit = _given("max_size", max_bytes)
     items = None if max_items is None else int(_bound("max_items", max_items))
-    idle = None if older_than is None else time.time() - _bound("older_than", older_than)
+    idle = _ago("older_than", older_than, time.time())
     listed = sorted(store.listing() if entries is None else entries,
                     key=lambda e: (not e.damaged, last_active(e), e.created, e.key))
     out = [e for e in listed if idle is not None and last_active(e) < idle]
     if limit is None and items is None:
         return out
+    return _add_to_limits(listed, out, limit, items)
+
+
+def _add_to_limits(listed: list[EntryInfo], out: list[EntryInfo], limit: float | None,
+                   items: int | None) -> list[EntryInfo]:
+    """``out`` and, in ``listed``'s order, the entries it takes to bring the bytes kept down to
+    ``limit`` and the entries kept down to ``items``."""
     total = sum(e.size for e in listed) - sum(e.size for e in out)
     count = len(listed) - len(out)
     doomed = {id(e) for e in out}

@@ -133,6 +133,15 @@ def _function(meta: dict[str, Any]) -> str:
 
 
 
+def _filed_meta(raw: Any, metadata: Any) -> dict[str, Any]:
+    """The metadata object ``raw`` parsed, if it is at most 1 MiB and names the function of the
+    group its value is filed under (``metadata``), else ``{}`` (damage, as in listings)."""
+    meta = (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
+    if meta and group_of(_function(meta)) != (metadata or {}).get(_GROUP_META):
+        return {}
+    return meta
+
+
 class S3Store(Store):
     """A store under ``s3://bucket/prefix``; see the module documentation."""
 
@@ -360,22 +369,31 @@ class S3Store(Store):
         one ranged GET: nothing over 1 MiB is fetched. Metadata naming another function than the
         group it is filed under is damage (``{}``), as in :meth:`entries`."""
         with self._guard("lookup"):
-            head = self._head(self._value_path(key))
-            metadata = None if head is None else head.get("Metadata")
-            path = None if head is None or self._expired(metadata) \
-                else self._meta_path_of(key, metadata)
+            path, metadata = self._meta_path_for(key)
             if path is None:
                 return {}
-            try:
-                raw = self._call("cat_file", path, start=0, end=MAX_JSON_BYTES + 1)
-            except FileNotFoundError as e:
-                if is_missing_key(e):
-                    return {}
-                raise
-        meta = (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
-        if meta and group_of(_function(meta)) != (metadata or {}).get(_GROUP_META):
-            return {}
-        return meta
+            raw = self._fetch_meta(path)
+            if raw is None:
+                return {}
+        return _filed_meta(raw, metadata)
+
+    def _meta_path_for(self, key: str) -> tuple[str | None, Any]:
+        """(the path of an entry's metadata object, its value's S3 metadata) from one HEAD of the
+        value; no path if the value is missing or expired."""
+        head = self._head(self._value_path(key))
+        metadata = None if head is None else head.get("Metadata")
+        if head is None or self._expired(metadata):
+            return None, metadata
+        return self._meta_path_of(key, metadata), metadata
+
+    def _fetch_meta(self, path: str) -> Any:
+        """The first MiB (and a byte) of a metadata object, or None if it is missing."""
+        try:
+            return self._call("cat_file", path, start=0, end=MAX_JSON_BYTES + 1)
+        except FileNotFoundError as e:
+            if is_missing_key(e):
+                return None
+            raise
 
     def listing(self) -> Iterator[EntryInfo]:
         """Every live entry from three paginated listings (values, metadata names, usage objects)

@@ -202,29 +202,37 @@ def _remaining(meta: dict[str, Any]) -> float | None:
 
 def _open_tiers(specs: list[Any], tiers: Any) -> list[Store]:
     """Each tier opened: a :class:`Store` as it is, a path or URL with its options (``tiers``)."""
-    from fncache.stores import open_store
-
     if len(specs) < 2:
         raise ConfigError(f"store: a tiered store needs two or more tiers, got {specs!r}")
+    tiers = _tier_options(specs, tiers)
+    return [_open_tier(spec, options, nearest=i == 0)
+            for i, (spec, options) in enumerate(zip(specs, tiers, strict=True))]
+
+
+def _tier_options(specs: list[Any], tiers: Any) -> list[dict[str, Any]]:
+    """``tiers`` checked: one dict of options per tier (none given: empty ones)."""
     if tiers is None:
-        tiers = [{} for _ in specs]
+        return [{} for _ in specs]
     if not isinstance(tiers, (list, tuple)) or len(tiers) != len(specs) \
             or not all(isinstance(o, dict) for o in tiers):
         raise ConfigError(
             f"store_options: tiers= needs one dict of options per tier ({len(specs)})")
-    stores = []
-    for i, (spec, options) in enumerate(zip(specs, tiers, strict=True)):
-        if isinstance(spec, Store):
-            if options:
-                raise ConfigError("store_options: tiers= options are for tiers given as a "
-                                  "path or URL, not a Store object")
-            stores.append(spec)
-            continue
-        if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
-            raise ConfigError(f"store: each tier is a path, a URL or a Store, got {spec!r}")
-        stores.append(open_store(spec, **(dict(options) if i == 0 else
-                                          _far_options(os.fspath(spec), options))))
-    return stores
+    return list(tiers)
+
+
+def _open_tier(spec: Any, options: dict[str, Any], *, nearest: bool) -> Store:
+    """One tier: a :class:`Store` as it is (no options), a path or URL opened with its options."""
+    from fncache.stores import open_store
+
+    if isinstance(spec, Store):
+        if options:
+            raise ConfigError("store_options: tiers= options are for tiers given as a "
+                              "path or URL, not a Store object")
+        return spec
+    if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
+        raise ConfigError(f"store: each tier is a path, a URL or a Store, got {spec!r}")
+    return open_store(spec, **(dict(options) if nearest else
+                               _far_options(os.fspath(spec), options)))
 
 
 class TieredStore(Store):
