@@ -38,7 +38,6 @@ stream (xxh3's state can be read mid-stream), so a full decode checks both at th
 from __future__ import annotations
 
 import functools
-import hmac
 import mmap
 import pickle
 import struct
@@ -50,6 +49,10 @@ import xxhash
 
 from fncache._compression import check_compress, compress_body, decompress_body
 from fncache._errors import IntegrityError
+from fncache._framedigests import check_mac as _check_mac
+from fncache._framedigests import checksum as _checksum
+from fncache._framedigests import checksums as _checksums
+from fncache._framedigests import mac as _mac
 
 __all__ = ["Header", "ReadFrame", "UnpicklableResult", "check_compress", "decode", "encode",
            "encode_parts", "frame_size", "read_frame", "read_header", "verify"]  # check_compress: of
@@ -118,43 +121,6 @@ def _pickle(value: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
 
             data, buffers = cloudpickle.dumps(value, protocol=5), []
     return data, buffers
-
-
-def _mac(secret: bytes, key: bytes, header: Any, body: list[Any]) -> bytes:
-    m = hmac.new(secret, key, "sha256")
-    m.update(header)
-    for part in body:
-        m.update(part)
-    return m.digest()
-
-
-def _check_mac(mac: bytes, secret: bytes | tuple[bytes, ...], key: bytes, header: Any,
-               body: list[Any]) -> None:
-    """Raise :class:`IntegrityError` unless ``mac`` is the signature under ``secret`` (or under
-    any of several: a rotation, the signing secret first, then older ones still accepted)."""
-    for one in (secret,) if isinstance(secret, bytes) else secret:
-        if hmac.compare_digest(mac, _mac(one, key, header, body)):
-            return
-    raise IntegrityError("entry signature does not match (tampered, or another secret)")
-
-
-def _checksum(key: bytes, header: Any, body: list[Any]) -> bytes:
-    h = xxhash.xxh3_128(key)
-    h.update(header)
-    for part in body:
-        h.update(part)
-    return h.digest()
-
-
-def _checksums(key: bytes, header: Any, head: Any, rest: list[Any]) -> tuple[bytes, bytes]:
-    """(full checksum, head checksum): one stream, read once where ``head`` ends."""
-    h = xxhash.xxh3_128(key)
-    h.update(header)
-    h.update(head)
-    at_head = h.digest()
-    for part in rest:
-        h.update(part)
-    return h.digest(), at_head
 
 
 def encode(

@@ -612,9 +612,8 @@ def test_redis_planted_totals_are_rebuilt_and_never_decide_a_prune(summed):
     """Totals that are malformed, or name a function with no entries, or count more entries than
     there are values, are replaced by the listing's; totals that keep the count but lie about
     bytes show only in ``summary()``: prune decides on the listed entries and keeps them all."""
-    from fncache.stores.prune import plan_prune
-
     from fncache.stores._base import summarize
+    from fncache.stores.prune import plan_prune
 
     store, keys = summed
     client = store.client
