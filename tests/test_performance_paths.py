@@ -251,3 +251,30 @@ def test_disk_clear_function_leaves_other_functions(tmp_path):
         store.add(f"{i:032x}", b"v", {"function": "m:f" if i % 2 else "m:g"})
     assert store.clear_function("m:f") == 5
     assert sorted(e.function for e in store.entries()) == ["m:g"] * 5
+
+
+def test_a_hit_runs_few_python_calls(tmp_path):
+    """A hit on the disk store runs about two dozen Python calls (43 before the one-step frame
+    check and the inline lookup; diskcache's memoize makes about 180): a regression shows here."""
+    import sys
+
+    f = fncache.memoize(store=str(tmp_path / "cache"))(_small_for_calls)
+    f(1, "x")
+    f(1, "x")  # warm: fingerprint, key prefix, connections
+    calls = [0]
+
+    def count(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call":
+            calls[0] += 1
+
+    sys.setprofile(count)
+    try:
+        assert f(1, "x") == 2
+    finally:
+        sys.setprofile(None)
+    assert f.cache_info().hits == 2
+    assert calls[0] <= 30, calls[0]
+
+
+def _small_for_calls(a: int, b: str) -> int:
+    return a + len(b)

@@ -310,6 +310,11 @@ def _selects_entries(args: argparse.Namespace) -> bool:
 
 def _clear_selected(args: argparse.Namespace, store: Store, targets: list[EntryInfo]) -> int:
     hint_unknown_function(store, args, bool(targets))
+    return _remove_planned(args, store, targets)
+
+
+def _remove_planned(args: argparse.Namespace, store: Store, targets: list[EntryInfo]) -> int:
+    """Show (``--dry-run``) or, once confirmed, remove the entries a clear or prune picked."""
     if args.dry_run:
         return show_dry_run(args, store, targets)
     what = f"{entries_word(len(targets))} ({human_size(size_of(targets))}) from {store.url}"
@@ -342,11 +347,4 @@ def cmd_prune(args: argparse.Namespace) -> int:
     store = store_from(args)
     targets = plan_prune(store, args.max_size, older_than=args.older_than,
                          entries=progress(store.listing(), "scanning"))
-    if args.dry_run:
-        return show_dry_run(args, store, targets)
-    what = f"{entries_word(len(targets))} ({human_size(size_of(targets))}) from {store.url}"
-    if targets and not confirm(args, what):
-        print("nothing removed")
-        return 1
-    removed, freed = remove(store, targets)
-    return _removed(args, store, removed, freed)
+    return _remove_planned(args, store, targets)
