@@ -257,7 +257,7 @@ def test_redis_oversized_manifest_is_damage_not_memory(redis_shared, caplog):
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="fncache"):
             assert f(7) == small_value(7)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 20  # never read the claimed size
         info = cli_json("info", *shared.cli())
         assert info["entries"] == 1
         f.store.delete(key)
@@ -511,7 +511,7 @@ def test_paused_redis_server_is_a_bounded_logged_miss(redis_factory, caplog):
     finally:
         os.kill(server.process.pid, signal.SIGCONT)
     assert results == [small_value(x) for x in [0, 1, 2, 3, 0, 1, 5, 6]], results
-    assert took < 10, took
+    assert took < 30, took  # bounded (a frozen server would hold a call for good)
     assert any("treated as a miss" in m for m in _warnings(caplog))
     hits = f.cache_info().hits
     assert f(0) == small_value(0) and f.cache_info().hits == hits + 1

@@ -316,7 +316,7 @@ def test_an_exception_releases_the_lock_and_is_not_cached(tmp_path, lock):
         start = time.monotonic()
         with pytest.raises(KeyError):
             f(3, str(calls))
-        assert time.monotonic() - start < 5
+        assert time.monotonic() - start < 20  # did not wait out the 30 s lock
     assert calls.read_text().count("x") == 2
     assert not f.check_call_in_cache(3, str(calls))
 
