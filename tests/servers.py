@@ -72,11 +72,39 @@ def _need_module(name: str, hint: str) -> None:
         _unavailable(f"Python package {name!r} not importable; pip install {hint}")
 
 
+def _port_band() -> range:
+    """The ports this test session picks servers' ports from: below the kernel's ephemeral range
+    (which outgoing connections draw from, so a port picked there can be taken by a client between
+    the pick and the server's start, or while a stopped server waits for its restart), one band
+    per Python version, so that two interpreters' suites can run side by side."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    bands = max(1, (low - 10000) // 4000)
+    start = 10000 + (sys.version_info.minor % bands) * 4000
+    return range(start, start + 4000) if start + 4000 <= low else range(1024, low)
+
+
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports that were free on 127.0.0.1 a moment ago."""
-    socks = []
+    """``n`` distinct ports that were free on 127.0.0.1 a moment ago, from this session's band
+    (the kernel's choice for any the band cannot give)."""
+    import random
+
+    band = _port_band()
+    socks: list[socket.socket] = []
     try:
-        for _ in range(n):
+        for port in random.sample(band, len(band)):
+            if len(socks) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < n:
             s = socket.socket()
             s.bind((HOST, 0))
             socks.append(s)
