@@ -268,6 +268,22 @@ class _BlackHole:
             conn.close()
 
 
+class _Clock:
+    """The tiered store's clock (its cool-down's), moved forward on request."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        import types
+
+        import fncache.stores.tiered as tiered
+
+        self.offset = 0.0
+        monkeypatch.setattr(tiered, "time", types.SimpleNamespace(
+            monotonic=lambda: time.monotonic() + self.offset))
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 def _count_calls(store: Any, monkeypatch: Any) -> list[str]:
     """The names of ``store``'s protocol methods as they are called (each still runs)."""
     called: list[str] = []
@@ -318,20 +334,22 @@ def test_stopped_s3_leaves_the_local_tier_serving(tmp_path, s3_factory, monkeypa
 
 
 @pytest.mark.redis
-def test_restarted_redis_receives_new_results_after_the_cooldown(tmp_path, redis_factory, caplog):
+def test_restarted_redis_receives_new_results_after_the_cooldown(tmp_path, redis_factory, caplog,
+                                                                  monkeypatch):
     """Results computed while the far tier was down stay local; after the server is back and the
     cool-down has passed, new results reach it again (logged)."""
     server = redis_factory()
+    clock = _Clock(monkeypatch)
     near = str(tmp_path / "near")
     f, computed = _memoized([near, server.url], store_options={
-        "cooldown": 1.0, "tiers": [{}, {"socket_connect_timeout": 1}]})
+        "cooldown": 600, "tiers": [{}, {"socket_connect_timeout": 1}]})
     far = open_store(server.url, prefix="fncache:")
     assert f(1) == square(1) and far.contains(f.key(1))
     server.stop()
     assert f(2) == square(2)
     server.restart()
     assert f(3) == square(3)  # still within the cool-down: local only
-    time.sleep(1.2)
+    clock.advance(601)  # the cool-down passes (without sleeping through it)
     with caplog.at_level(logging.WARNING, logger="fncache"):
         assert f(4) == square(4)
     assert computed() == 4
