@@ -68,7 +68,7 @@ def row(name: str, ours: Stat, base: Stat, base_name: str, target: str, limit: f
          unit: str = "us") -> Row:
     """One line: medians, min/max, the ratio of medians and whether it is within ``limit``
     (``None``: information only)."""
-    scale = {"us": 1e6, "ms": 1e3, "s": 1.0, "x": 1.0}[unit]
+    scale = {"us": 1e6, "ms": 1e3, "s": 1.0, "x": 1.0, "MB": 1.0}[unit]
     ratio = ours.median / base.median if base.median else float("nan")
     return {"name": name, "unit": unit, "ours": ours.median * scale,
             "ours_range": [ours.min * scale, ours.max * scale], "baseline": base.median * scale,

@@ -365,6 +365,8 @@ def test_keys_are_the_same_in_fresh_processes(tmp_path):
             "polars": pl.DataFrame({{"o": pl.Series([1, "x"], dtype=pl.Object), "i": [1, None]}}),
             "pandas": pd.DataFrame({{"s": ["a", None], "i": pd.array([1, None], dtype="Int64")}}),
         }}
+        values["pandas array with an attribute"] = pd.array([1, None], dtype="Int64")
+        values["pandas array with an attribute"].label = Box(3)
         try:
             import torch
             values["torch"] = torch.arange(6.0).reshape(2, 3).t()
@@ -457,6 +459,36 @@ def test_pandas_state_its_pickle_keeps_is_keyed():
     assert len(part.index.levels[0]) == 2 and H(part) != H(fresh)
     assert H(part.copy()) == H(part) and H(full) == H(full.copy())
     assert H(part.index.remove_unused_levels()) == H(fresh.index)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pd.array([1, 2, None], dtype="Int64"),
+    lambda: pd.Categorical(["a", "b", "a"]),
+    lambda: pd.array(["a", None], dtype="string"),
+    lambda: pd.array(pd.date_range("2020-01-01", periods=3)),
+    lambda: pd.arrays.IntervalArray.from_breaks([0, 1, 2]),
+], ids=["Int64", "categorical", "string", "datetime", "interval"])
+def test_an_attribute_set_on_a_pandas_array_is_keyed(make):
+    """An attribute a user sets on one of pandas' own arrays (its pickle keeps it) is content: two
+    values of it are two keys, and a memoized call follows it; equal arrays agree, with or without
+    pandas' caches filled or a read-only view."""
+    import pickle
+
+    plain, m, km = make(), make(), make()
+    m.label, km.label = "m", "km"
+    assert pickle.loads(pickle.dumps(m)).label == "m"  # what the pickle keeps
+    assert len({H(plain), H(m), H(km)}) == 3
+    again = make()
+    again.label = "m"
+    assert H(again) == H(m) and H(make()) == H(plain) and H(plain[:]) == H(plain)
+    str(plain), plain.isna(), plain.copy()  # fills caches where the class has them
+    assert H(plain) == H(make())
+
+    @fncache.memoize(store="memory://pandas-array-attributes")
+    def label_of(a):
+        return getattr(a, "label", None)
+
+    assert [label_of(m), label_of(km), label_of(plain)] == ["m", "km", None]
 
 
 def test_geodataframes_are_keyed_with_their_crs():

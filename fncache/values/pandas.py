@@ -145,7 +145,30 @@ def array_token(a: Any) -> tuple[Any, ...]:
     kind = _kind(a)
     if not isinstance(kind, str):
         return (kind, _dtype(np, a.dtype), ("reduce", a.__reduce_ex__(5)))
-    return (kind, _dtype(np, a.dtype), _values(pd, np, a))
+    return (kind, _dtype(np, a.dtype), _values(pd, np, a), *_added_attributes(a))
+
+
+# Attribute names pandas itself keeps on an instance of each of its array classes (what its empty
+# slice has), plus its caches and the read-only flag of views: keyed through the values, or not
+# content. Filled per class on first use.
+_OWN_ATTRIBUTES: dict[type, frozenset[str]] = {}
+
+
+def _added_attributes(a: Any) -> tuple[Any, ...]:
+    """Attributes set on an instance of a pandas array (``arr.unit = "m"``), which its pickle keeps
+    and the values do not show; nothing (the token as before) when there are none."""
+    state = getattr(a, "__dict__", None)
+    if not state:
+        return ()
+    own = _OWN_ATTRIBUTES.get(type(a))
+    if own is None:
+        try:
+            own = frozenset(vars(a[:0]))
+        except Exception:  # an array that cannot be sliced: everything but the caches is keyed
+            own = frozenset()
+        own = _OWN_ATTRIBUTES.setdefault(type(a), own | {"_cache", "_readonly"})
+    added = sorted(name for name in state if name not in own)
+    return (("attributes", tuple((name, state[name]) for name in added)),) if added else ()
 
 
 _NOT_CONTENT = (
