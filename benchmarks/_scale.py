@@ -1,9 +1,11 @@
 """The scale benchmark: a disk store of N entries (``--scale N``; 1,000,000 for the full run).
 
-Measured: the fill rate through ``memoize`` at 1,000 entries and at N; the hit at 1,000 entries and
-at N; ``fncache info``, ``ls``, ``clear --dry-run`` and ``prune --dry-run --max-size`` at N (run in
-this process through ``fncache.cli.main``: no interpreter start counted); ``fncache clear --yes``
-of the N entries in a fresh process, with its peak memory.
+Measured, side by side in one run (interleaved, their order rotated, as every comparison here):
+the fill rate through ``memoize`` in a store of N entries and in one of 1,000 (growing by 2,000 as
+it is measured), and the hit in each; ``fncache info``, ``ls``, ``clear --dry-run`` and
+``prune --dry-run --max-size`` at N (run in this process through ``fncache.cli.main``: no
+interpreter start counted); ``fncache clear --yes`` of the N entries in a fresh process, with its
+peak memory.
 
 Filling a million entries through ``memoize`` takes over two minutes of a shared machine, so all but
 the first and last few thousand are written by the store's own write path in batches (its insert
@@ -67,12 +69,6 @@ def _bulk_fill(store: Any, n: int, function: str) -> float:
     return time.perf_counter() - t
 
 
-def _hit(f: Callable[..., Any], n: int, measure: Any) -> Any:
-    rng = random.Random(0)
-    keys = itertools.cycle([rng.randrange(n) for _ in range(3000)])
-    return measure({"hit": lambda: f(next(keys), "x")}, 5, number=3000)["hit"]
-
-
 def _command(*args: str) -> float:
     """Seconds ``fncache ARGS`` takes in this process (its output discarded)."""
     from fncache.cli.main import main
@@ -114,20 +110,36 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
 
     directory = os.path.join(tmp, "scale")
     store = DiskStore(directory)
+    small_store = DiskStore(os.path.join(tmp, "scale-small"))
     f = fncache.memoize(store=store)(_funcs.small)
+    small = fncache.memoize(store=small_store)(_funcs.small)
     _fill(f, 0, 1000)
-    hit_small = _hit(f, 1000, measure)
-    fill_small = _fill(f, 1000, 1000 + _BLOCK)
-    memoized = 1000 + _BLOCK
-    padding = max(entries - memoized - _BLOCK, 0)
+    _fill(small, 0, 1000)
+    padding = max(entries - 1000 - 2 * _BLOCK, 0)
     bulk = _bulk_fill(store, padding, "benchmarks._funcs:padding")
     print(f"# scale: {padding} of the {entries} entries written by the store's insert in batches "
           f"of {_BULK} ({bulk:.1f} s, {bulk / max(padding, 1) * 1e6:.1f} us/entry); the rest "
           "through memoize", file=sys.stderr)
-    fill_big = _fill(f, memoized, memoized + _BLOCK)
-    memoized += _BLOCK
+    os.sync()  # the bulk fill's dirty pages are written back before, not during, the timed steps
+    # The large store and a small one side by side, interleaved and rotated as every comparison
+    # here: new entries through memoize (the small store grows from 1,000 to 1,000 + _BLOCK), then
+    # hits on the entries memoize wrote.
+    rounds, number = 5, _BLOCK // 5
+    big_next, small_next = itertools.count(1000), itertools.count(1000)
+    fills = measure({"big": lambda: f(next(big_next), "x"),
+                     "small": lambda: small(next(small_next), "x")}, rounds, number=number)
+    start = next(big_next)
+    _fill(f, start, start + _BLOCK)  # more memoized entries to hit at N
+    memoized = start + _BLOCK
     total = len(store)
-    hit_big = _hit(f, memoized, measure)
+    rng = random.Random(0)
+    big_keys = itertools.cycle([rng.randrange(memoized) for _ in range(3000)])
+    small_keys = itertools.cycle([rng.randrange(1000) for _ in range(3000)])
+    hits = measure({"big": lambda: f(next(big_keys), "x"),
+                    "small": lambda: small(next(small_keys), "x")}, 5, number=3000)
+    hit_big, hit_small = hits["big"], hits["small"]
+    fill_big, fill_small = fills["big"], fills["small"]
+    small_store.close()
     half = max(store.volume() // 2, 1)
     info = _command("info", "--dir", directory, "--json")
     ls = _command("ls", "--dir", directory, "--json")
@@ -141,7 +153,7 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
     return [
         row(f"hit at {n} entries vs at 1,000", hit_big, hit_small, "hit at 1,000 entries",
             "<= 1.2x", 1.2),
-        row(f"fill (memoize) at {n} vs at 1,000", const(fill_big), const(fill_small),
+        row(f"fill (memoize) at {n} vs at 1,000", fill_big, fill_small,
             "fill at 1,000 entries", "<= 1.2x", 1.2, "us"),
         row(f"fncache info at {n}", const(info), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
         row(f"fncache ls at {n}", const(ls), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
