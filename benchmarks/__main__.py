@@ -198,16 +198,16 @@ def bench_hash(tmp: str, quick: bool) -> list[Row]:
 def _bench_arrow_nullable(pa: Any, np: Any, xxhash: Any, n: int, rounds: int) -> list[Row]:
     """A table with nullable int, float, string and bool columns (10% nulls) and one without;
     and the same with the numpy code that runs where the native kernels were not built."""
-    from fncache.values import arrow as _values_arrow
+    from fncache.values import arrow_streams as _arrow_streams
 
-    kernels = _values_arrow._speedups
+    kernels = _arrow_streams.speedups
 
     def without_kernels() -> Any:
-        _values_arrow._speedups = None
+        _arrow_streams.speedups = None
         try:
             return fncache.hash(table)
         finally:
-            _values_arrow._speedups = kernels
+            _arrow_streams.speedups = kernels
 
     rng = np.random.default_rng(2)
 
