@@ -367,6 +367,7 @@ def test_keys_are_the_same_in_fresh_processes(tmp_path):
         }}
         values["pandas array with an attribute"] = pd.array([1, None], dtype="Int64")
         values["pandas array with an attribute"].label = Box(3)
+        values["pandas array"] = pd.array([1, None], dtype="Int64")  # after: the class is known
         try:
             import torch
             values["torch"] = torch.arange(6.0).reshape(2, 3).t()

@@ -38,6 +38,7 @@ CLEAR_BATCH = 20_000
 # Bytes of the database a reader maps into memory (virtual address space, not memory used): a hit
 # in a large store then reads its index pages from the page cache without a system call per page.
 # diskcache maps 64 MiB, about 500,000 small entries; past that each hit paid a pread per page.
+# SQLite caps the request at its build's limit (SQLITE_MAX_MMAP_SIZE, 2 GiB in the usual builds).
 _READER_MMAP = 1 << 34
 # A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
 # regular expression, never unpickled.

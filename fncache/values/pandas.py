@@ -148,9 +148,10 @@ def array_token(a: Any) -> tuple[Any, ...]:
     return (kind, _dtype(np, a.dtype), _values(pd, np, a), *_added_attributes(a))
 
 
-# Attribute names pandas itself keeps on an instance of each of its array classes (what its empty
-# slice has), plus its caches and the read-only flag of views: keyed through the values, or not
-# content. Filled per class on first use.
+# Attribute names pandas itself keeps on an instance of each of its array classes (what a new empty
+# array of the class has: made from the class, never from the value at hand, whose own attributes a
+# slice might carry), plus its caches and the read-only flag of views: keyed through the values, or
+# not content. Filled per class on first use.
 _OWN_ATTRIBUTES: dict[type, frozenset[str]] = {}
 
 
@@ -163,8 +164,8 @@ def _added_attributes(a: Any) -> tuple[Any, ...]:
     own = _OWN_ATTRIBUTES.get(type(a))
     if own is None:
         try:
-            own = frozenset(vars(a[:0]))
-        except Exception:  # an array that cannot be sliced: everything but the caches is keyed
+            own = frozenset(vars(type(a)._from_sequence([], dtype=a.dtype)))
+        except Exception:  # a class that cannot make an empty array: all but the caches is keyed
             own = frozenset()
         own = _OWN_ATTRIBUTES.setdefault(type(a), own | {"_cache", "_readonly"})
     added = sorted(name for name in state if name not in own)
