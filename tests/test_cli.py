@@ -291,12 +291,15 @@ def _on_a_terminal(*args: str) -> bytes:
 @pytest.mark.slow
 def test_progress_shows_on_a_terminal_and_not_when_piped(filled):
     """Scanning a store (prune) and removing entries in batches (clear) show a counter when stderr
-    is a terminal and nothing when it is piped; a whole-store dry run reads no entry."""
+    is a terminal and nothing when it is piped; a whole-store dry run, and a prune of a store
+    within its limit, read no entry."""
     _, _, cache = filled
-    piped = fncache_cmd("prune", "--dir", cache, "--max-size", "1MB", "--dry-run")
+    piped = fncache_cmd("prune", "--dir", cache, "--max-size", "1B", "--dry-run")
     assert piped.stderr == ""
-    assert b"scanning: 5 done" in _on_a_terminal("prune", "--dir", cache, "--max-size", "1MB",
+    assert b"scanning: 5 done" in _on_a_terminal("prune", "--dir", cache, "--max-size", "1B",
                                                   "--dry-run")
+    assert b"scanning" not in _on_a_terminal("prune", "--dir", cache, "--max-size", "1MB",
+                                             "--dry-run")
     assert b"scanning" not in _on_a_terminal("clear", "--dir", cache, "--dry-run")
     assert b"removed: 5 done" in _on_a_terminal("clear", "--dir", cache, "--yes")
     assert info(cache)["entries"] == 0

@@ -96,3 +96,98 @@ def test_damaged_metadata_is_its_own_row(tmp_path):
     _sql(store, "UPDATE Cache SET fncache_meta = X'7b6e6f7065' WHERE key = ?", (key,))
     assert store.summary() == summarize(store.listing())
     assert [s.damaged for s in store.summary()] == [True, False]
+
+
+def _table(store):
+    return sorted(_sql(store, "SELECT fn, py, py_known, damaged, entry, rows, size, newest, oldest,"
+                              " used, access, uses FROM fncache_summary"), key=repr)
+
+
+def _from_rows(store):
+    import fncache.stores._disksql as q
+
+    return sorted((tuple(r[:12]) for r in _sql(store, q.SUMMARY_BOUNDS_ALL)), key=repr)
+
+
+ODD_METAS = [
+    {"function": "m:f", "python": "3.11"},
+    {"function": "m:f"},  # no Python version
+    {"function": "m:f", "python": None},
+    {"function": "m:f", "python": "3.11-and-more-than-sixteen"},
+    {"function": "m:g", "python": 3},
+    {"function": "m:f\u00e9", "python": "3.11"},  # not ASCII: grouped by SQL
+    {"function": "m:" + "x" * 70_000, "python": "3.11"},  # shortened when written
+    {"function": "", "python": "3.11"},
+    {"python": "3.11"},  # no function
+    {"function": None, "python": "3.11"},  # damaged: the name is not text
+    {"function": "m:f", "python": "3.11", "created": 1_700_000_000},
+    {"function": "m:f", "python": "3.11", "created": "yesterday"},  # damaged
+    {"function": "m:f", "python": "3.11", "x": float("nan")},  # not JSON to SQLite
+    {"function": "m:f", "python": "3.11", "args": [[[[1]]]] * 20},
+]
+
+
+def test_fncaches_own_writes_are_summarised_as_the_rows_say(tmp_path):
+    """fncache adds its own entries to the summary from what it wrote (no trigger): the summary
+    equals the one SQL computes from the rows, field for field, for names, versions and times of
+    every shape; and deleting every entry leaves it empty (each row was in the group the delete
+    trigger subtracts it from)."""
+    store = DiskStore(str(tmp_path / "s"), disk_min_file_size=64)
+    keys = []
+    for i, meta in enumerate(ODD_METAS):
+        for value in (b"", b"v" * (i + 1), b"f" * 100):  # empty, inline, a value file
+            keys.append(uuid.uuid4().hex)
+            store.add(keys[-1], value, dict(meta))
+    store.set(keys[0], b"replaced", dict(ODD_METAS[1]))  # the update trigger's path
+    store.add(keys[1], b"kept", dict(ODD_METAS[0]))  # taken: no change
+    assert _table(store) == _from_rows(store)
+    assert store.summary() == summarize(store.listing())
+    assert {s.damaged for s in store.summary()} == {True, False}
+    for key in keys:
+        store.delete(key)
+    assert _table(store) == [] and store.summary() == []
+
+
+def test_a_summary_made_by_other_statements_is_rebuilt(tmp_path, caplog):
+    """A store whose summary triggers are not this version's (an older fncache: its insert trigger
+    counted every row) has them made anew, from the rows, when it is opened for writing: no entry
+    is counted twice."""
+    import fncache.stores._disksql as q
+
+    store = _store(tmp_path)
+    store.close()
+    old = q.SUMMARY_SCHEMA[1].replace(f" WHEN NEW.{q.META_COLUMN} IS NULL", "", 1)
+    _sql(store, "DROP TRIGGER fncache_summary_insert")
+    _sql(store, old)
+    with caplog.at_level("WARNING", logger="fncache"):
+        store = DiskStore(store.directory)
+        store.add(uuid.uuid4().hex, b"x", META)
+    assert "another version" in caplog.text
+    defined = dict(_sql(store, "SELECT name, sql FROM sqlite_master WHERE name LIKE 'fncache_%'"))
+    assert defined == q.SUMMARY_DEFINITIONS
+    assert store.summary()[0].entries == 6
+    assert _table(store) == _from_rows(store)
+
+
+def test_a_prune_within_the_limits_reads_no_entry(tmp_path, monkeypatch):
+    """``prune`` (and ``Memory.reduce_size``) on a store within its size, count and age limits is
+    answered by the summary, without listing the entries; past a limit it picks from the entries,
+    least recently active first."""
+    from fncache.stores.prune import plan_prune
+
+    store = _store(tmp_path)  # 5 entries of 1 to 5 bytes
+    listed = []
+    real = type(store).entries
+
+    def entries(self):
+        listed.append(1)
+        yield from real(self)
+
+    monkeypatch.setattr(type(store), "entries", entries)
+    assert plan_prune(store, 15) == [] and plan_prune(store, max_items=5) == []
+    assert plan_prune(store, older_than=3600) == [] and plan_prune(store, 100, max_items=9) == []
+    assert plan_prune(store, 15, entries=store.listing()) == []  # as the command line calls it
+    assert listed == []
+    picked = plan_prune(store, 14)
+    assert listed and [e.size for e in picked] == [1]
+    assert len(plan_prune(store, max_items=3)) == 2

@@ -296,7 +296,24 @@ def encode_meta(meta: dict[str, Any]) -> bytes:
 
 
 def _json(meta: dict[str, Any]) -> bytes:
-    return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str).encode()
+    """Standard JSON (what SQLite's JSON functions and other languages read): a number that is
+    not finite is written as its text, as values JSON has no form for are (``default=str``)."""
+    try:
+        return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str,
+                          allow_nan=False).encode()
+    except ValueError:
+        return _json(_json_numbers(meta))
+
+
+def _json_numbers(x: Any) -> Any:
+    """``x`` with each float that is not finite (NaN, infinity) replaced by its text."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return repr(x)
+    if isinstance(x, dict):
+        return {k: _json_numbers(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_numbers(v) for v in x]
+    return x
 
 
 def decode_meta(raw: bytes | str | None) -> dict[str, Any]:

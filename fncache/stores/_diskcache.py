@@ -24,6 +24,7 @@ from typing import Any
 import fncache.stores._disksql as q
 from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
+from fncache.stores._disksummary import add_own
 from fncache.stores._disksummary import ensure as ensure_summary
 from fncache.stores._disksummary import read as read_summary
 
@@ -157,6 +158,8 @@ class Diskcache:
         self._readers = threading.local()
         self._cache: Any = None
         self._cache_lock = threading.Lock()
+        #: Whether this version's summary is kept (fncache's inserts then add to it themselves).
+        self.summary_kept = False
         try:
             stored = self._stored_settings()
             if stored is None:
@@ -226,7 +229,7 @@ class Diskcache:
         try:
             _add_meta_column(cache)
             self._cache = cache
-            ensure_summary(self)
+            self.summary_kept = ensure_summary(self)
         except BaseException:
             self._cache = None
             cache.close()
@@ -341,18 +344,22 @@ class Diskcache:
     def count(self) -> int:
         return int(self.rows(q.COUNT_ENTRIES, ())[0][0])
 
-    def put(self, key: str, row: tuple[Any, ...], create_only: bool, cull: bool) -> bool:
-        """Publish ``row`` (store time, expiry, tag, size, mode, filename, value, metadata) at
-        ``key`` in one transaction: inserted, or replacing the row there unless ``create_only``
-        and it is live (then False). Files of replaced rows go after the commit; with ``cull``,
-        expired rows (and rows past the size limit) go too, as ``Cache.add`` does."""
+    def put(self, key: str, row: tuple[Any, ...], fields: dict[str, Any], create_only: bool,
+            cull: bool) -> bool:
+        """Publish ``row`` (store time, expiry, tag, size, mode, filename, value, metadata: the
+        JSON of ``fields``) at ``key`` in one transaction: inserted, or replacing the row there
+        unless ``create_only`` and it is live (then False). Files of replaced rows go after the
+        commit; with ``cull``, expired rows (and rows past the size limit) go too, as
+        ``Cache.add`` does."""
         now_, expire_time, tag, size, mode, filename, value, meta = row
         with self.transact() as (sql, doom):
             # Insert first: a new key (the common case, a miss being stored) costs one
             # statement; the unique index on (key, raw) tells us when the key is taken.
             try:
-                sql(q.INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename, value,
-                                   meta))
+                rowid = sql(q.INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
+                                           value, meta)).lastrowid
+                if self.summary_kept:
+                    add_own(sql, fields, meta, size or len(value), now_, rowid)
             except sqlite3.IntegrityError:
                 rowid, old_filename, old_expire = sql(q.SELECT_ROW, (key,)).fetchall()[0]
                 if create_only and (old_expire is None or old_expire > now_):

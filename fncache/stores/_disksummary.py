@@ -12,14 +12,16 @@ but not in a listing: while there are any, the caller summarises the listing ins
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 import time
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import fncache.stores._disksql as q
 from fncache.stores._base import FunctionSummary
 
-__all__ = ["ensure", "read"]
+__all__ = ["add_own", "ensure", "read"]
 
 log = logging.getLogger("fncache")
 
@@ -27,26 +29,82 @@ log = logging.getLogger("fncache")
 _NEEDS = (3, 38)
 
 
-def ensure(db: Any, rebuild: bool = False) -> None:
-    """Create the summary table and its triggers if any is missing (filled from the rows), or
-    rebuild them if ``rebuild``. One write transaction: concurrent writers wait for it. Nothing
-    is created where SQLite is older than the triggers need (3.38: ``UPDATE ... FROM``, JSON):
-    ``summary()`` then lists the entries."""
+def ensure(db: Any, rebuild: bool = False) -> bool:
+    """Create the summary table and its triggers if any is missing or made by other statements
+    than these (filled from the rows), or rebuild them if ``rebuild``; True if the summary is
+    kept. One write transaction: concurrent writers wait for it. Nothing is created where SQLite
+    is older than the triggers need (3.38: ``UPDATE ... FROM``, JSON): ``summary()`` then lists
+    the entries."""
     if sqlite3.sqlite_version_info < _NEEDS:
-        return
-    names = {r[0] for r in db.rows(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS)}
-    if not rebuild and names == set(q.SUMMARY_OBJECTS):
-        return
+        return False
+    if not rebuild and _ours(db.rows(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS)):
+        return True
     with db.transact() as (sql, _):
-        names = {r[0] for r in sql(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS).fetchall()}
-        if not rebuild and names == set(q.SUMMARY_OBJECTS):
-            return  # another process made it meanwhile
-        if names:
-            log.warning("the summary of %s was damaged or incomplete; rebuilt it from the entries",
-                        db.directory)
+        found = sql(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS).fetchall()
+        if not rebuild and _ours(found):
+            return True  # another process made it meanwhile
+        if found:
+            log.warning("the summary of %s was damaged, incomplete or made by another version;"
+                        " rebuilt it from the entries", db.directory)
         # Dropped and made anew: a table of that name with other columns is not ours to trust.
         for statement in (*q.SUMMARY_DROP, *q.SUMMARY_SCHEMA, *q.SUMMARY_REBUILD):
             sql(statement)
+    return True
+
+
+def _ours(found: list[Any]) -> bool:
+    """Whether the schema objects found are exactly the ones :data:`q.SUMMARY_SCHEMA` makes."""
+    return dict((name, sql) for name, sql in found) == q.SUMMARY_DEFINITIONS
+
+
+def add_own(sql: Any, fields: dict[str, Any], raw_meta: bytes, stored: int, now_: float,
+            rowid: int) -> None:
+    """Add an entry fncache has just inserted (row ``rowid``, metadata ``fields`` encoded as
+    ``raw_meta``, ``stored`` bytes in the row, stored and last accessed at ``now_``) to the
+    summary, in the inserting transaction.
+
+    The group and times are the ones :func:`q._group` gives the row (which the delete and update
+    triggers subtract again), computed here from ``fields`` where the metadata is JSON that SQLite
+    reads exactly as Python wrote it; any other row is added by SQL, as the insert trigger adds
+    other writers' rows (:data:`q.ADD_ROWID`). Either way the count check of :func:`read`
+    rebuilds a summary that disagrees with the rows."""
+    group = _own_group(fields, raw_meta, stored, now_)
+    if group is None:
+        sql(q.ADD_ROWID, (rowid,))
+    else:
+        sql(q.ADD_OWN, group)
+
+
+def _own_group(fields: dict[str, Any], raw: bytes, stored: int, now_: float
+               ) -> dict[str, Any] | None:
+    """The summary group of fncache's own row, or None where SQLite might read it otherwise:
+    texts that are not plain ASCII, numbers outside what both read alike, JSON that SQLite would
+    not take as valid (``NaN``, deep nesting, over the limit) or metadata that was shortened."""
+    fn, py = fields.get("function", ""), fields.get("python")
+    size, created = fields.get("size"), fields.get("created")
+    if not (_plain_json(raw) and _ascii(fn) and (py is None or _ascii(py))
+            and type(size) is int and 0 <= size < 2**63 and _plain_number(created)):
+        return None
+    if fn and b'"function":' + encode_basestring_ascii(fn).encode() not in raw:
+        return None  # shortened (see ``encode_meta``): the stored name is not ``fn``
+    known = py is not None and len(py) <= 16
+    return {"fn": fn or "", "py": py if known else "", "py_known": int(known),
+            "size": size or stored, "created": created or now_, "access": now_}
+
+
+def _plain_json(raw: bytes) -> bool:
+    """Whether SQLite surely takes ``raw`` (written by ``json.dumps``) as valid JSON."""
+    return len(raw) <= q.META_MAX and raw.count(b"{") + raw.count(b"[") < 64 \
+        and b"NaN" not in raw and b"Infinity" not in raw
+
+
+def _ascii(x: object) -> bool:
+    return type(x) is str and x.isascii()
+
+
+def _plain_number(x: object) -> bool:
+    """Whether SQLite reads the JSON of ``x`` as the number Python wrote."""
+    return type(x) in (int, float) and math.isfinite(x) and abs(x) < 2**53  # type: ignore[arg-type]
 
 
 def read(db: Any, tracks_reads: bool) -> list[FunctionSummary] | None:

@@ -377,9 +377,8 @@ class DiskStore(Store):
         db = self.db
         tag = meta.get("function") or None
         size = value_size(value)
-        raw_meta = sqlite3.Binary(
-            encode_meta(dict(meta, size=size, created=meta.get("created") or now()))
-        )
+        fields = dict(meta, size=size, created=meta.get("created") or now())
+        raw_meta = encode_meta(fields)
         now_ = time.time()
         expire_time = None if expire is None else now_ + expire
         mode, filename, db_value, fd, size = self._stored_value(db, value, size)
@@ -387,7 +386,7 @@ class DiskStore(Store):
             # diskcache's transaction (BEGIN IMMEDIATE, retried while the database is busy) and its
             # cull of expired rows, as Cache.add does; files of replaced rows go after COMMIT.
             row = (now_, expire_time, tag, size, mode, filename, db_value, raw_meta)
-            if not db.put(key, row, create_only, self._cull_now(expire)):
+            if not db.put(key, row, fields, create_only, self._cull_now(expire)):
                 return False
         except BaseException:
             if filename is not None:

@@ -122,12 +122,28 @@ def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: floa
     limit = _given("max_size", max_bytes)
     items = None if max_items is None else int(_bound("max_items", max_items))
     idle = _ago("older_than", older_than, time.time())
+    if _nothing_to_prune(store, limit, items, idle):  # then so is any part of the store
+        return []
     listed = sorted(store.listing() if entries is None else entries,
                     key=lambda e: (not e.damaged, last_active(e), e.created, e.key))
     out = [e for e in listed if idle is not None and last_active(e) < idle]
     if limit is None and items is None:
         return out
     return _add_to_limits(listed, out, limit, items)
+
+
+def _nothing_to_prune(store: Store, limit: float | None, items: int | None,
+                      idle: float | None) -> bool:
+    """Whether the store's own summary (where it keeps one: see :meth:`Store.summary`) shows that
+    no entry is past the limits: within ``limit`` bytes and ``items`` entries, none created before
+    ``idle``. Then nothing is listed. The summary can only ever spare entries this way: what a
+    prune removes is always chosen from the entries as listed."""
+    if type(store).summary is Store.summary:
+        return False  # the summary would be the listing itself
+    groups = store.summary()
+    return ((limit is None or sum(g.size for g in groups) <= limit)
+            and (items is None or sum(g.entries for g in groups) <= items)
+            and (idle is None or all(g.oldest >= idle for g in groups)))
 
 
 def _add_to_limits(listed: list[EntryInfo], out: list[EntryInfo], limit: float | None,
