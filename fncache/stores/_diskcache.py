@@ -36,11 +36,14 @@ _UNLIMITED = 2**62
 # transactions (diskcache's Cache.clear takes 100 rows per transaction: minutes for a million),
 # small enough that a concurrent writer waits for one batch at most, not for the whole clear.
 CLEAR_BATCH = 20_000
-# Bytes of the database a reader maps into memory (virtual address space, not memory used): a hit
-# in a large store then reads its index pages from the page cache without a system call per page.
-# diskcache maps 64 MiB, about 500,000 small entries; past that each hit paid a pread per page.
-# SQLite caps the request at its build's limit (SQLITE_MAX_MMAP_SIZE, 2 GiB in the usual builds).
-_READER_MMAP = 1 << 34
+# How a reader holds the pages it reads: in a page cache of its own (KiB), with no memory map.
+# SQLite unmaps a reader's whole map at the first read after any write to the database, so with a
+# map every miss (a write follows) paid for tearing it down and faulting its pages in again, more
+# the larger the store: 110 µs a lookup at a million entries against 40 µs without (a map of the
+# whole file, as earlier versions set). A cache is also dropped after a write, but holds only what
+# was read since; 16 MiB keeps the index pages of a few thousand hot entries of a large store.
+_READER_MMAP = 0
+_READER_CACHE_KIB = 16384
 # A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
 # regular expression, never unpickled.
 _TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
@@ -204,6 +207,7 @@ class Diskcache:
         if con is None or local.pid != os.getpid():
             con = sqlite3.connect(self._path, timeout=0, isolation_level=None)
             con.execute(f"PRAGMA mmap_size = {_READER_MMAP}")
+            con.execute(f"PRAGMA cache_size = -{_READER_CACHE_KIB}")
             local.con, local.pid = con, os.getpid()
         return con
 
