@@ -301,6 +301,8 @@ class Diskcache:
 
         Bookkeeping only: a busy database loses this record rather than failing the read.
         """
+        if not self._statistics and (self._on_read is None or rowid is None):
+            return  # nothing to record (the default): no connection looked up
         try:
             con = self._reader()
             if self._statistics:
