@@ -6,7 +6,8 @@ it is measured), and the hit in each; ``fncache info``, ``ls``, ``clear --dry-ru
 ``prune --dry-run --max-size`` at N, to half the store's size and within it (run in this
 process through ``fncache.cli.main``: no
 interpreter start counted); ``fncache clear --yes`` of the N entries in a fresh process, with its
-peak memory.
+peak memory; and, for what SQLite itself adds with size, a plain ``diskcache.Cache`` of N rows with
+random keys against one of 1,000 (a ``get`` and ``set`` of a new key).
 
 Filling a million entries through ``memoize`` takes over two minutes of a shared machine, so all but
 the first and last few thousand are written by the store's own write path in batches (its insert
@@ -131,6 +132,41 @@ def _clear_in_a_process(directory: str) -> tuple[float, float, float]:
     return time.perf_counter() - t, float(peak), float(anon)
 
 
+def _diskcache_floor(tmp: str, entries: int, measure: Any) -> dict[str, Any]:
+    """What plain diskcache pays for the same growth: a ``get`` and ``set`` of a new random key
+    (hex, as fncache's keys are hashes) in a ``diskcache.Cache`` of ``entries`` rows and in one of
+    1,000, interleaved. Its key index is as random as fncache's, so what grows here (one scattered
+    leaf page per insert, more pages for each checkpoint to copy) is SQLite's, not fncache's."""
+    import diskcache
+
+    big = diskcache.Cache(os.path.join(tmp, "floor-big"), eviction_policy="none")
+    small = diskcache.Cache(os.path.join(tmp, "floor-small"), eviction_policy="none")
+    value = sqlite3.Binary(b"\0" * 64)
+    for cache, n in ((big, entries), (small, 1000)):
+        done = 0
+        while done < n:  # diskcache's own row, written in bulk as the store's padding is
+            t = time.time()
+            rows = [(uuid.uuid4().hex, 1, t, None, t, 0, None, 0, 1, None, value)
+                    for _ in range(min(_BULK, n - done))]
+            with cache.transact():
+                cache._con.executemany(
+                    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count,"
+                    " tag, size, mode, filename, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            done += len(rows)
+    os.sync()
+
+    def one(cache: Any) -> None:
+        key = uuid.uuid4().hex
+        cache.get(key)
+        cache.set(key, b"\0" * 64)
+
+    try:
+        return measure({"big": lambda: one(big), "small": lambda: one(small)}, 5, number=_BLOCK // 5)
+    finally:
+        big.close()
+        small.close()
+
+
 def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, const: Any) -> list[Any]:
     from fncache.stores.disk import DiskStore
 
@@ -177,12 +213,15 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
     clear, peak_mb, anon_mb = _clear_in_a_process(directory)
     left = len(DiskStore(directory))
     assert left == 0, left
+    floor = _diskcache_floor(tmp, total, measure)
     n = f"{total:,}"
     return [
         row(f"hit at {n} entries vs at 1,000", hit_big, hit_small, "hit at 1,000 entries",
             "<= 1.2x", 1.2),
         row(f"fill (memoize) at {n} vs at 1,000", fill_big, fill_small,
             "fill at 1,000 entries", "<= 1.2x", 1.2, "us"),
+        row(f"diskcache get+set, random keys, at {n} vs at 1,000", floor["big"], floor["small"],
+            "diskcache at 1,000 rows", "(info)", None, "us"),
         row(f"fncache info at {n}", const(info), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
         row(f"fncache ls at {n}", const(ls), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
         row(f"fncache clear --dry-run at {n}", const(dry), const(1.0), "1 s", "<= 1 s", 1.0, "s"),

@@ -117,6 +117,8 @@ ODD_METAS = [
     {"function": "m:g", "python": 3},
     {"function": "m:f\u00e9", "python": "3.11"},  # not ASCII: grouped by SQL
     {"function": "m:" + "x" * 70_000, "python": "3.11"},  # shortened when written
+    {"function": "m:" + "y" * 70_000, "shown": {"function": "m:" + "y" * 70_000}},  # only the top
+    {"function": "m:" + "z" * 2_000, "python": "3.11"},  # long, not shortened
     {"function": "", "python": "3.11"},
     {"python": "3.11"},  # no function
     {"function": None, "python": "3.11"},  # damaged: the name is not text

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, NamedTuple
 ORPHAN_GRACE = 3600.0
 
 __all__ = [
+    "LONG_TEXT",
     "ORPHAN_GRACE",
     "EntryInfo",
     "FunctionSummary",
@@ -274,7 +275,9 @@ def load_json(raw: bytes | bytearray | str | None, max_bytes: int = MAX_JSON_BYT
 # The largest metadata every store reads back as sound (the disk store's limit; Redis and S3 read
 # up to 1 MiB): larger metadata is shortened when written, never written to be read as damaged.
 META_LIMIT = 64 * 1024
-_LONG_TEXT = 1024
+#: Texts of metadata that :func:`encode_meta` may shorten are longer than this; shorter ones are
+#: always written as they are.
+LONG_TEXT = 1024
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:
@@ -287,7 +290,7 @@ def encode_meta(meta: dict[str, Any]) -> bytes:
     raw = _json(meta)
     if len(raw) <= META_LIMIT:
         return raw
-    short = {k: v[:_LONG_TEXT] + "\u2026" if isinstance(v, str) and len(v) > _LONG_TEXT else v
+    short = {k: v[:LONG_TEXT] + "\u2026" if isinstance(v, str) and len(v) > LONG_TEXT else v
              for k, v in meta.items()}
     raw = _json(short)
     if len(raw) <= META_LIMIT:

@@ -15,11 +15,10 @@ import logging
 import math
 import sqlite3
 import time
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import fncache.stores._disksql as q
-from fncache.stores._base import FunctionSummary
+from fncache.stores._base import LONG_TEXT, FunctionSummary
 
 __all__ = ["add_own", "ensure", "read"]
 
@@ -82,11 +81,11 @@ def _own_group(fields: dict[str, Any], raw: bytes, stored: int, now_: float
     not take as valid (``NaN``, deep nesting, over the limit) or metadata that was shortened."""
     fn, py = fields.get("function", ""), fields.get("python")
     size, created = fields.get("size"), fields.get("created")
-    if not (_plain_json(raw) and _ascii(fn) and (py is None or _ascii(py))
+    # Texts up to LONG_TEXT are never shortened by ``encode_meta``: what it wrote is ``fn``.
+    if not (_plain_json(raw) and _ascii(fn) and len(fn) <= LONG_TEXT
+            and (py is None or _ascii(py))
             and type(size) is int and 0 <= size < 2**63 and _plain_number(created)):
         return None
-    if fn and b'"function":' + encode_basestring_ascii(fn).encode() not in raw:
-        return None  # shortened (see ``encode_meta``): the stored name is not ``fn``
     known = py is not None and len(py) <= 16
     return {"fn": fn or "", "py": py if known else "", "py_known": int(known),
             "size": size or stored, "created": created or now_, "access": now_}
