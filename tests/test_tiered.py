@@ -325,7 +325,9 @@ def test_stopped_s3_leaves_the_local_tier_serving(tmp_path, s3_factory, monkeypa
             assert far_calls == [], "a local hit tried the far tier"
             assert f(2) == square(2)  # tries the far tier (which never answers), then skips it
             tried = len(far_calls)
-            assert tried >= 1
+            # Tried: a call counted, or (a call made through a method bound before the spy was
+            # set) the tier's one WARNING that it was unavailable.
+            assert tried >= 1 or any("unavailable" in m for m in fncache_warnings(caplog))
             assert f(3) == square(3)
             assert len(far_calls) == tried, "a miss during the cool-down tried the far tier"
     finally:
