@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from fncache.code.usercode import distribution_versions
+from fncache.code.distributions import distribution_versions
 
 
 def test_owners_agree_with_the_full_scan_for_every_installed_module():
@@ -82,3 +82,120 @@ def test_a_library_upgrade_changes_its_functions_keys_without_a_full_scan(tmp_pa
     assert _key(tmp_path) != first
     _fake_library(tmp_path, "1.0")
     assert _key(tmp_path) == first
+
+
+# -- owners remembered across processes --------------------------------------------------------
+
+_OWNERS_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    site = os.path.realpath(sys.argv[1])
+    opened = []
+    def hook(event, args):
+        if event == "open" and isinstance(args[0], str) and args[0].startswith(site) \\
+                and os.path.basename(args[0]) in ("RECORD", "top_level.txt"):
+            opened.append(os.path.relpath(args[0], site))
+    sys.addaudithook(hook)
+    from fncache.code.distributions import distribution_versions
+    print(json.dumps([distribution_versions([sys.argv[2]]), sorted(opened)]))
+""")
+
+
+def _dist(site, name: str, version: str, record: str, top_level: str | None = None) -> None:
+    """A distribution ``name`` at ``version`` in ``site`` (replacing any other version of it)."""
+    for old in site.glob(f"{name}-*.dist-info"):
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    meta = site / f"{name}-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (meta / "RECORD").write_text(record)
+    if top_level is not None:
+        (meta / "top_level.txt").write_text(top_level)
+
+
+def _owners_in_new_process(site, cache, top: str, **env_vars: str):
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), **env_vars)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
+    out = subprocess.run([sys.executable, "-c", _OWNERS_SCRIPT, str(site), top], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    versions, opened = json.loads(out.stdout)
+    return [tuple(v) for v in versions], opened
+
+
+def _owned_site(tmp_path):
+    site = tmp_path / "site"
+    (site / "fakelib").mkdir(parents=True)
+    (site / "fakelib" / "__init__.py").write_text("X = 1\n")
+    _dist(site, "fakelib", "1.0", "fakelib/__init__.py,,\n")
+    _dist(site, "other", "3.0", "other/__init__.py,,\n", top_level="other\n")
+    return site
+
+
+def test_a_new_process_reads_no_distribution_record_while_none_changed(tmp_path):
+    """The owners of a directory's modules are remembered across processes: the second process
+    finds the same owner with no RECORD or top_level.txt read; a new version is still seen (its
+    version is read from its metadata every time)."""
+    site, cache = _owned_site(tmp_path), tmp_path / "cache"
+    first, opened = _owners_in_new_process(site, cache, "fakelib")
+    assert first == [("fakelib", "1.0")]
+    assert "fakelib-1.0.dist-info/RECORD" in opened
+    again, opened = _owners_in_new_process(site, cache, "fakelib")
+    assert (again, opened) == (first, [])
+    remembered = list((cache / "fncache-distributions").iterdir())
+    assert len(remembered) == 1 and remembered[0].stat().st_mode & 0o077 == 0
+    _dist(site, "fakelib", "2.0", "fakelib/__init__.py,,\n")
+    upgraded, opened = _owners_in_new_process(site, cache, "fakelib")
+    assert upgraded == [("fakelib", "2.0")]
+    assert "fakelib-2.0.dist-info/RECORD" in opened
+    assert all(p.startswith("fakelib-2.0.dist-info/") for p in opened)  # only the new one is read
+
+
+def test_a_changed_metadata_file_is_read_again(tmp_path):
+    """An edit of a remembered distribution's files (in place, same inode; a new top_level.txt)
+    is seen by the next process: the memory never answers for files that changed."""
+    site, cache = _owned_site(tmp_path), tmp_path / "cache"
+    assert _owners_in_new_process(site, cache, "fakelib")[0] == [("fakelib", "1.0")]
+    with open(site / "other-3.0.dist-info" / "top_level.txt", "a") as f:
+        f.write("fakelib\n")  # other now provides fakelib too
+    owners, opened = _owners_in_new_process(site, cache, "fakelib")
+    assert owners == [("fakelib", "1.0"), ("other", "3.0")]
+    assert opened == ["other-3.0.dist-info/top_level.txt"]
+    (site / "other-3.0.dist-info" / "top_level.txt").unlink()  # falls back to its RECORD
+    assert _owners_in_new_process(site, cache, "fakelib")[0] == [("fakelib", "1.0")]
+
+
+def test_a_damaged_or_foreign_memory_file_is_ignored(tmp_path):
+    """Whatever the remembered file holds, if it is not this version's record for this directory
+    (or names files as they are not), the owners are found by reading the metadata."""
+    site, cache = _owned_site(tmp_path), tmp_path / "cache"
+    expected = _owners_in_new_process(site, cache, "fakelib")[0]
+    (memo,) = (cache / "fncache-distributions").iterdir()
+    import json
+
+    good = json.loads(memo.read_text())
+    wrong_sig = dict(good, entries={n: [[None, None], []] for n in good["entries"]})
+    for planted in ("not json", "[]", json.dumps(dict(good, format=0)),
+                    json.dumps(dict(good, directory="/elsewhere")), json.dumps(wrong_sig),
+                    json.dumps(dict(good, entries={n: "x" for n in good["entries"]}))):
+        memo.write_text(planted)
+        owners, opened = _owners_in_new_process(site, cache, "fakelib")
+        assert owners == expected, planted
+        assert "fakelib-1.0.dist-info/RECORD" in opened, planted
+
+
+def test_owners_without_a_writable_or_wanted_memory(tmp_path):
+    """A cache directory that cannot be written, or ``FNCACHE_DISTRIBUTIONS_CACHE=0``: the same
+    owners, found by reading the metadata each time, and no file written."""
+    site = _owned_site(tmp_path)
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory would be")
+    for cache, env in ((blocked, {}), (tmp_path / "off", {"FNCACHE_DISTRIBUTIONS_CACHE": "0"})):
+        for _ in range(2):
+            owners, opened = _owners_in_new_process(site, cache, "fakelib", **env)
+            assert owners == [("fakelib", "1.0")]
+            assert "fakelib-1.0.dist-info/RECORD" in opened
+    assert not (tmp_path / "off").exists()

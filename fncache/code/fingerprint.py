@@ -43,8 +43,8 @@ from fncache._errors import ArgumentTypeError
 from fncache.code import usercode as _usercode
 from fncache.code.classify import describe, holds_user_code
 from fncache.code.digest import code_digest
+from fncache.code.distributions import distribution_versions
 from fncache.code.usercode import (
-    distribution_versions,
     is_user_code,
     is_user_module,
     track,
