@@ -462,8 +462,19 @@ class Store:
         so that a large store is summarised without reading every entry. Aggregates are a cache of
         the listing, never trusted over it: a store that finds them missing or inconsistent rebuilds
         them from its entries. Same concurrency as :meth:`listing`.
+
+        Default: :meth:`kept_summary`, else :func:`summarize` over :meth:`listing`.
         """
-        return summarize(self.listing())
+        kept = self.kept_summary()
+        return summarize(self.listing()) if kept is None else kept
+
+    def kept_summary(self) -> list[FunctionSummary] | None:
+        """:meth:`summary` as the store's own aggregates answer it (checked, and rebuilt where they
+        are off, as :meth:`summary` says); ``None`` where it keeps none, or cannot answer from them
+        now (then only a listing can). ``prune``
+        asks it first: a store within its limits is then pruned without listing an entry.
+        Default: ``None``."""
+        return None
 
     def volume(self) -> int:
         """Total bytes of stored values (an estimate where the backend only knows approximately)."""

@@ -51,7 +51,6 @@ from fncache.stores._base import (
     join_parts,
     now,
     store_error,
-    summarize,
     value_size,
 )
 from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache, entry, parse_row_meta
@@ -342,12 +341,13 @@ class DiskStore(Store):
     def _list_batch(self, last: int) -> list[Any]:
         return self.db.list_batch(last, _LIST_BATCH)
 
-    def summary(self) -> list[FunctionSummary]:
+    def kept_summary(self) -> list[FunctionSummary] | None:
         """From the summary table that triggers keep with the rows (checked against the rows on
         every read, rebuilt if it disagrees: see :mod:`fncache.stores._disksummary`), without
-        reading every entry; while expired entries wait for removal, from the listing."""
+        reading every entry; ``None`` while expired entries wait for removal (then
+        :meth:`summary` lists)."""
         found = self._guard("summary", lambda: self.db.summary())
-        return summarize(self.listing()) if found is None else list(found)
+        return None if found is None else list(found)
 
     def volume(self) -> int:
         return int(self._guard("stat", lambda: self.db.cache.volume()))

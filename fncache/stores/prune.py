@@ -122,6 +122,8 @@ def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: floa
     limit = _given("max_size", max_bytes)
     items = None if max_items is None else int(_bound("max_items", max_items))
     idle = _ago("older_than", older_than, time.time())
+    if limit is None and items is None and idle is None:
+        return []
     if _nothing_to_prune(store, limit, items, idle):  # then so is any part of the store
         return []
     listed = sorted(store.listing() if entries is None else entries,
@@ -134,13 +136,13 @@ def plan_prune(store: Store, max_bytes: float | None = None, *, older_than: floa
 
 def _nothing_to_prune(store: Store, limit: float | None, items: int | None,
                       idle: float | None) -> bool:
-    """Whether the store's own summary (where it keeps one: see :meth:`Store.summary`) shows that
-    no entry is past the limits: within ``limit`` bytes and ``items`` entries, none created before
-    ``idle``. Then nothing is listed. The summary can only ever spare entries this way: what a
-    prune removes is always chosen from the entries as listed."""
-    if type(store).summary is Store.summary:
-        return False  # the summary would be the listing itself
-    groups = store.summary()
+    """Whether the store's own summary (where it keeps one: see :meth:`Store.kept_summary`) shows
+    that no entry is past the limits: within ``limit`` bytes and ``items`` entries, none created
+    before ``idle``. Then nothing is listed. The summary can only ever spare entries this way:
+    what a prune removes is always chosen from the entries as listed."""
+    groups = store.kept_summary()
+    if groups is None:
+        return False  # only a listing can tell
     return ((limit is None or sum(g.size for g in groups) <= limit)
             and (items is None or sum(g.entries for g in groups) <= items)
             and (idle is None or all(g.oldest >= idle for g in groups)))

@@ -460,7 +460,7 @@ class RedisStore(Store):
         returns the number of entries removed. Not atomic: entries added meanwhile may survive."""
         return self._index.clear_function(function)
 
-    def summary(self) -> list[FunctionSummary]:
+    def kept_summary(self) -> list[FunctionSummary] | None:
         """Per function, from the totals kept with each function's index (checked against a count
         of the values; rebuilt from :meth:`listing` where they are missing or off): see
         :meth:`~fncache.stores._redis_index.RedisIndex.summary`. ``python`` is ``None``, as in
