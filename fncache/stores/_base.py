@@ -461,19 +461,16 @@ class Store:
         (the default), which a store may answer from aggregates it keeps up to date with its entries,
         so that a large store is summarised without reading every entry. Aggregates are a cache of
         the listing, never trusted over it: a store that finds them missing or inconsistent rebuilds
-        them from its entries. Same concurrency as :meth:`listing`.
-
-        Default: :meth:`kept_summary`, else :func:`summarize` over :meth:`listing`.
-        """
+        them from its entries. Same concurrency as :meth:`listing`. Default: :meth:`kept_summary`,
+        else :func:`summarize` over :meth:`listing`."""
         kept = self.kept_summary()
         return summarize(self.listing()) if kept is None else kept
 
     def kept_summary(self) -> list[FunctionSummary] | None:
         """:meth:`summary` as the store's own aggregates answer it (checked, and rebuilt where they
         are off, as :meth:`summary` says); ``None`` where it keeps none, or cannot answer from them
-        now (then only a listing can). ``prune``
-        asks it first: a store within its limits is then pruned without listing an entry.
-        Default: ``None``."""
+        now (then only a listing can). ``prune`` asks it first: a store within its limits is then
+        pruned without listing an entry. Default: ``None``."""
         return None
 
     def volume(self) -> int:
