@@ -164,17 +164,18 @@ def _group(r: str, where: str | None = None) -> str:
 
 # A removed row that held one of its group's bounds leaves the group stale (recomputed on read).
 _MATCH = " AND ".join(f"{SUMMARY_TABLE}.{k} IS g.{k}" for k in _KEY)
-_ADD = (
-    f"INSERT INTO {SUMMARY_TABLE}(fn, py, py_known, damaged, entry, rows, size, newest, oldest,"
-    " used, access, uses, stale)"
-    " SELECT fn, py, py_known, damaged, entry, 1, size, created, created, used, access, uses, 0"
-    " FROM ({group}) WHERE true"
+_ADD_INTO = (f"INSERT INTO {SUMMARY_TABLE}(fn, py, py_known, damaged, entry, rows, size, newest,"
+             " oldest, used, access, uses, stale)")
+_ADD_UPSERT = (
     f" ON CONFLICT({', '.join(_KEY)}) DO UPDATE SET rows = rows + 1, size = size + excluded.size,"
     " newest = max(newest, excluded.newest), oldest = min(oldest, excluded.oldest),"
     " used = max(coalesce(used, excluded.used), coalesce(excluded.used, used)),"
     " access = max(coalesce(access, excluded.access), coalesce(excluded.access, access)),"
     " uses = uses + excluded.uses;"
 )
+# Adds the row(s) of ``{group}`` (WHERE: SQLite's rule for an upsert's SELECT).
+_ADD = (_ADD_INTO + " SELECT fn, py, py_known, damaged, entry, 1, size, created, created, used,"
+        " access, uses, 0 FROM ({group}) WHERE true" + _ADD_UPSERT)
 T = SUMMARY_TABLE
 _SUBTRACT = (
     f"UPDATE {T} SET rows = {T}.rows - 1, size = {T}.size - g.size, uses = {T}.uses - g.uses,"
@@ -226,9 +227,8 @@ SELECT_SCHEMA_OBJECTS = ("SELECT name, sql FROM sqlite_master WHERE name IN ("
 # with metadata), from bound values: what :func:`_group` gives the row, computed in Python where
 # the metadata is JSON that SQLite reads as Python does (see ``_disksummary.add_own``).
 #: Add one entry fncache has just inserted, from bound values (see above).
-ADD_OWN = _ADD.replace(" FROM ({group}) WHERE true", "").replace(
-    " SELECT fn, py, py_known, damaged, entry, 1, size, created, created, used, access, uses, 0",
-    " VALUES (:fn, :py, :py_known, 0, 1, 1, :size, :created, :created, NULL, :access, 0, 0)")
+ADD_OWN = (_ADD_INTO + " VALUES (:fn, :py, :py_known, 0, 1, 1, :size, :created, :created, NULL,"
+           " :access, 0, 0)" + _ADD_UPSERT)
 #: Add the row ``rowid`` as the insert trigger would (fncache's entries it does not bind).
 ADD_ROWID = _ADD.format(group=_group("Cache", " WHERE Cache.rowid = ?"))
 SUMMARY_DROP = tuple(f"DROP TRIGGER IF EXISTS {n}" for n in SUMMARY_OBJECTS[1:]) \
