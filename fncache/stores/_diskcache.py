@@ -333,19 +333,8 @@ class Diskcache:
 
     # -- entries ---------------------------------------------------------------------------------
     def value_row(self, key: str) -> tuple[float, list[Any]]:
-        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``).
-
-        The hit path: this thread's open reader is used directly, and :meth:`rows` (which opens
-        one and retries while the database is locked) is taken only when there is none yet or the
-        read failed (a read may be repeated: it changes nothing)."""
+        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``)."""
         now_ = time.time()
-        local = self._readers
-        con = getattr(local, "con", None)
-        if con is not None and local.pid == os.getpid():
-            try:
-                return now_, con.execute(q.SELECT_VALUE, (key, now_)).fetchall()
-            except sqlite3.OperationalError:
-                pass
         return now_, self.rows(q.SELECT_VALUE, (key, now_))
 
     def live(self, key: str) -> bool:
