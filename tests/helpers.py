@@ -195,3 +195,21 @@ def write_kernelspec(root: Path, name: str, display_name: str, **env: str) -> Pa
         "env": full,
     }))
     return root
+
+
+def fake_distribution(site: Path, name: str, version: str, record: str,
+                      top_level: str | None = None) -> Path:
+    """Distribution ``name`` at ``version`` in ``site`` as pip lays one out (its ``.dist-info``
+    with ``METADATA``, ``RECORD`` and, if given, ``top_level.txt``), replacing any other version
+    of it; returns the metadata directory. The package's own files are the caller's."""
+    for old in site.glob(f"{name}-*.dist-info"):
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    meta = site / f"{name}-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (meta / "RECORD").write_text(record)
+    if top_level is not None:
+        (meta / "top_level.txt").write_text(top_level)
+    return meta

@@ -7,21 +7,15 @@ import subprocess
 import sys
 import textwrap
 
+from tests.helpers import fake_distribution
+
 
 def _install(root, version: str) -> None:
     """A tiny distribution ``fakelib`` at ``version``, as pip would lay it out."""
     pkg = root / "fakelib"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("def double(x):\n    return 2 * x\n")
-    for old in root.glob("fakelib-*.dist-info"):
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
-    info = root / f"fakelib-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fakelib\nVersion: {version}\n")
-    (info / "top_level.txt").write_text("fakelib\n")
-    (info / "RECORD").write_text("fakelib/__init__.py,,\n")
+    fake_distribution(root, "fakelib", version, "fakelib/__init__.py,,\n", top_level="fakelib\n")
 
 
 _RUN = textwrap.dedent("""

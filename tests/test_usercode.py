@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 from fncache.code.distributions import distribution_versions
+from tests.helpers import fake_distribution
 
 
 def test_owners_agree_with_the_full_scan_for_every_installed_module():
@@ -48,18 +49,11 @@ _KEY_SCRIPT = textwrap.dedent("""
 
 
 def _fake_library(root, version: str) -> None:
-    for old in root.glob("fakelib-*.dist-info"):
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
     pkg = root / "fakelib"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("def f(x):\n    return x\n")
-    meta = root / f"fakelib-{version}.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fakelib\nVersion: {version}\n")
-    (meta / "RECORD").write_text("fakelib/__init__.py,,\n"
-                                 f"fakelib-{version}.dist-info/METADATA,,\n")
+    fake_distribution(root, "fakelib", version,
+                      f"fakelib/__init__.py,,\nfakelib-{version}.dist-info/METADATA,,\n")
 
 
 def _key(root) -> str:
@@ -100,20 +94,6 @@ _OWNERS_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _dist(site, name: str, version: str, record: str, top_level: str | None = None) -> None:
-    """A distribution ``name`` at ``version`` in ``site`` (replacing any other version of it)."""
-    for old in site.glob(f"{name}-*.dist-info"):
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
-    meta = site / f"{name}-{version}.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (meta / "RECORD").write_text(record)
-    if top_level is not None:
-        (meta / "top_level.txt").write_text(top_level)
-
-
 def _owners_in_new_process(site, cache, top: str, **env_vars: str):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache), **env_vars)
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
@@ -130,8 +110,8 @@ def _owned_site(tmp_path):
     site = tmp_path / "site"
     (site / "fakelib").mkdir(parents=True)
     (site / "fakelib" / "__init__.py").write_text("X = 1\n")
-    _dist(site, "fakelib", "1.0", "fakelib/__init__.py,,\n")
-    _dist(site, "other", "3.0", "other/__init__.py,,\n", top_level="other\n")
+    fake_distribution(site, "fakelib", "1.0", "fakelib/__init__.py,,\n")
+    fake_distribution(site, "other", "3.0", "other/__init__.py,,\n", top_level="other\n")
     return site
 
 
@@ -147,7 +127,7 @@ def test_a_new_process_reads_no_distribution_record_while_none_changed(tmp_path)
     assert (again, opened) == (first, [])
     remembered = list((cache / "fncache-distributions").iterdir())
     assert len(remembered) == 1 and remembered[0].stat().st_mode & 0o077 == 0
-    _dist(site, "fakelib", "2.0", "fakelib/__init__.py,,\n")
+    fake_distribution(site, "fakelib", "2.0", "fakelib/__init__.py,,\n")
     upgraded, opened = _owners_in_new_process(site, cache, "fakelib")
     assert upgraded == [("fakelib", "2.0")]
     assert "fakelib-2.0.dist-info/RECORD" in opened
