@@ -8,6 +8,8 @@ Names under ``prefix/`` (see :mod:`fncache.stores.s3` for the whole layout):
   so one function's entries are one prefix listing; ``EXPIRES`` (whole POSIX seconds, rounded up)
   says from when the entry reads as missing, so a listing knows it without reading anything.
 * ``u/GROUP``: the usage records of the group's entries (JSON ``{"KEY": [last_use, uses]}``).
+* ``s/metas``: the metadata names as last listed, for ``summary()``
+  (:mod:`fncache.stores._s3_snapshot`).
 
 A group is the function id (``module:qualname``) percent-encoded over ``[A-Za-z0-9._-]`` (a leading
 dot encoded too, so never ``.`` or ``..``), or ``~`` + its xxh3-128 hex digest when that would be
@@ -133,7 +135,7 @@ class S3Paths:
     spelling of the layout, shared by the store (single entries) and its listing
     (:mod:`fncache.stores._s3_listing`)."""
 
-    __slots__ = ("base", "bucket", "locks", "metas", "usage", "values")
+    __slots__ = ("base", "bucket", "locks", "metas", "snapshot", "usage", "values")
 
     def __init__(self, bucket: str, prefix: str) -> None:
         self.bucket = bucket
@@ -143,6 +145,8 @@ class S3Paths:
         self.metas = f"{self.base}/f"
         self.usage = f"{self.base}/u"
         self.locks = f"{self.base}/locks"
+        #: the cached listing of the metadata names (:mod:`fncache.stores._s3_snapshot`)
+        self.snapshot = f"{self.base}/s/metas"
 
     def value(self, key: str) -> str:
         """Where the value of ``key`` lives."""

@@ -21,9 +21,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Literal, overload
 
-from fncache.stores._base import MAX_JSON_BYTES, EntryInfo, Use, entry_info, now, parse_meta
+from fncache.stores import _s3_snapshot as snapshot
+from fncache.stores._base import (
+    MAX_JSON_BYTES,
+    EntryInfo,
+    FunctionSummary,
+    Use,
+    entry_info,
+    now,
+    parse_meta,
+    summarize,
+)
 from fncache.stores._s3_config import SECONDS_PER_BYTE
 from fncache.stores._s3_errors import EXISTS, http_status
 from fncache.stores._s3_layout import (
@@ -38,6 +48,7 @@ from fncache.stores._s3_layout import (
     parse_usage,
     value_name,
 )
+from fncache.stores._s3_snapshot import MAX_SNAPSHOT_BYTES, Refs
 
 __all__ = ["S3Listing"]
 
@@ -210,14 +221,47 @@ class S3Listing:
                     meta, row.damaged = None, True
                 yield row.info(meta)
 
-    def scan(self) -> Iterator[_Row]:
-        """The rows of :meth:`listing`, checked against the layout."""
+    @overload
+    def summary(self, may_list: Literal[True] = True) -> list[FunctionSummary]: ...
+
+    @overload
+    def summary(self, may_list: bool) -> list[FunctionSummary] | None: ...
+
+    def summary(self, may_list: bool = True) -> list[FunctionSummary] | None:
+        """:meth:`fncache.stores.s3.S3Store.summary`: the rows of :meth:`listing`, summarised,
+        with the metadata names taken from their cached listing where it holds every listed value
+        (:mod:`fncache.stores._s3_snapshot`); else listed (and cached again), or, without
+        ``may_list``, ``None``."""
+        rows = self.scan(cached=True, may_list=may_list)
+        return None if rows is None else summarize(r.info({"function": r.function} if r.function
+                                                          else {}) for r in rows)
+
+    @overload
+    def scan(self) -> Iterator[_Row]: ...
+
+    @overload
+    def scan(self, *, cached: bool, may_list: bool) -> Iterator[_Row] | None: ...
+
+    def scan(self, *, cached: bool = False, may_list: bool = True) -> Iterator[_Row] | None:
+        """The rows of :meth:`listing`, checked against the layout. ``cached``: the metadata
+        names from their cached listing if it holds every listed value, else listed and cached
+        again, or, without ``may_list``, ``None``."""
         t = now()
         with self._guard("list"):
             values = self._values()
-            refs = self._refs(values)
+            refs = self._cached_refs(values) if cached else None
+            if refs is None:
+                if not may_list:
+                    return None
+                refs = self._refs(values)
+                if cached:
+                    self._cache_refs(values, refs, t)
             usage_sizes = {name: size for name, size, _ in self._list(self.paths.usage)
                            if GROUP.fullmatch(name) and 0 < size <= MAX_USAGE_BYTES}
+        return self._rows(values, refs, usage_sizes, t)
+
+    def _rows(self, values: dict[str, tuple[int, float | None]], refs: Refs,
+              usage_sizes: dict[str, int], t: float) -> Iterator[_Row]:
         groups = {ref[0] for found in refs.values() for ref in found}
         names = self.group_names(groups, refs)
         usage = self._usage(g for g in groups if g in usage_sizes)
@@ -235,15 +279,54 @@ class S3Listing:
                 values[key] = (size, _timestamp(modified))
         return values
 
-    def _refs(self, values: dict[str, Any]) -> dict[str, list[tuple[str, int | None, str, int]]]:
+    def _refs(self, values: dict[str, Any]) -> Refs:
         """``{key: [(group, expires, name, size)...]}``: the metadata objects of listed values."""
-        refs: dict[str, list[tuple[str, int | None, str, int]]] = {}
+        refs: Refs = {}
         for name, size, _ in self._list(self.paths.metas):
             parsed = parse_meta_name(name)
             if parsed is not None and parsed[1] in values:
                 group, key, expires = parsed
                 refs.setdefault(key, []).append((group, expires, name, size))
         return refs
+
+    def _cached_refs(self, values: dict[str, tuple[int, float | None]]) -> Refs | None:
+        """:meth:`_refs` from the cached listing, or ``None`` unless it holds every listed value
+        with the size and time listed now."""
+        from fsspec.asyn import sync
+
+        fs = self._fs()
+        try:
+            raw = sync(fs.loop, _get_small, fs, *self.paths.split(self.paths.snapshot),
+                       MAX_SNAPSHOT_BYTES, self.timeout,
+                       timeout=self.timeout * 2 + MAX_SNAPSHOT_BYTES * SECONDS_PER_BYTE)[1]
+        except FileNotFoundError:
+            return None
+        cached = snapshot.decode(raw)
+        if cached is None:
+            return None
+        refs: Refs = {}
+        for key, (size, created) in values.items():
+            row = cached.get(key)
+            if row is None or row[0] != size or row[1] != created:
+                return None
+            if row[2]:
+                refs[key] = row[2]
+        return refs
+
+    def _cache_refs(self, values: dict[str, tuple[int, float | None]], refs: Refs,
+                    t: float) -> None:
+        """Write the cached listing; a failure only costs the next summary a listing."""
+        from fsspec.asyn import sync
+
+        body = snapshot.encode(values, refs, t)
+        try:
+            fs = self._fs()
+            bucket, key = self.paths.split(self.paths.snapshot)
+            sync(fs.loop, fs._call_s3, "put_object", Bucket=bucket, Key=key, Body=body,
+                 timeout=self.timeout + len(body) * SECONDS_PER_BYTE)
+        except Exception as e:  # bookkeeping: never fails the summary
+            log.debug("s3 store s3://%s: cached metadata listing not written: %s",
+                      self.paths.base, e)
 
     def _usage(self, groups: Iterator[str]) -> dict[str, dict[str, tuple[float, int]]]:
         """The usage records of ``groups`` (one concurrent GET each), checked."""

@@ -10,6 +10,7 @@ Layout under ``s3://bucket/prefix`` (names checked by :mod:`fncache.stores._s3_l
                                      *group* of its function (the function id, percent-encoded):
                                      one function's entries are one prefix listing
 ``prefix/u/GROUP``                   usage records of the group's entries: ``{KEY: [last, uses]}``
+``prefix/s/metas``                   the metadata names as last listed, for ``summary()``
 ``prefix/locks/KEY``                 a lock lease (JSON: token, created, expires)
 ===================================  ===============================================================
 
@@ -37,9 +38,10 @@ Guarantees and failure modes:
 * ``expire`` is kept in the object's user metadata (``x-amz-meta-fncache-expires``) and checked on
   read, since S3 has no per-object expiry (lifecycle rules count whole days): an expired entry
   reads as missing, and is deleted when read or when an ``add`` finds it in its way.
-* ``listing()`` (``fncache ls``, ``info``, ``clear``, ``prune``) is three paginated listings (values,
-  metadata names, usage objects; 1000 objects per request) plus one GET per function with usage
-  records, never a request per entry. ``entries()`` adds one small concurrent GET per entry (its
+* ``listing()`` (``clear``, ``prune``) is three paginated listings (values, metadata names, usage
+  objects; 1000 objects per request) plus one GET per function with usage records, never a request
+  per entry; ``summary()`` (``info``, ``ls``) skips the metadata names' listing while their cached
+  copy holds every listed value. ``entries()`` adds one small concurrent GET per entry (its
   metadata). ``accessed`` is the last use from the usage records (S3 does not track reads).
   ``clear()`` and ``clear_function()`` delete in batches of 1000.
 * ``lock()`` is best effort: a lease object created with ``If-None-Match: *``, taken over by
@@ -91,6 +93,7 @@ from fncache.stores import redact
 from fncache.stores._base import (
     MAX_JSON_BYTES,
     EntryInfo,
+    FunctionSummary,
     Store,
     Use,
     encode_meta,
@@ -405,6 +408,15 @@ class S3Store(Store):
         """
         return self._listing.listing()
 
+    def summary(self) -> list[FunctionSummary]:
+        """:meth:`Store.summary`, the metadata names from their cached listing while it holds every
+        listed value as listed now (:mod:`~fncache.stores._s3_snapshot`), else listed and cached."""
+        return self._listing.summary()
+
+    def kept_summary(self) -> list[FunctionSummary] | None:
+        """:meth:`summary` if the cached metadata names hold every listed value, else ``None``."""
+        return self._listing.summary(may_list=False)
+
     def entries(self) -> Iterator[EntryInfo]:
         """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
         concurrent GETs (1000 at a time).
@@ -528,7 +540,7 @@ class S3Store(Store):
         return self._listing.clear_function(function)
 
     def clear(self) -> int:
-        """Delete every object under ``prefix/v2``, ``f``, ``u`` (and the earlier layout's
+        """Delete every object under ``prefix/v2``, ``f``, ``u``, ``s`` (and the earlier layout's
         ``v1``), not the locks; returns the number of values.
 
         Not atomic: entries added during the listing may survive.
@@ -536,7 +548,7 @@ class S3Store(Store):
         n = 0
         with self._guard("clear"):
             for under in (self.paths.values, self.paths.metas, self.paths.usage,
-                          f"{self.paths.base}/v1"):
+                          f"{self.paths.base}/s", f"{self.paths.base}/v1"):
                 paths = [f"{under}/{name}" for name, _, _ in self._list(under)]
                 n += len(paths) if under == self.paths.values else 0
                 self._remove(paths)
