@@ -118,8 +118,11 @@ async def _get_small(
         head = await asyncio.wait_for(fs._call_s3("head_object", Bucket=bucket, Key=key), deadline)
         return head.get("ETag"), None
     body = resp["Body"]
+    # The body's time: 1 s per MiB of what the ranged response announces (at most limit + 1 bytes).
+    length = resp.get("ContentLength")
+    length = length if isinstance(length, int) and 0 <= length <= limit else limit
     try:
-        data = await asyncio.wait_for(body.read(), deadline + limit * SECONDS_PER_BYTE)
+        data = await asyncio.wait_for(body.read(), deadline + (length + 1) * SECONDS_PER_BYTE)
     finally:
         body.close()
     return resp.get("ETag"), data if 0 < len(data) <= limit else None
@@ -300,6 +303,9 @@ class S3Listing:
                        MAX_SNAPSHOT_BYTES, self.timeout,
                        timeout=self.timeout * 2 + MAX_SNAPSHOT_BYTES * SECONDS_PER_BYTE)[1]
         except FileNotFoundError:
+            return None
+        except Exception as e:  # unreadable here (denied, a time-out): the listing answers
+            log.debug("s3 store s3://%s: cached metadata listing not read: %s", self.paths.base, e)
             return None
         cached = snapshot.decode(raw)
         if cached is None:
