@@ -41,7 +41,14 @@ def s3_summed(s3_env):
         listed.append(under[len(store.paths.base) + 1:])
         return real(under)
 
+    real_probe = store._listing._probe
+
+    def probe_spy(wanted: list[str]) -> Any:
+        listed.append("probe:" + ",".join(sorted(wanted)))
+        return real_probe(wanted)
+
     store._listing._list = spy
+    store._listing._probe = probe_spy
     yield store, keys, listed
     store.clear()
     store.close()
@@ -76,22 +83,28 @@ def test_s3_summary_lists_the_metadata_once_then_answers_from_the_values(s3_summ
 
 @pytest.mark.s3
 def test_s3_summary_follows_adds_deletes_replacements_and_expiry(s3_summed):
-    """An added entry and a value replaced by ``set`` are not in the cached names as listed now: the
-    summary lists the names again. A deleted entry is simply not listed; an entry whose expiry
-    passes drops out by the expiry kept in its cached name. Each summary is the listing's."""
+    """A value added or replaced since the names were cached is probed (its metadata object, where
+    the value says it is) and the cache written again; a deleted entry is simply not listed; an
+    entry whose expiry passes drops out by the expiry kept in its cached name. Each summary is the
+    listing's, and none lists the metadata names again."""
     store, keys, listed = s3_summed
     store.summary()
-    store.add(new_key(), b"new", {"function": "m:c"})
+    added = new_key()
+    store.add(added, b"new", {"function": "m:c"})
     rows, prefixes = _fresh(store, listed)
-    assert "f" in prefixes and rows == summarize(store.listing())
+    assert prefixes == [f"probe:{added}", "u", "v2"]
+    assert rows == summarize(store.listing())
     assert [r.function for r in rows] == ["m:a", "m:b", "m:c"]
+    rows, prefixes = _fresh(store, listed)
+    assert prefixes == ["u", "v2"], "the probed value was cached"
     assert store.delete(keys["a"][0])
     rows, prefixes = _fresh(store, listed)
-    assert "f" not in prefixes and rows == summarize(store.listing())
+    assert prefixes == ["u", "v2"] and rows == summarize(store.listing())
     assert rows[0].entries == 4
     store.set(keys["a"][1], b"replaced, longer than before", {"function": "m:b"})
     rows, prefixes = _fresh(store, listed)
-    assert "f" in prefixes and rows == summarize(store.listing())
+    assert prefixes == [f"probe:{keys['a'][1]}", "u", "v2"]
+    assert rows == summarize(store.listing())
     assert [(r.function, r.entries) for r in rows] == [("m:a", 3), ("m:b", 4), ("m:c", 1)]
     short = new_key()
     store.add(short, b"brief", {"function": "m:c"}, expire=1.0)
@@ -103,9 +116,47 @@ def test_s3_summary_follows_adds_deletes_replacements_and_expiry(s3_summed):
         assert time.monotonic() < deadline, "the entry never expired"
         time.sleep(0.1)
     rows, prefixes = _fresh(store, listed)
-    assert "f" not in prefixes
+    assert prefixes == ["u", "v2"]
     assert rows == summarize(store.listing())
     assert [r.entries for r in rows] == [3, 4, 1]
+
+
+@pytest.mark.s3
+def test_s3_summary_lists_the_names_again_when_many_values_are_new(s3_summed, monkeypatch):
+    """Past a few new values (here: one, by the threshold's floor set to 1 for the test), probing
+    them one by one would cost more than listing: the summary lists the names and caches them."""
+    from fncache.stores import _s3_listing
+
+    store, _, listed = s3_summed
+    store.summary()
+    monkeypatch.setattr(_s3_listing, "_PROBE_MIN", 1)
+    for _ in range(2):
+        store.add(new_key(), b"new", {"function": "m:c"})
+    rows, prefixes = _fresh(store, listed)
+    assert prefixes == ["f", "u", "v2"]
+    assert rows == summarize(store.listing())
+    assert _fresh(store, listed)[1] == ["u", "v2"]
+
+
+@pytest.mark.s3
+def test_s3_value_whose_metadata_is_on_its_way_is_not_cached_as_functionless(s3_summed):
+    """A value listed before its metadata object is written shows as the listing shows it (no
+    function) and is probed again by the next summary rather than cached so: once its metadata
+    is there, it shows under its function."""
+    store, _, listed = s3_summed
+    store.summary()
+    key = new_key()
+    meta = {"function": "m:a"}
+    group = group_of("m:a")
+    assert store._put(store._value_path(key), b"late meta", group, None, create_only=True)
+    rows, prefixes = _fresh(store, listed)
+    assert rows == summarize(store.listing())
+    assert [r.function for r in rows] == ["", "m:a", "m:b"]
+    store._put_meta(key, group, b"late meta", meta, None)
+    rows, prefixes = _fresh(store, listed)
+    assert prefixes == [f"probe:{key}", "u", "v2"]
+    assert rows == summarize(store.listing())
+    assert [(r.function, r.entries) for r in rows] == [("m:a", 6), ("m:b", 3)]
 
 
 def _plants(store: Any) -> list[tuple[str, bytes]]:

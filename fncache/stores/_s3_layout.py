@@ -28,10 +28,13 @@ from typing import Any
 from fncache.stores._base import load_json, parse_use
 
 __all__ = [
+    "EXPIRES_META",
     "GROUP",
+    "GROUP_META",
     "KEY",
     "S3Paths",
     "encode_usage",
+    "expires_at",
     "function_of",
     "group_of",
     "meta_name",
@@ -39,6 +42,11 @@ __all__ = [
     "parse_usage",
     "value_name",
 ]
+
+#: User metadata of a value object: its function's group, and its expiry (``repr`` of the POSIX
+#: time), from which its metadata object's name follows (:meth:`S3Paths.meta_of`).
+GROUP_META = "fncache-function"
+EXPIRES_META = "fncache-expires"
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _GROUP_MAX = 400
@@ -79,6 +87,16 @@ def function_of(group: str) -> str | None:
     except UnicodeDecodeError:
         return None
     return name if group_of(name) == group else None
+
+
+def expires_at(metadata: dict[str, str] | None) -> float | None:
+    """The expiry time in a value's user metadata (``None``: none, or not a finite number)."""
+    raw = (metadata or {}).get(EXPIRES_META)
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def value_name(key: str) -> str:
@@ -155,6 +173,14 @@ class S3Paths:
     def meta(self, key: str, group: str, expires: float | None) -> str:
         """Where the metadata of ``key`` lives, filed under ``group``."""
         return f"{self.metas}/{meta_name(key, group, expires)}"
+
+    def meta_of(self, key: str, metadata: dict[str, str] | None) -> str | None:
+        """Where the value at ``key`` says its metadata lives, from the value's user metadata
+        (``None`` if that names no valid group: a value fncache did not write)."""
+        group = (metadata or {}).get(GROUP_META)
+        if not isinstance(group, str) or not GROUP.fullmatch(group):
+            return None
+        return self.meta(key, group, expires_at(metadata))
 
     def usage_of(self, group: str) -> str:
         """The usage records of ``group``'s entries."""

@@ -55,6 +55,10 @@ __all__ = ["S3Listing"]
 log = logging.getLogger("fncache")
 
 _LIST_BATCH = 1000
+# A summary probes values the cached metadata listing lacks (two HEADs each, 64 at a time) while
+# they are at most this many, or this share of the values (1/50); more, and it lists the names.
+_PROBE_MIN = 256
+_PROBE_SHARE = 50
 
 
 def _timestamp(modified: Any) -> float | None:
@@ -98,6 +102,24 @@ async def _cat_many(fs: Any, paths: list[str], limit: int, deadline: float) -> l
                 return (await _get_small(fs, bucket, key, limit, deadline))[1] or b""
             except FileNotFoundError:
                 return b""
+
+    return list(await asyncio.gather(*(one(p) for p in paths)))
+
+
+async def _head_many(fs: Any, paths: list[str], deadline: float) -> list[dict[str, Any] | None]:
+    """The HEAD responses of objects, 64 requests at a time; ``None`` for one that is missing."""
+    import asyncio
+
+    gate = asyncio.Semaphore(64)
+
+    async def one(path: str) -> dict[str, Any] | None:
+        bucket, _, key = path.partition("/")
+        async with gate:
+            try:
+                return dict(await asyncio.wait_for(
+                    fs._call_s3("head_object", Bucket=bucket, Key=key), deadline))
+            except FileNotFoundError:
+                return None
 
     return list(await asyncio.gather(*(one(p) for p in paths)))
 
@@ -252,7 +274,7 @@ class S3Listing:
         t = now()
         with self._guard("list"):
             values = self._values()
-            refs = self._cached_refs(values) if cached else None
+            refs = self._cached_refs(values, t) if cached else None
             if refs is None:
                 if not may_list:
                     return None
@@ -292,9 +314,10 @@ class S3Listing:
                 refs.setdefault(key, []).append((group, expires, name, size))
         return refs
 
-    def _cached_refs(self, values: dict[str, tuple[int, float | None]]) -> Refs | None:
-        """:meth:`_refs` from the cached listing, or ``None`` unless it holds every listed value
-        with the size and time listed now."""
+    def _cached_refs(self, values: dict[str, tuple[int, float | None]], t: float) -> Refs | None:
+        """:meth:`_refs` from the cached listing, for the values it holds with the size and time
+        listed now; the others (written since) probed one by one (:meth:`_probe`) and the listing
+        cached again, if they are few; ``None`` if they are many (then only a listing will do)."""
         from fsspec.asyn import sync
 
         fs = self._fs()
@@ -311,12 +334,42 @@ class S3Listing:
         if cached is None:
             return None
         refs: Refs = {}
+        unknown = []
         for key, (size, created) in values.items():
             row = cached.get(key)
             if row is None or row[0] != size or row[1] != created:
-                return None
-            if row[2]:
+                unknown.append(key)
+            elif row[2]:
                 refs[key] = row[2]
+        if len(unknown) > max(_PROBE_MIN, len(values) // _PROBE_SHARE):
+            return None
+        if unknown:
+            refs.update(self._probe(unknown))
+            self._cache_refs(values, refs, t)
+        return refs
+
+    def _probe(self, keys: list[str]) -> Refs:
+        """The metadata names of values the cached listing does not hold as listed (written since
+        it was): where each value's user metadata says its metadata object is, if it is there. Two
+        concurrent HEADs per value instead of a listing of every metadata name."""
+        from fsspec.asyn import sync
+
+        fs = self._fs()
+        wait = self.timeout * (2 + len(keys) // 64)
+        heads = sync(fs.loop, _head_many, fs, [self.paths.value(k) for k in keys], self.timeout,
+                     timeout=wait)
+        wanted = {}
+        for key, head in zip(keys, heads, strict=True):
+            path = self.paths.meta_of(key, (head or {}).get("Metadata")) if head else None
+            if path is not None:
+                wanted[key] = path
+        found = sync(fs.loop, _head_many, fs, list(wanted.values()), self.timeout, timeout=wait)
+        refs: Refs = {}
+        for (key, path), head in zip(wanted.items(), found, strict=True):
+            size = (head or {}).get("ContentLength")
+            parsed = parse_meta_name(path[len(self.paths.metas) + 1:])
+            if head is not None and isinstance(size, int) and size >= 0 and parsed is not None:
+                refs[key] = [(parsed[0], parsed[2], path[len(self.paths.metas) + 1:], size)]
         return refs
 
     def _cache_refs(self, values: dict[str, tuple[int, float | None]], refs: Refs,

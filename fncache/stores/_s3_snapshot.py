@@ -6,20 +6,23 @@ are listed sizes, never a size a record claims), and its function and expiry, wh
 names under ``f/GROUP/`` give. The second listing is as long as the first. This object keeps what
 it found, per value: the value's listed size and modification time, and the metadata names listed
 for it. A later summary lists the values and takes each value's metadata names from here *only if
-the value is listed with the same size and time*; a single value that is not in the object or was
-rewritten since (an entry added, or replaced) sends the summary to the metadata listing, which then
-writes the object again. A value that is gone is simply not listed, and expiry is in the names kept,
-judged when read. So a summary answered from here gives the rows the full listing gives, for
-entries written and removed through fncache.
+the value is listed with the same size and time*. A value that is not in the object or was
+rewritten since (an entry added, or replaced) is probed instead: its user metadata says where its
+metadata object is, and a HEAD says whether it is there (two requests per value, 64 at a time), and
+the object is written again; past a few such values (256, or a fiftieth of the values) the summary
+lists the metadata names instead. A value that is gone is simply not listed, and expiry is in the
+names kept, judged when read. So a summary answered from here gives the rows the full listing gives,
+for entries written and removed through fncache.
 
-What it cannot see, since it is only consulted for values it already knows: a metadata object
-removed or added while its value stays (a delete that failed half-way, a name planted beside a
-value), or an entry removed and written again within the second its value was written (the same
-listed size and time; keys name their content, so only its expiry can differ). Such an entry is
-shown as it was until the next write to the store makes the summary list the metadata again. A
-value listed without any metadata is kept that way only once it is older than :data:`SETTLE`
-seconds (its metadata is written right after the value; younger, it may be on its way), so a
-summary cannot freeze an entry that is being written as function-less.
+What it cannot see, since it is only consulted for values it already knows and a probe looks
+where the value points: a metadata object removed or added while its value stays (a delete that
+failed half-way, a name planted beside a value), or an entry removed and written again within the
+second its value was written (the same listed size and time; keys name their content, so only its
+expiry can differ). Such an entry is shown as it was until a summary lists the metadata names
+again (many new values, or a damaged object). A value listed without any metadata is kept that
+way only once it is older than :data:`SETTLE` seconds (its metadata is written right after the
+value; younger, it may be on its way), so a summary cannot freeze an entry that is being written
+as function-less.
 
 The bucket is untrusted and so is this object: it is bounded in size (compressed and not), and
 anything in it that is not exactly the shape written here (names of the layout, keys of 32 hex

@@ -82,7 +82,6 @@ other keyword of :class:`s3fs.S3FileSystem` goes to it. Unknown options raise
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -106,28 +105,15 @@ from fncache.stores._lock import LeaseLock
 from fncache.stores._s3_client import abandon, get_object
 from fncache.stores._s3_config import SECONDS_PER_BYTE, check_options, check_s3, take_secrets
 from fncache.stores._s3_errors import EXISTS, http_status, is_missing_key
-from fncache.stores._s3_layout import GROUP, S3Paths, group_of
+from fncache.stores._s3_layout import EXPIRES_META, GROUP_META, S3Paths, expires_at, group_of
 from fncache.stores._s3_listing import S3Listing
 
 __all__ = ["S3Store"]
 
 log = logging.getLogger("fncache")
 
-_EXPIRES = "fncache-expires"
-# The value's group (see _s3_layout): delete and expiry find the metadata object by it.
-_GROUP_META = "fncache-function"
 # A lease record is about 100 bytes: only its first KiB is ever read.
 _MAX_LEASE = 1024
-
-
-def _expires_at(metadata: dict[str, str] | None) -> float | None:
-    """The expiry time in a value's user metadata (``None``: none, or not a finite number)."""
-    raw = (metadata or {}).get(_EXPIRES)
-    try:
-        value = float(raw) if raw is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
 
 
 def _function(meta: dict[str, Any]) -> str:
@@ -140,7 +126,7 @@ def _filed_meta(raw: Any, metadata: Any) -> dict[str, Any]:
     """The metadata object ``raw`` parsed, if it is at most 1 MiB and names the function of the
     group its value is filed under (``metadata``), else ``{}`` (damage, as in listings)."""
     meta = (parse_meta(raw) if len(raw) <= MAX_JSON_BYTES else None) or {}
-    if meta and group_of(_function(meta)) != (metadata or {}).get(_GROUP_META):
+    if meta and group_of(_function(meta)) != (metadata or {}).get(GROUP_META):
         return {}
     return meta
 
@@ -267,12 +253,8 @@ class S3Store(Store):
         return self.paths.meta(key, group, expires)
 
     def _meta_path_of(self, key: str, metadata: dict[str, str] | None) -> str | None:
-        """The metadata object of the value at ``key``, from the value's user metadata (``None``
-        if that names no valid group: a value fncache did not write)."""
-        group = (metadata or {}).get(_GROUP_META)
-        if not isinstance(group, str) or not GROUP.fullmatch(group):
-            return None
-        return self._meta_path(key, group, _expires_at(metadata))
+        """The metadata object of the value at ``key`` (:meth:`S3Paths.meta_of`)."""
+        return self.paths.meta_of(key, metadata)
 
     def _split(self, path: str) -> tuple[str, str]:
         return self.paths.split(path)
@@ -330,7 +312,7 @@ class S3Store(Store):
 
     @staticmethod
     def _expired(metadata: dict[str, str] | None) -> bool:
-        expires = _expires_at(metadata)
+        expires = expires_at(metadata)
         return expires is not None and expires <= now()
 
     def _remove(self, paths: list[str]) -> None:
@@ -485,9 +467,9 @@ class S3Store(Store):
     def _put(self, path: str, value: bytes, group: str, expires: float | None,
              create_only: bool) -> bool:
         """PUT ``value`` (multipart when large); ``False`` if create-only and the object exists."""
-        metadata = {_GROUP_META: group}
+        metadata = {GROUP_META: group}
         if expires is not None:
-            metadata[_EXPIRES] = repr(expires)
+            metadata[EXPIRES_META] = repr(expires)
         try:
             self._call(
                 "pipe_file",
