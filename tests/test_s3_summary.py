@@ -76,9 +76,6 @@ def test_s3_summary_lists_the_metadata_once_then_answers_from_the_values(s3_summ
     assert prefixes == ["u", "v2"]
     assert rows == summarize(store.listing())
     assert [(r.function, r.uses) for r in rows] == [("m:a", 3), ("m:b", 5)]
-    listed.clear()
-    assert store.kept_summary() == rows
-    assert "f" not in listed
 
 
 @pytest.mark.s3
@@ -242,7 +239,6 @@ def test_s3_clear_removes_the_cached_names(s3_summed):
     assert store.clear() == 8
     assert not store.fs.exists(store.paths.snapshot)
     assert store.summary() == []
-    assert store.kept_summary() == []
 
 
 def test_cached_names_keep_a_value_without_metadata_only_once_it_has_settled():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Literal, overload
+from typing import Any
 
 from fncache.stores import _s3_snapshot as snapshot
 from fncache.stores._base import (
@@ -246,38 +246,22 @@ class S3Listing:
                     meta, row.damaged = None, True
                 yield row.info(meta)
 
-    @overload
-    def summary(self, may_list: Literal[True] = True) -> list[FunctionSummary]: ...
-
-    @overload
-    def summary(self, may_list: bool) -> list[FunctionSummary] | None: ...
-
-    def summary(self, may_list: bool = True) -> list[FunctionSummary] | None:
+    def summary(self) -> list[FunctionSummary]:
         """:meth:`fncache.stores.s3.S3Store.summary`: the rows of :meth:`listing`, summarised,
-        with the metadata names taken from their cached listing where it holds every listed value
-        (:mod:`fncache.stores._s3_snapshot`); else listed (and cached again), or, without
-        ``may_list``, ``None``."""
-        rows = self.scan(cached=True, may_list=may_list)
-        return None if rows is None else summarize(r.info({"function": r.function} if r.function
-                                                          else {}) for r in rows)
+        with the metadata names taken from their cached listing where it holds the listed values
+        (:mod:`fncache.stores._s3_snapshot`), else listed (and cached again)."""
+        return summarize(r.info({"function": r.function} if r.function else {})
+                         for r in self.scan(cached=True))
 
-    @overload
-    def scan(self) -> Iterator[_Row]: ...
-
-    @overload
-    def scan(self, *, cached: bool, may_list: bool) -> Iterator[_Row] | None: ...
-
-    def scan(self, *, cached: bool = False, may_list: bool = True) -> Iterator[_Row] | None:
+    def scan(self, *, cached: bool = False) -> Iterator[_Row]:
         """The rows of :meth:`listing`, checked against the layout. ``cached``: the metadata
-        names from their cached listing if it holds every listed value, else listed and cached
-        again, or, without ``may_list``, ``None``."""
+        names from their cached listing where it holds the listed values, else listed and cached
+        again."""
         t = now()
         with self._guard("list"):
             values = self._values()
             refs = self._cached_refs(values, t) if cached else None
             if refs is None:
-                if not may_list:
-                    return None
                 refs = self._refs(values)
                 if cached:
                     self._cache_refs(values, refs, t)

@@ -395,10 +395,6 @@ class S3Store(Store):
         listed value as listed now (:mod:`~fncache.stores._s3_snapshot`), else listed and cached."""
         return self._listing.summary()
 
-    def kept_summary(self) -> list[FunctionSummary] | None:
-        """:meth:`summary` if the cached metadata names hold every listed value, else ``None``."""
-        return self._listing.summary(may_list=False)
-
     def entries(self) -> Iterator[EntryInfo]:
         """Every live entry with its metadata: :meth:`listing`, then the metadata objects in
         concurrent GETs (1000 at a time).
