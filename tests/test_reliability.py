@@ -721,6 +721,39 @@ def test_child_forked_while_module_locks_are_held_can_use_fncache(tmp_path):
     assert [json.loads(line) for line in out.stdout.splitlines()] == [[2, 2, 1], 0]
 
 
+_FORKED_CHILD_READS = r"""
+import json, os, signal, sys
+import fncache
+
+f = fncache.memoize(store=sys.argv[1])(lambda x: x * 2)
+print(json.dumps([f(1), f(1)]), flush=True)  # stored, then a hit on the parent's reader
+store = f.store
+inherited = store.db._readers.cursor.connection
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)
+    got = [f(1), f(2), f(2), list(f.cache_info())]
+    mine = store.db._readers.cursor.connection
+    print(json.dumps(got + [mine is not inherited]), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print(json.dumps([f(1), f(2), f.cache_info().hits, status]), flush=True)
+"""
+
+
+def test_forked_child_reads_on_a_connection_of_its_own(tmp_path):
+    """A child forked after its parent read from a disk store hits, stores and hits again through a
+    reader it opened itself (SQLite connections must not cross a fork; the hit path uses the
+    thread's cursor without asking which process it is in), and the parent then hits the child's
+    entry."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "fork_reads.py", _FORKED_CHILD_READS)
+    out = run_py(script, str(tmp_path / "cache"), timeout=120)
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [
+        [2, 2], [2, 4, 4, [3, 2, 2, 0], True], [2, 4, 3, 0]]
+
+
 def test_every_module_level_lock_is_reset_in_a_forked_child():
     """A lock made at module level in fncache belongs to a module that resets it at fork."""
     import re

@@ -22,6 +22,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import fncache.stores._disksql as q
+from fncache import _forks
 from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
 from fncache.stores._disksummary import add_own
@@ -159,6 +160,7 @@ class Diskcache:
         self.files = ValueFiles(directory)
         self._path = os.path.join(directory, "cache.db")
         self._readers = threading.local()
+        _forks.track(self)
         self._cache: Any = None
         self._cache_lock = threading.Lock()
         #: Whether this version's summary is kept (fncache's inserts then add to it themselves).
@@ -209,7 +211,21 @@ class Diskcache:
             con.execute(f"PRAGMA mmap_size = {_READER_MMAP}")
             con.execute(f"PRAGMA cache_size = -{_READER_CACHE_KIB}")
             local.con, local.pid = con, os.getpid()
+            local.cursor = con.cursor()
         return con
+
+    def _read_cursor(self) -> sqlite3.Cursor:
+        """This thread's cursor on its reader (:meth:`_reader`): one for every read."""
+        local = self._readers
+        if getattr(local, "pid", None) != os.getpid():
+            self._reader()
+        return local.cursor  # type: ignore[no-any-return]
+
+    def reset_after_fork(self) -> None:
+        """A forked child opens readers of its own (the parent's stay the parent's): so the hit
+        path (:meth:`value_row`) can use this thread's cursor without asking which process it is
+        in."""
+        self._readers = threading.local()
 
     @property
     def cache(self) -> Any:
@@ -244,10 +260,10 @@ class Diskcache:
         # WAL readers are rarely refused, but a checkpoint or a recovery can still answer "database
         # is locked"; retried for up to ``timeout`` seconds.
         deadline = None
-        con = self._reader()
+        cursor = self._read_cursor()
         while True:
             try:
-                return con.execute(statement, params).fetchall()
+                return cursor.execute(statement, params).fetchall()
             except sqlite3.OperationalError as e:
                 if str(e) != "database is locked":
                     raise
@@ -333,9 +349,16 @@ class Diskcache:
 
     # -- entries ---------------------------------------------------------------------------------
     def value_row(self, key: str) -> tuple[float, list[Any]]:
-        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``)."""
+        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``).
+
+        The hit path: one statement on this thread's cursor, which a forked child never inherits
+        (:meth:`reset_after_fork`); :meth:`rows` when there is none yet or the read was refused
+        (it opens one, and retries while the database is locked; a read changes nothing)."""
         now_ = time.time()
-        return now_, self.rows(q.SELECT_VALUE, (key, now_))
+        try:
+            return now_, self._readers.cursor.execute(q.SELECT_VALUE, (key, now_)).fetchall()
+        except (AttributeError, sqlite3.OperationalError):
+            return now_, self.rows(q.SELECT_VALUE, (key, now_))
 
     def live(self, key: str) -> bool:
         return bool(self.rows(q.SELECT_LIVE, (key, time.time())))

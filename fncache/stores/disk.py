@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -252,6 +252,12 @@ class DiskStore(Store):
         """
         found: bytes | mmap.mmap | None = self._guard("read", self._read, key, map_file)
         return found
+
+    def get_checked(self, key: str, check: Callable[[str, Any], bool],
+                    mapped: bool = False) -> Any:
+        """:meth:`get` (``mapped``: :meth:`get_mmap`) in one call: a disk store copies nothing
+        from one place into another, so ``check`` is the caller's (see :meth:`Store.get_checked`)."""
+        return self._guard("read", self._read, key, map_file if mapped else read_file)
 
     def _read(self, key: str, read_file: Any) -> Any:
         """The unexpired value at ``key``: inline bytes, or ``read_file(fd)`` of its value file."""
