@@ -206,25 +206,24 @@ class Diskcache:
         """
         local = self._readers
         con: sqlite3.Connection | None = getattr(local, "con", None)
-        if con is None or local.pid != os.getpid():
+        if con is None:
             con = sqlite3.connect(self._path, timeout=0, isolation_level=None)
             con.execute(f"PRAGMA mmap_size = {_READER_MMAP}")
             con.execute(f"PRAGMA cache_size = -{_READER_CACHE_KIB}")
-            local.con, local.pid = con, os.getpid()
-            local.cursor = con.cursor()
+            local.con, local.cursor = con, con.cursor()
         return con
 
     def _read_cursor(self) -> sqlite3.Cursor:
         """This thread's cursor on its reader (:meth:`_reader`): one for every read."""
         local = self._readers
-        if getattr(local, "pid", None) != os.getpid():
+        if getattr(local, "cursor", None) is None:
             self._reader()
         return local.cursor  # type: ignore[no-any-return]
 
     def reset_after_fork(self) -> None:
-        """A forked child opens readers of its own (the parent's stay the parent's): so the hit
-        path (:meth:`value_row`) can use this thread's cursor without asking which process it is
-        in."""
+        """A forked child opens readers of its own (SQLite connections must not cross a fork; the
+        parent's stay the parent's): the one way readers are told apart by process, so that the
+        hit path (:meth:`value_row`) uses this thread's cursor without asking."""
         self._readers = threading.local()
 
     @property
@@ -495,7 +494,7 @@ class Diskcache:
 
     def close(self) -> None:
         con = getattr(self._readers, "con", None)
-        if con is not None and self._readers.pid == os.getpid():
+        if con is not None:  # this process's: a forked child starts without (reset_after_fork)
             con.close()
         self._readers = threading.local()
         cache, self._cache = self._cache, None

@@ -142,9 +142,9 @@ async def _get_small(
     body = resp["Body"]
     # The body's time: 1 s per MiB of what the ranged response announces (at most limit + 1 bytes).
     length = resp.get("ContentLength")
-    length = length if isinstance(length, int) and 0 <= length <= limit else limit
+    length = min(length, limit + 1) if isinstance(length, int) and length >= 0 else limit + 1
     try:
-        data = await asyncio.wait_for(body.read(), deadline + (length + 1) * SECONDS_PER_BYTE)
+        data = await asyncio.wait_for(body.read(), deadline + length * SECONDS_PER_BYTE)
     finally:
         body.close()
     return resp.get("ETag"), data if 0 < len(data) <= limit else None
@@ -350,10 +350,11 @@ class S3Listing:
         found = sync(fs.loop, _head_many, fs, list(wanted.values()), self.timeout, timeout=wait)
         refs: Refs = {}
         for (key, path), head in zip(wanted.items(), found, strict=True):
+            name = path[len(self.paths.metas) + 1:]
             size = (head or {}).get("ContentLength")
-            parsed = parse_meta_name(path[len(self.paths.metas) + 1:])
+            parsed = parse_meta_name(name)
             if head is not None and isinstance(size, int) and size >= 0 and parsed is not None:
-                refs[key] = [(parsed[0], parsed[2], path[len(self.paths.metas) + 1:], size)]
+                refs[key] = [(parsed[0], parsed[2], name, size)]
         return refs
 
     def _cache_refs(self, values: dict[str, tuple[int, float | None]], refs: Refs,

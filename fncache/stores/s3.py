@@ -41,7 +41,7 @@ Guarantees and failure modes:
 * ``listing()`` (``clear``, ``prune``) is three paginated listings (values, metadata names, usage
   objects; 1000 objects per request) plus one GET per function with usage records, never a request
   per entry; ``summary()`` (``info``, ``ls``) skips the metadata names' listing while their cached
-  copy holds every listed value. ``entries()`` adds one small concurrent GET per entry (its
+  copy holds the listed values but a few (probed). ``entries()`` adds one small concurrent GET per entry (its
   metadata). ``accessed`` is the last use from the usage records (S3 does not track reads).
   ``clear()`` and ``clear_function()`` delete in batches of 1000.
 * ``lock()`` is best effort: a lease object created with ``If-None-Match: *``, taken over by
@@ -391,8 +391,8 @@ class S3Store(Store):
         return self._listing.listing()
 
     def summary(self) -> list[FunctionSummary]:
-        """:meth:`Store.summary`, the metadata names from their cached listing while it holds every
-        listed value as listed now (:mod:`~fncache.stores._s3_snapshot`), else listed and cached."""
+        """:meth:`Store.summary`, the metadata names from their cached listing and probes of the few
+        values it lacks (:mod:`~fncache.stores._s3_snapshot`), else listed and cached again."""
         return self._listing.summary()
 
     def entries(self) -> Iterator[EntryInfo]:
