@@ -253,6 +253,47 @@ def test_disk_clear_function_leaves_other_functions(tmp_path):
     assert sorted(e.function for e in store.entries()) == ["m:g"] * 5
 
 
+def test_the_read_after_a_write_is_on_the_warm_writer_and_still_right(tmp_path):
+    """The first read after this thread's own write goes to the connection that wrote (a write
+    empties every other connection's page cache) and sees the new entry; after that, reads are on
+    the thread's reader again. If the writer's connection has been closed since, the read falls
+    back to the reader and still finds the entry."""
+    store = DiskStore(str(tmp_path / "s"))
+    db = store.db
+    assert store.add("a" * 32, b"one", {"function": "m:f"})
+    writer = db._readers.after_write
+    assert writer is not None and writer.connection is db.cache._con
+    assert store.get("a" * 32) == b"one"
+    assert db._readers.after_write is None  # the next reads are on the reader
+    assert store.get("a" * 32) == b"one"
+    assert store.add("b" * 32, b"two", {"function": "m:f"})
+    db.cache.close()  # diskcache's connection for this thread: closed under the kept cursor
+    assert store.get("b" * 32) == b"two" and store.get("a" * 32) == b"one"
+    assert store.add("c" * 32, b"three", {"function": "m:f"})  # a new writer connection
+    assert db._readers.after_write.connection is db.cache._con
+    assert store.get("c" * 32) == b"three"
+
+
+def test_a_read_inside_an_open_transaction_does_not_see_its_uncommitted_rows(tmp_path):
+    """Inside a transaction that is then rolled back, a read does not return the row it wrote
+    (the read is on the reader, not on the writer's open transaction): nothing that was never
+    stored is returned."""
+    store = DiskStore(str(tmp_path / "s"))
+    assert store.add("a" * 32, b"one", {"function": "m:f"})
+
+    class Abort(Exception):
+        pass
+
+    seen = []
+    with pytest.raises(Abort):
+        with store.db.transact():
+            assert store.add("b" * 32, b"two", {"function": "m:f"})  # nested: not committed yet
+            seen.append(store.get("b" * 32))
+            raise Abort
+    assert seen == [None]
+    assert store.get("b" * 32) is None and store.get("a" * 32) == b"one"
+
+
 def test_a_hit_runs_few_python_calls(tmp_path):
     """A hit on the disk store runs about two dozen Python calls (43 before the one-step frame
     check and the inline lookup; diskcache's memoize makes about 180): a regression shows here."""

@@ -303,6 +303,10 @@ class Diskcache:
                             f"{self.timeout:g}s)") from None
                     time.sleep(0.001)
             yield sql, doomed.append
+        # The next read of this thread goes to the connection that wrote (see value_row).
+        local = self._readers
+        local.after_write = getattr(local, "own", None) or cache._con.cursor()
+        local.own = local.after_write
         for name in doomed:
             if name is not None:
                 self.files.remove(name)
@@ -352,12 +356,26 @@ class Diskcache:
 
         The hit path: one statement on this thread's cursor, which a forked child never inherits
         (:meth:`reset_after_fork`); :meth:`rows` when there is none yet or the read was refused
-        (it opens one, and retries while the database is locked; a read changes nothing)."""
+        (it opens one, and retries while the database is locked; a read changes nothing). The
+        first read after this thread's own commit goes to the connection that wrote it: a write
+        empties every other connection's page cache, the writer's stays warm (a miss's lookup
+        after the previous miss's write, 26-34 us on the reader, 12 us there, at 1M entries)."""
         now_ = time.time()
+        local = self._readers
         try:
-            return now_, self._readers.cursor.execute(q.SELECT_VALUE, (key, now_)).fetchall()
+            cursor = getattr(local, "after_write", None)
+            if cursor is None:
+                cursor = local.cursor
+            else:
+                local.after_write = None
+                if self._cache._txn_id is not None:  # a transaction is open: not on its connection
+                    cursor = local.cursor
+            return now_, cursor.execute(q.SELECT_VALUE, (key, now_)).fetchall()
+        except sqlite3.ProgrammingError:  # the writer's connection was closed since (diskcache's)
+            local.own = None
         except (AttributeError, sqlite3.OperationalError):
-            return now_, self.rows(q.SELECT_VALUE, (key, now_))
+            pass
+        return now_, self.rows(q.SELECT_VALUE, (key, now_))
 
     def live(self, key: str) -> bool:
         return bool(self.rows(q.SELECT_LIVE, (key, time.time())))
