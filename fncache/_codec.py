@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 
 import xxhash
 
+from fncache import _preads
 from fncache._compression import check_compress, compress_body, decompress_body
 from fncache._errors import IntegrityError
 from fncache._framedigests import check_mac as _check_mac
@@ -285,7 +286,7 @@ def _size_of(h: Header) -> int | None:
 
 
 def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str, *,
-               chunk: int = _CHUNK) -> ReadFrame | Any:
+               chunk: int = _CHUNK, fd: int | None = None) -> ReadFrame | Any:
     """The ``size`` bytes ``readinto`` (a file's) yields, checked for ``key`` as they are read.
 
     The header is read first: a source that is not a frame, or whose ``size`` is not the one its
@@ -295,7 +296,8 @@ def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str
     :func:`decode` trusts for ``key`` without hashing it again. Anything else (damaged, another
     key's) comes back as one writable buffer, unchecked, for :func:`decode` to check (and
     reject). ``None`` if the source runs dry before ``size`` bytes (a file truncated meanwhile:
-    not a whole frame). ``chunk``: bytes per read.
+    not a whole frame). ``chunk``: bytes per read. ``fd``: the file ``readinto`` reads, at its
+    position: large buffers are then read on two threads (:mod:`fncache._preads`).
     """
     header = _read_prefix(readinto, size, chunk)
     if header is None:
@@ -303,7 +305,7 @@ def read_frame(readinto: Callable[[memoryview], int | None], size: int, key: str
     prefix, flags, plen, nbuf = header
     if flags & (_HEADCHECK | _ZSTD | _LZ4) != _HEADCHECK or not nbuf:
         return _read_rest(memoryview(prefix), readinto, size, chunk)
-    return _read_checked(readinto, prefix, key, flags, plen, nbuf, chunk)
+    return _read_checked(readinto, prefix, key, flags, plen, nbuf, chunk, fd)
 
 
 def _read_prefix(readinto: Callable[[memoryview], int | None], size: int,
@@ -331,7 +333,7 @@ def _read_prefix(readinto: Callable[[memoryview], int | None], size: int,
 
 
 def _read_checked(readinto: Callable[[memoryview], int | None], prefix: bytearray, key: str,
-                  flags: int, plen: int, nbuf: int, chunk: int) -> ReadFrame | Any:
+                  flags: int, plen: int, nbuf: int, chunk: int, fd: int | None) -> ReadFrame | Any:
     """The rest of an uncompressed frame with out-of-band buffers after its ``prefix``, hashed
     for ``key`` as it is read: a :class:`ReadFrame` if its checksums match, else one unchecked
     buffer; None if the source ran dry."""
@@ -347,7 +349,7 @@ def _read_checked(readinto: Callable[[memoryview], int | None], prefix: bytearra
     if not _fill(readinto, view[body:], hasher, chunk):
         return None
     at_head = hasher.digest()
-    rest = _read_buffers(readinto, lens, hasher, chunk)
+    rest = _read_buffers(readinto, lens, hasher, chunk, fd)
     if rest is None:
         return None
     trailer = view[header_end : header_end + 2 * _CHECK]
@@ -358,17 +360,14 @@ def _read_checked(readinto: Callable[[memoryview], int | None], prefix: bytearra
 
 
 def _read_buffers(readinto: Callable[[memoryview], int | None], lens: tuple[int, ...],
-                  hasher: Any, chunk: int) -> list[Any] | None:
-    """Each out-of-band buffer of the given lengths and its padding, read and fed to ``hasher``;
-    None if the source ran dry."""
-    rest: list[Any] = []
-    for n in lens:
-        rest.append(_allocate(n))
-        rest.append(bytearray(_pad(n)))
-        for part in rest[-2:]:
-            if not _fill(readinto, memoryview(part).cast("B"), hasher, chunk):
-                return None
-    return rest
+                  hasher: Any, chunk: int, fd: int | None) -> list[Any] | None:
+    """Each out-of-band buffer of the given lengths and its padding, read and fed to ``hasher``
+    (on two threads from ``fd``, if given, when they are large); None if the source ran dry."""
+    rest = [part for n in lens for part in (_allocate(n), bytearray(_pad(n)))]
+    views = [memoryview(part).cast("B") for part in rest]
+    if fd is not None and sum(lens) >= _preads.MIN_BYTES and _preads.available():
+        return rest if _preads.fill(fd, views, hasher) else None
+    return rest if all(_fill(readinto, view, hasher, chunk) for view in views) else None
 
 
 def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None], size: int,

@@ -178,9 +178,18 @@ def test_random_bytes_and_foreign_pickles_are_read_unchecked_and_rejected():
         assert _rejected(frame)
 
 
-def test_disk_store_reads_come_back_checked_and_damage_is_caught(tmp_path):
-    """The disk store reads a large value file checked on the way in, a small one unchecked (the
-    codec checks it); a byte flipped in either file on disk is rejected before unpickling."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_disk_store_reads_come_back_checked_and_damage_is_caught(tmp_path, monkeypatch, threads):
+    """The disk store reads a large value file checked on the way in (on one thread, or from
+    the two-thread size on two), a small one unchecked (the codec checks it); a byte flipped in
+    either file on disk is rejected before unpickling."""
+    from fncache import _preads
+
+    fills = []
+    fill = _preads.fill
+    monkeypatch.setattr(_preads, "fill", lambda *a: fills.append(1) or fill(*a))
+    if threads == 2:
+        monkeypatch.setattr(_preads, "MIN_BYTES", 16 * 2**20)
     store = DiskStore(str(tmp_path / "s"))
     big = {"t": Tripwire(), "a": np.arange(5_000_000, dtype=np.float64)}  # 40 MB
     for key, value in (("a" * 32, big), ("b" * 32, _value())):
@@ -189,6 +198,7 @@ def test_disk_store_reads_come_back_checked_and_damage_is_caught(tmp_path):
         assert isinstance(frame, _codec.ReadFrame) == (value is big)
         assert getattr(frame, "checked_for", key) == key
         assert not _rejected(frame, key=key)
+    assert len(fills) == (threads == 2)
     for path in (tmp_path / "s").glob("*/*/*.val"):
         with open(path, "r+b") as f:
             f.seek(path.stat().st_size // 2)
@@ -266,3 +276,88 @@ def test_a_small_frame_decodes_in_one_step_and_every_byte_change_is_rejected():
         assert _rejected(small[:length]), length
     assert _rejected(small + bytes(64))
     assert _rejected(small, key="k" * 32)
+
+
+# -- large buffers read on two threads (fncache._preads) ---------------------------------------
+
+def _large_value() -> dict[str, object]:
+    # 20 MiB and some in three buffers of uneven length: pieces of 4 MiB cross buffer ends, the
+    # paddings between buffers are not empty, and the halves meet inside the second buffer.
+    return {"t": Tripwire(), "a": np.arange(1_300_001, dtype=np.float64),
+            "b": np.arange(7_000_003, dtype=np.uint8) * 7, "c": np.arange(700_001, dtype=np.int32)}
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The two-thread read from 16 MiB of buffers on (its default threshold is 128 MiB), so that
+    these tests read 20 MiB rather than hundreds."""
+    from fncache import _preads
+
+    monkeypatch.setattr(_preads, "MIN_BYTES", 16 * 2**20)
+
+
+def _read_file(path: str, size: int | None = None, key: str = KEY) -> object:
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size if size is None else size
+        try:
+            frame = _codec.read_frame(f.readinto, size, key, fd=f.fileno())
+        except IntegrityError:
+            return REFUSED
+        assert frame is None or f.tell() == size, "the file position is not after the frame"
+        return frame
+
+
+def test_large_buffers_are_read_on_two_threads_and_checked(tmp_path, monkeypatch):
+    """A frame whose buffers reach the two-thread size is read by the caller and a helper
+    thread and still comes back checked for its key, byte for byte the stored frame, decoding to
+    the stored arrays in memory of their own; below that size it is read on one thread."""
+    from fncache import _preads
+
+    data = _codec.encode(_large_value(), KEY, created=1.0, duration=2.0)
+    path = tmp_path / "frame"
+    path.write_bytes(data)
+    calls = []
+    fill = _preads.fill
+    monkeypatch.setattr(_preads, "fill", lambda *a: calls.append(1) or fill(*a))
+    assert bytes(_read_file(str(path))) == data and calls == []  # 20 MiB: one thread
+    monkeypatch.setattr(_preads, "MIN_BYTES", 16 * 2**20)
+    frame = _read_file(str(path))
+    assert calls == [1]
+    assert isinstance(frame, _codec.ReadFrame) and frame.checked_for == KEY
+    assert bytes(frame) == data
+    value, _ = _codec.decode(frame, KEY)
+    expected = _large_value()
+    for name in "abc":
+        assert np.array_equal(value[name], expected[name]) and value[name].flags.writeable
+    assert not np.shares_memory(value["a"], value["b"])
+
+
+@pytest.mark.parametrize("where", [0.0, 0.3, 0.55, 0.8, 1.0])
+def test_a_changed_byte_in_a_large_buffer_is_caught_by_the_two_thread_read(tmp_path, where,
+                                                                          two_threads):
+    """One changed byte anywhere in the buffers (the caller's half, the helper's, the last
+    byte) makes the read frame unchecked, and decode rejects it before unpickling."""
+    data = bytearray(_codec.encode(_large_value(), KEY, created=1.0, duration=2.0))
+    h = _codec.read_header(bytes(data))
+    start = h.body_offset + h.pickle_len + _codec._pad(h.pickle_len)
+    at = min(len(data) - 1, start + int((len(data) - start) * where))
+    data[at] ^= 0x01
+    path = tmp_path / "frame"
+    path.write_bytes(data)
+    frame = _read_file(str(path))
+    assert not isinstance(frame, _codec.ReadFrame)
+    assert _rejected(frame)
+
+
+def test_a_large_file_shorter_than_its_size_reads_as_no_frame(tmp_path, two_threads):
+    """A file truncated after its size was taken is no frame, whichever thread meets its end,
+    and the helper thread is gone when the read returns."""
+    import threading
+
+    data = _codec.encode(_large_value(), KEY, created=1.0, duration=2.0)
+    threads = threading.active_count()
+    for cut in (len(data) // 3, len(data) - 5 * 2**20, len(data) - 1):
+        path = tmp_path / f"frame{cut}"
+        path.write_bytes(data[:cut])
+        assert _read_file(str(path), size=len(data)) is None
+        assert threading.active_count() == threads

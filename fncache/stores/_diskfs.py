@@ -368,7 +368,7 @@ def read_file(fd: int, key: str) -> Any:
         # From 1 MiB up the codec reads the header first and refuses (IntegrityError) a file whose
         # size is not what the header gives, before reading or hashing the rest.
         if size >= _CHECKED_READ_MIN:
-            return read_frame(f.readinto, size, key)
+            return read_frame(f.readinto, size, key, fd=f.fileno())
         buf = bytearray(size)
         view = memoryview(buf)
         pos = 0
