@@ -350,3 +350,65 @@ def test_a_forked_child_never_writes_its_parents_uses(tmp_path):
     _usage.flush_all()
     (entry,) = list(f.store.listing())
     assert entry.uses == 5
+
+
+_ONLY_READS = r"""
+import json, sys
+import fncache
+from fncache import _usage
+
+@fncache.memoize(store=sys.argv[1])
+def square(x):
+    return x * x
+
+for _ in range(5):
+    assert square(3) == 9
+_usage.flush_all()
+print(json.dumps([square.cache_info().hits, square.store.db._cache is None]), flush=True)
+"""
+
+
+def test_a_process_that_only_read_writes_its_uses_without_opening_the_writer(tmp_path):
+    """A process whose calls all hit writes its uses at exit (or at a flush) with one update on
+    its reader's connection: diskcache's writer, whose opening writes the store's settings, is
+    never opened there; the entry then lists those uses."""
+    store = str(tmp_path / "cache")
+    script = write(tmp_path / "reads.py", _ONLY_READS)
+    out = run_py(script, store)  # the entry stored by a first process: a miss, then hits
+    assert json.loads(out.stdout) == [4, False]
+    out = run_py(script, store)
+    assert json.loads(out.stdout) == [5, True]
+    (entry,) = list(open_store(store).listing())
+    assert entry.uses == 4 + 5
+
+
+def test_a_busy_database_drops_a_reading_processs_uses_and_stays_readable(tmp_path):
+    """While another connection holds the write lock, the uses of a process that only read are
+    dropped (the store error is the flush's to log; the hits are unaffected); once the lock is
+    free they are written, and the reader goes back to not waiting for locks."""
+    import sqlite3
+
+    store = str(tmp_path / "cache")
+    f = fncache.memoize(store=store)(lambda x: x + 2)
+    f(1)
+    _usage.flush_all()
+    from fncache.stores.disk import DiskStore
+
+    reader = DiskStore(store)  # another store object on the same files: it only reads
+    key = next(iter(reader.listing())).key
+    assert reader.get(key) is not None and reader.db._cache is None
+    holder = sqlite3.connect(os.path.join(store, "cache.db"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(fncache.StoreError, match="locked"):  # the flush logs it, drops them
+            reader.record_use([_usage.Use(key, "m:f", time.time(), 3)])
+        assert reader.get(key) is not None
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    (entry,) = list(reader.listing())
+    assert entry.uses in (None, 0)
+    reader.record_use([_usage.Use(key, "m:f", time.time(), 3)])
+    (entry,) = list(reader.listing())
+    assert entry.uses == 3 and reader.db._cache is None
+    assert reader.db._reader().execute("PRAGMA busy_timeout").fetchone() == (0,)

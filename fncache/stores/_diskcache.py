@@ -25,6 +25,7 @@ import fncache.stores._disksql as q
 from fncache import _forks
 from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
+from fncache.stores._diskopen import BoundedCache, add_meta_column
 from fncache.stores._disksummary import add_own
 from fncache.stores._disksummary import ensure as ensure_summary
 from fncache.stores._disksummary import read as read_summary
@@ -134,8 +135,8 @@ class Diskcache:
     It relies on: the ``Cache`` table's columns (:data:`COLUMNS`) and storage modes 1 (raw bytes
     inline) and 2 (bytes in a file), the ``Settings`` table's keys; ``Cache._sql`` (the
     connection's ``execute``); ``Cache._sql_retry`` (what ``Cache.__init__`` runs its writes
-    through: bounded here, see :class:`_BoundedCache`); ``Cache._transact(retry)`` (``BEGIN
-    IMMEDIATE`` ... ``COMMIT``, nested per thread, ``diskcache.Timeout`` when busy);
+    through: bounded here, see :mod:`fncache.stores._diskopen`); ``Cache._transact(retry)``
+    (``BEGIN IMMEDIATE`` ... ``COMMIT``, nested per thread, ``diskcache.Timeout`` when busy);
     ``Cache._cull(now, sql, cleanup)``; ``EVICTION_POLICY[...]["get"]``. The tests check these
     against the installed diskcache. Nothing of diskcache reads a value or deletes a file: rows are
     never given to ``Disk.fetch`` (which unpickles) and the files of removed rows go to
@@ -177,6 +178,7 @@ class Diskcache:
         settings = dict(DEFAULT_SETTINGS, **stored)
         settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
         self.min_file_size = int(settings["disk_min_file_size"])
+        self._synchronous = int(settings["sqlite_synchronous"])  # as diskcache's connections
         # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
         self._on_read: str | None = _read_policy(opts["eviction_policy"])
         self._statistics = bool(settings.get("statistics"))
@@ -242,11 +244,11 @@ class Diskcache:
 
     def _open_cache(self, wait: float | None = None) -> None:
         wait = self.timeout if wait is None else wait
-        cache = _BoundedCache(self.directory, deadline=time.monotonic() + wait,
+        cache = BoundedCache(self.directory, deadline=time.monotonic() + wait,
                               size_limit=self._size_limit, tag_index=True,
                               timeout=self.timeout, **self._options)
         try:
-            _add_meta_column(cache)
+            add_meta_column(cache)
             self._cache = cache
             self.summary_kept = ensure_summary(self)
         except BaseException:
@@ -345,10 +347,28 @@ class Diskcache:
         if not sets:
             return
         statement = q.UPDATE_USES.format(sets=", ".join(sets))
+        params = [{"key": key, "last": last, "count": count} for key, last, count in uses]
         # Bookkeeping: not worth waiting for a busy database (these records are dropped instead).
-        with self.transact(wait=0.1) as (sql, _):
-            for key, last, count in uses:
-                sql(statement, {"key": key, "last": last, "count": count})
+        if self._cache is not None:
+            with self.transact(wait=0.1) as (sql, _):
+                for one in params:
+                    sql(statement, one)
+            return
+        # A process that only read (its calls all hit) has no writer open: opening diskcache's
+        # writes its settings (4 ms, paid at exit), where an update of the rows needs none of it.
+        con = self._reader()
+        con.execute("PRAGMA busy_timeout = 100")
+        con.execute(f"PRAGMA synchronous = {self._synchronous}")  # the store's, not SQLite's FULL
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.executemany(statement, params)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        finally:
+            con.execute("PRAGMA busy_timeout = 0")
 
     # -- entries ---------------------------------------------------------------------------------
     def value_row(self, key: str) -> tuple[float, list[Any]]:
@@ -546,55 +566,3 @@ def _read_policy(policy: str) -> str | None:
     if policy not in EVICTION_POLICY:
         raise ValueError(f"eviction_policy: expected one of {sorted(EVICTION_POLICY)}, got {policy!r}")
     return EVICTION_POLICY[policy]["get"]  # type: ignore[no-any-return]
-
-
-def _add_meta_column(cache: Any) -> None:
-    columns = [row[1] for row in cache._sql(q.TABLE_INFO).fetchall()]
-    if q.META_COLUMN in columns:
-        return
-    try:
-        # O(1) in SQLite: existing rows read the new column as NULL without being rewritten.
-        cache._sql(q.ADD_META_COLUMN)
-    except sqlite3.OperationalError as e:
-        if "duplicate column" not in str(e):  # another process added it first: fine
-            raise
-
-
-def _bounded_cache_class() -> type:
-    import diskcache
-
-    class BoundedCache(diskcache.Cache):  # type: ignore[misc]
-        """``diskcache.Cache`` whose opening gives up at a deadline instead of retrying each
-        statement for 60 s (``Cache.__init__`` writes its settings on every open)."""
-
-        def __init__(self, directory: str, *, deadline: float, **kwargs: Any) -> None:
-            self._fncache_deadline = deadline
-            super().__init__(directory, **kwargs)
-
-        @property
-        def _sql_retry(self) -> Any:
-            sql = self._sql
-            deadline = self._fncache_deadline
-
-            def execute(statement: str, *args: Any, **kwargs: Any) -> Any:
-                while True:
-                    try:
-                        return sql(statement, *args, **kwargs)
-                    except sqlite3.OperationalError as exc:
-                        if str(exc) != "database is locked" or time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.001)
-
-            return execute
-
-    return BoundedCache
-
-
-def _BoundedCache(directory: str, **kwargs: Any) -> Any:  # noqa: N802 (a class, made lazily)
-    global _BOUNDED
-    if _BOUNDED is None:
-        _BOUNDED = _bounded_cache_class()
-    return _BOUNDED(directory, **kwargs)
-
-
-_BOUNDED: Any = None
