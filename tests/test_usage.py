@@ -412,3 +412,25 @@ def test_a_busy_database_drops_a_reading_processs_uses_and_stays_readable(tmp_pa
     (entry,) = list(reader.listing())
     assert entry.uses == 3 and reader.db._cache is None
     assert reader.db._reader().execute("PRAGMA busy_timeout").fetchone() == (0,)
+
+
+def test_a_failed_usage_update_leaves_no_transaction_open_on_the_reader(tmp_path):
+    """An update of usage records that fails midway on the reader's connection is rolled back:
+    no transaction stays open there (it would pin the reader's snapshot, and every later read
+    would miss what other processes store), so an entry stored afterwards is found."""
+    import sqlite3
+
+    from fncache.stores.disk import DiskStore
+
+    store = str(tmp_path / "cache")
+    f = fncache.memoize(store=store)(lambda x: x + 3)
+    f(1)
+    reader = DiskStore(store)
+    key = next(iter(reader.listing())).key
+    with pytest.raises(sqlite3.Error):  # a value SQLite cannot bind, after a good record
+        reader.db.record_uses([(key, time.time(), 2), (key, object(), 1)])  # type: ignore[list-item]
+    assert reader.db._cache is None and not reader.db._reader().in_transaction
+    (entry,) = list(reader.listing())
+    assert entry.uses in (None, 0)  # the good record went with the failed one
+    f(2)  # stored by the other store object, after the failure
+    assert len(list(reader.listing())) == 2

@@ -363,10 +363,11 @@ class Diskcache:
             con.execute("BEGIN IMMEDIATE")
             try:
                 con.executemany(statement, params)
+                con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:  # never left open: it would pin this reader's snapshot
+                    con.execute("ROLLBACK")
                 raise
-            con.execute("COMMIT")
         finally:
             con.execute("PRAGMA busy_timeout = 0")
 
