@@ -91,37 +91,55 @@ def fill(fd: int, views: list[memoryview], hasher: Any) -> bool:
     ``hasher`` in order; leaves the position after them. False if the file ended first (a file
     truncated meanwhile: not a whole frame)."""
     base = os.lseek(fd, 0, os.SEEK_CUR)
+    pieces, end = _pieces(views, base)
+    middle = base + (end - base) // 2
+    split = next((i for i, (_, at) in enumerate(pieces) if at >= middle), len(pieces))
+    own = _own_description(fd)
+    helper = _Helper(fd if own is None else own, pieces[split:])
+    thread: threading.Thread | None = None
+    try:
+        try:
+            thread = threading.Thread(target=helper.run, name="fncache-read", daemon=True)
+            thread.start()
+        except RuntimeError:  # no thread to be had (interpreter shutdown): this one reads all
+            thread, split = None, len(pieces)
+        if not _read_in_order(fd, pieces, split, helper, hasher):
+            return False
+    finally:
+        helper.stop = True
+        try:
+            if thread is not None and thread.ident is not None:
+                thread.join()
+        finally:
+            if own is not None:
+                os.close(own)
+    os.lseek(fd, end, os.SEEK_SET)
+    return True
+
+
+def _pieces(views: list[memoryview], base: int) -> tuple[list[tuple[memoryview, int]], int]:
+    """``views`` cut into pieces of at most :data:`PIECE` bytes with their file offsets, in file
+    order from ``base``; and the offset where the last one ends."""
     pieces: list[tuple[memoryview, int]] = []
     offset = base
     for view in views:
         for start in range(0, view.nbytes, PIECE):
             pieces.append((view[start:start + PIECE], offset + start))
         offset += view.nbytes
-    middle = base + (offset - base) // 2
-    split = next((i for i, (_, at) in enumerate(pieces) if at >= middle), len(pieces))
-    own = _own_description(fd)
-    helper = _Helper(fd if own is None else own, pieces[split:])
-    thread = threading.Thread(target=helper.run, name="fncache-read", daemon=True)
-    try:
-        thread.start()
-        shared = True
-    except RuntimeError:  # no thread to be had (interpreter shutdown): this one reads them all
-        shared, split = False, len(pieces)
-    try:
-        for i, (view, at) in enumerate(pieces):
-            if i < split:
-                if not _read_at(fd, view, at):
-                    return False
-            elif not helper.wait_for(i - split + 1):
+    return pieces, offset
+
+
+def _read_in_order(fd: int, pieces: list[tuple[memoryview, int]], split: int, helper: _Helper,
+                   hasher: Any) -> bool:
+    """Read the pieces before ``split`` here and wait for the helper's, hashing each in order;
+    False if the file ended first."""
+    for i, (view, at) in enumerate(pieces):
+        if i < split:
+            if not _read_at(fd, view, at):
                 return False
-            hasher.update(view)
-    finally:
-        helper.stop = True
-        if shared:
-            thread.join()
-        if own is not None:
-            os.close(own)
-    os.lseek(fd, offset, os.SEEK_SET)
+        elif not helper.wait_for(i - split + 1):
+            return False
+        hasher.update(view)
     return True
 
 

@@ -361,3 +361,30 @@ def test_a_large_file_shorter_than_its_size_reads_as_no_frame(tmp_path, two_thre
         path.write_bytes(data[:cut])
         assert _read_file(str(path), size=len(data)) is None
         assert threading.active_count() == threads
+
+
+def test_an_error_in_the_helper_thread_reaches_the_caller_and_leaks_nothing(tmp_path,
+                                                                           monkeypatch,
+                                                                           two_threads):
+    """A read error in the helper thread (EIO) is raised to the caller, never taken for a whole
+    frame; the helper is gone and its file descriptor closed when the read returns."""
+    import errno
+    import threading
+
+    from fncache import _preads
+
+    data = _codec.encode(_large_value(), KEY, created=1.0, duration=2.0)
+    path = tmp_path / "frame"
+    path.write_bytes(data)
+    read_at = _preads._read_at
+
+    def failing(fd, view, offset):
+        if threading.current_thread().name == "fncache-read":
+            raise OSError(errno.EIO, "input/output error")
+        return read_at(fd, view, offset)
+
+    monkeypatch.setattr(_preads, "_read_at", failing)
+    threads, fds = threading.active_count(), len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="input/output"):
+        _read_file(str(path))
+    assert threading.active_count() == threads and len(os.listdir("/proc/self/fd")) == fds

@@ -434,3 +434,55 @@ def test_a_failed_usage_update_leaves_no_transaction_open_on_the_reader(tmp_path
     assert entry.uses in (None, 0)  # the good record went with the failed one
     f(2)  # stored by the other store object, after the failure
     assert len(list(reader.listing())) == 2
+
+
+class _Interrupts:
+    """Interrupts whatever binds it as an SQL parameter (as Ctrl-C would, midway)."""
+
+    def __conform__(self, protocol: object) -> object:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_usage_update_releases_the_write_lock(tmp_path):
+    """An interrupt in the middle of a usage update on the reader's connection rolls it back:
+    the write lock is free for other processes at once, the reader waits for no lock, and
+    entries stored afterwards are found."""
+    import sqlite3
+
+    from fncache.stores.disk import DiskStore
+
+    store = str(tmp_path / "cache")
+    f = fncache.memoize(store=store)(lambda x: x + 4)
+    f(1)
+    reader = DiskStore(store)
+    key = next(iter(reader.listing())).key
+    with pytest.raises(KeyboardInterrupt):
+        reader.db.record_uses([(key, time.time(), 2), (key, _Interrupts(), 1)])  # type: ignore[list-item]
+    con = reader.db._reader()
+    assert not con.in_transaction and con.execute("PRAGMA busy_timeout").fetchone() == (0,)
+    other = sqlite3.connect(os.path.join(store, "cache.db"), timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the lock is free: no wait, no "database is locked"
+    other.execute("ROLLBACK")
+    other.close()
+    f(2)
+    assert len(list(reader.listing())) == 2
+
+
+@pytest.mark.parametrize("setting", ["NORMAL", "full", 2, "garbage"])
+def test_a_text_or_odd_synchronous_setting_still_opens_the_store(tmp_path, setting):
+    """diskcache's ``sqlite_synchronous`` may be a level's name; an odd or planted one falls back
+    to diskcache's default: the store opens, stores and hits, and a reading process's usage
+    records are written."""
+    from fncache.stores.disk import DiskStore
+
+    path = str(tmp_path / "cache")
+    store = DiskStore(path, sqlite_synchronous=setting) if setting != "garbage" else DiskStore(path)
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    if setting == "garbage":
+        with store.db.transact() as (sql, _):
+            sql("UPDATE Settings SET value = 'garbage' WHERE key = 'sqlite_synchronous'")
+    reader = DiskStore(path)
+    assert reader.get("a" * 32) == b"v"
+    reader.record_use([_usage.Use("a" * 32, "m:f", time.time(), 2)])
+    (entry,) = list(reader.listing())
+    assert entry.uses == 2

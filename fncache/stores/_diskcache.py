@@ -178,7 +178,7 @@ class Diskcache:
         settings = dict(DEFAULT_SETTINGS, **stored)
         settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
         self.min_file_size = int(settings["disk_min_file_size"])
-        self._synchronous = int(settings["sqlite_synchronous"])  # as diskcache's connections
+        self._synchronous = _synchronous(settings["sqlite_synchronous"])
         # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
         self._on_read: str | None = _read_policy(opts["eviction_policy"])
         self._statistics = bool(settings.get("statistics"))
@@ -354,22 +354,29 @@ class Diskcache:
                 for one in params:
                     sql(statement, one)
             return
-        # A process that only read (its calls all hit) has no writer open: opening diskcache's
-        # writes its settings (4 ms, paid at exit), where an update of the rows needs none of it.
+        self._update_on_reader(statement, params)
+
+    def _update_on_reader(self, statement: str, params: list[dict[str, Any]]) -> None:
+        """One transaction of ``statement`` for each of ``params`` on this thread's reader: a
+        process that only read (its calls all hit) has no writer open, and opening diskcache's
+        writes its settings (4 ms, paid at exit), where an update of rows needs none of it."""
         con = self._reader()
-        con.execute("PRAGMA busy_timeout = 100")
-        con.execute(f"PRAGMA synchronous = {self._synchronous}")  # the store's, not SQLite's FULL
         try:
+            con.execute("PRAGMA busy_timeout = 100")
+            con.execute(f"PRAGMA synchronous = {self._synchronous}")  # the store's, not FULL
             con.execute("BEGIN IMMEDIATE")
-            try:
-                con.executemany(statement, params)
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:  # never left open: it would pin this reader's snapshot
-                    con.execute("ROLLBACK")
-                raise
+            con.executemany(statement, params)
+            con.execute("COMMIT")
         finally:
-            con.execute("PRAGMA busy_timeout = 0")
+            # Never left open, whatever stopped it (an error, an interrupt): an open transaction
+            # would hold the write lock and pin this reader's snapshot.
+            try:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                con.execute("PRAGMA busy_timeout = 0")
+            except sqlite3.Error:  # the connection is broken: this thread opens a fresh one
+                con.close()
+                self._readers.con = self._readers.cursor = None
 
     # -- entries ---------------------------------------------------------------------------------
     def value_row(self, key: str) -> tuple[float, list[Any]]:
@@ -559,6 +566,14 @@ def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
         sql(q.DELETE_RANGE_TAG, (tag, first, last))
     if kept:
         sql(q.CREATE_DELETE_TRIGGER)
+
+
+def _synchronous(value: Any) -> int:
+    """SQLite's ``synchronous`` level from a stored setting (a number, or a name as diskcache
+    accepts); diskcache's default, NORMAL, for anything else (a planted or odd setting)."""
+    names = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
+    text = str(value).strip().upper()
+    return int(text) if text in {"0", "1", "2", "3"} else names.get(text, 1)
 
 
 def _read_policy(policy: str) -> str | None:
