@@ -319,3 +319,13 @@ def test_a_hit_runs_few_python_calls(tmp_path):
 
 def _small_for_calls(a: int, b: str) -> int:
     return a + len(b)
+
+
+def test_outside_wal_mode_reads_after_a_write_stay_on_the_reader(tmp_path):
+    """Only in WAL mode (diskcache's default) may a read use the writer's connection, whose busy
+    timeout is the store's: with another journal mode, where a commit locks readers out, the
+    read after a write stays on the reader (which waits for nothing) and still finds the entry."""
+    store = DiskStore(str(tmp_path / "s"), sqlite_journal_mode="delete")
+    assert store.add("a" * 32, b"one", {"function": "m:f"})
+    assert getattr(store.db._readers, "after_write", None) is None
+    assert store.get("a" * 32) == b"one"

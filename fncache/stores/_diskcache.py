@@ -161,6 +161,7 @@ class Diskcache:
         self.files = ValueFiles(directory)
         self._path = os.path.join(directory, "cache.db")
         self._readers = threading.local()
+        self._wal = False  # until the settings are read (below)
         _forks.track(self)
         self._cache: Any = None
         self._cache_lock = threading.Lock()
@@ -179,6 +180,9 @@ class Diskcache:
         settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
         self.min_file_size = int(settings["disk_min_file_size"])
         self._synchronous = _synchronous(settings["sqlite_synchronous"])
+        # Readers are never locked out in WAL mode: only there may a read use the writer's
+        # connection (whose busy timeout is the store's, where a reader's is 0; see value_row).
+        self._wal = str(settings["sqlite_journal_mode"]).lower() == "wal"
         # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
         self._on_read: str | None = _read_policy(opts["eviction_policy"])
         self._statistics = bool(settings.get("statistics"))
@@ -305,10 +309,10 @@ class Diskcache:
                             f"{self.timeout:g}s)") from None
                     time.sleep(0.001)
             yield sql, doomed.append
-        # The next read of this thread goes to the connection that wrote (see value_row).
-        local = self._readers
-        local.after_write = getattr(local, "own", None) or cache._con.cursor()
-        local.own = local.after_write
+        if self._wal:  # the next read of this thread goes to the connection that wrote
+            local = self._readers
+            local.after_write = getattr(local, "own", None) or cache._con.cursor()
+            local.own = local.after_write
         for name in doomed:
             if name is not None:
                 self.files.remove(name)
