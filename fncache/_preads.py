@@ -25,7 +25,7 @@ __all__ = ["MIN_BYTES", "PIECE", "available", "fill"]
 PIECE = 4 * 1024 * 1024
 #: Buffers of fewer bytes in all are read on the caller's thread alone. On a 2-vCPU VM a read of a
 #: 4 MiB piece now and then stalled for 5-10 ms while both threads ran (neither the GIL nor steal
-#: time): an 80 MB DataFrame took 12-85 ms on two threads against a steady 27-30 ms on one, while
+#: time): an 80 MB DataFrame took 12-85 ms on two threads against a steady 23-30 ms on one, while
 #: a 256 MB array took 52-57 ms against 80 ms.
 MIN_BYTES = 128 * 1024 * 1024
 

@@ -249,8 +249,8 @@ class Diskcache:
     def _open_cache(self, wait: float | None = None) -> None:
         wait = self.timeout if wait is None else wait
         cache = BoundedCache(self.directory, deadline=time.monotonic() + wait,
-                              size_limit=self._size_limit, tag_index=True,
-                              timeout=self.timeout, **self._options)
+                             size_limit=self._size_limit, tag_index=True,
+                             timeout=self.timeout, **self._options)
         try:
             add_meta_column(cache)
             self._cache = cache
