@@ -25,8 +25,7 @@ import logging
 import mmap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fncache import _codec
 from fncache._callkey import CallKey
@@ -53,8 +52,7 @@ class Counters:
         self.hits = self.misses = self.stores = self.errors = 0
 
 
-@dataclass(frozen=True)
-class Strategies:
+class Strategies(NamedTuple):
     """How one function's entries are read, accepted and reported (defaults: memoize's own).
 
     ``reader``: ``"plain"`` (bytes), ``"mmap"`` (a memory map where the store can give one) or a

@@ -23,7 +23,7 @@ import os
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from fncache import _codec
 from fncache._errors import ConfigError
@@ -208,8 +208,7 @@ def _verbose(value: Any) -> bool:
 
 # -- the table ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One option of ``memoize``, as declared on :class:`Options` (see :data:`OPTIONS`)."""
 
     #: the type ``memoize`` accepts, as its overload writes it
@@ -380,7 +379,7 @@ class Options:
 
 #: The options table, in declaration order: name -> :class:`Option` (``Options`` fields carrying one).
 OPTIONS: dict[str, Option] = {
-    f.name: dataclasses.replace(f.metadata["option"], name=f.name)
+    f.name: f.metadata["option"]._replace(name=f.name)
     for f in dataclasses.fields(Options) if "option" in f.metadata
 }
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from fncache._errors import ConfigError
 from fncache.cli.format import did_you_mean_function, printable
-from fncache.stores import Store, default_store, open_store, redact
-from fncache.stores.tiered import split_tiers
+from fncache.stores import Store, default_store, open_store, redact, split_tiers
 
 __all__ = [
     "DISK_INDEX", "EXIT_CLOSED_PIPE", "MEMORY_SUBDIR", "ClosedPipe", "Fail", "Usage", "emit",

@@ -12,8 +12,7 @@ import importlib.util
 import sys
 import types
 import weakref
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fncache.values import hasher as _hasher
 
@@ -139,8 +138,7 @@ def code_digest(code: types.CodeType) -> bytes:
     return d
 
 
-@dataclass(frozen=True)
-class Import:
+class Import(NamedTuple):
     """An import statement in a function body: ``IMPORT_NAME`` with its level and from-list."""
 
     name: str

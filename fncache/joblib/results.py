@@ -17,8 +17,7 @@ from typing import Any
 from fncache import _codec
 from fncache._errors import ConfigError, IntegrityError
 from fncache._options import secret_from
-from fncache.stores import Store, open_store
-from fncache.stores.tiered import split_tiers
+from fncache.stores import Store, open_store, split_tiers
 
 __all__ = ["MemorizedResult", "NotMemorizedResult"]
 

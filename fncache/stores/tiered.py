@@ -38,7 +38,6 @@ import logging
 import math
 import mmap
 import os
-import re
 import threading
 import time
 import weakref
@@ -48,6 +47,7 @@ from typing import Any
 
 from fncache import _forks
 from fncache._errors import ConfigError
+from fncache.stores import split_tiers
 from fncache.stores._base import ORPHAN_GRACE, EntryInfo, Store, entry_info, now
 
 __all__ = ["DEFAULT_COOLDOWN", "TieredStore", "split_tiers"]
@@ -57,47 +57,6 @@ log = logging.getLogger("fncache")
 #: Seconds a far tier is skipped after a failure (``$FNCACHE_TIER_COOLDOWN`` overrides it).
 DEFAULT_COOLDOWN = 30.0
 _SKIPPED = object()
-
-
-def split_tiers(spec: Any) -> list[Any] | None:
-    """The tiers of a store spec (nearest first), or ``None`` for a single store.
-
-    A list or tuple is tiers; so is a string with commas (``"DIR,s3://bucket/prefix"``), split
-    only where a comma cannot be inside a URL's userinfo: a password holding a comma
-    (``redis://:pa,ss@host``) stays in its tier. A directory whose name holds a comma cannot be
-    given in a string: pass a list.
-    """
-    if isinstance(spec, (list, tuple)):
-        return list(spec)
-    if isinstance(spec, str) and "," in spec:
-        cuts = [i for i, c in enumerate(spec) if c == "," and not _in_credentials(spec, i)]
-        if not cuts:
-            return None
-        bounds = zip([-1, *cuts], [*cuts, len(spec)], strict=True)
-        return [spec[a + 1 : b].strip() for a, b in bounds]
-    return None
-
-
-_SECRET_QUERY = re.compile(r"(?i)[?&][^=&#]*(?:password|secret|token)[^=&#]*=")
-_URL_START = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def _in_credentials(spec: str, i: int) -> bool:
-    """Whether the comma at ``i`` of ``spec`` may be part of a password: between a ``scheme://``
-    and the ``@`` that ends its userinfo (no ``/``, ``?`` or ``#`` before it, an ``@`` after it
-    before any of those), or in a secret query value (``?password=``) not followed by another
-    URL."""
-    start = spec.rfind("://", 0, i)
-    if start < 0:
-        return False
-    before = spec[start + 3 : i]
-    if _SECRET_QUERY.search(before) and not _URL_START.match(spec, i + 1):
-        return True
-    if any(c in before for c in "/?#"):
-        return False
-    after = spec[i + 1 :]
-    end = min([len(after)] + [after.find(c) for c in "/?#" if c in after])
-    return "@" in after[:end]
 
 
 def _cooldown(value: Any) -> float:

@@ -524,18 +524,22 @@ def hash(obj: Any) -> str:  # noqa: A001 - the public name mirrors the builtin o
 
 _registry.install_digest(digest)
 
-# Each library's handlers register themselves, lazily: importing these modules imports no library.
-from fncache.values import (  # noqa: E402, F401
-    arrow,
-    buffers,
-    geopandas,
-    lazy,
-    lazy_dask,
-    lazy_xarray,
-    nibabel,
-    pandas,
-    polars,
-    scipy,
-    torch,
-    xarray,
-)
+# Each library's handlers live in a module of their own, imported the first time a value of one of
+# its libraries is looked up (``tests/test_values_imports.py`` checks this table against what each
+# module registers): ``import fncache`` imports neither a library nor a handler module.
+for _module, _libraries in (
+        ("arrow", ("pyarrow",)),
+        ("buffers", ("numpy", "numpy.ma")),
+        ("geopandas", ("geopandas",)),
+        ("lazy", ("polars", "pyarrow._dataset", "pyarrow.parquet", "h5py", "zarr")),
+        ("lazy_dask", ("fsspec.core", "dask._task_spec", "dask.utils", "dask.array.core",
+                       "dask.delayed", "dask.dataframe.dask_expr._collection")),
+        ("lazy_xarray", ("xarray.backends",)),
+        ("nibabel", ("nibabel",)),
+        ("pandas", ("pandas",)),
+        ("polars", ("polars",)),
+        ("scipy", ("scipy.sparse",)),
+        ("torch", ("torch",)),
+        ("xarray", ("xarray",)),
+):
+    _registry.handlers_in(f"fncache.values.{_module}", *_libraries)

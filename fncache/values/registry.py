@@ -10,7 +10,9 @@ Three kinds of entry live in this one table, looked up along the value's MRO:
   ``.xarray``, ``.lazy`` for file readers), registered *lazily*: a module declares
   ``@register_lazy("pandas")`` on a function that registers its types, and that function runs the
   first time a value whose class comes from the top-level module ``pandas`` is hashed (as dask's
-  ``normalize_token.register_lazy``). Nothing imports a library before a value of it arrives;
+  ``normalize_token.register_lazy``); the module itself is imported then too (:func:`handlers_in`,
+  declared by the hasher). Nothing imports a library or its handler module before a value of it
+  arrives;
 * users' :func:`fncache.register` entries, which take precedence over the others.
 
 Handler functions are named ``_<type>_token`` (``_frame_token``, ``_sparse_token``), so
@@ -36,13 +38,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fncache import _forks
 from fncache._hasher import Token
 
-__all__ = ["Entry", "Handler", "add_rule", "entries", "entry_for", "guarded", "has_ref",
+__all__ = ["Entry", "Handler", "add_rule", "entries", "entry_for", "guarded", "handlers_in", "has_ref",
            "install_digest", "is_resolved", "lookup", "refs", "register_lazy", "register_type",
            "register_user", "resolved", "token", "unregister_type", "unregister_user", "value_digest"]
 
@@ -51,8 +52,7 @@ _log = logging.getLogger("fncache")
 Handler = Callable[[Any, Any], Any]
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One row of the table: ``handler`` keys values of ``type_`` (and, unless ``exact``, of its
     subclasses); ``not_content`` names the parts of the value's pickled state the handler leaves out
     on purpose, each with its reason (read by the state oracle and the values table)."""
@@ -74,6 +74,9 @@ def token(*parts: Any) -> Any:
 _table: dict[type, Entry] = {}
 _users: dict[type, Entry] = {}  # fncache.register entries: looked up first
 _lazy: dict[str, list[Callable[[], None]]] = {}
+# Library module -> the fncache modules that hold its handlers (:func:`handlers_in`): imported,
+# outside the lock, the first time a value of that library is looked up.
+_modules: dict[str, list[str]] = {}
 #: Resolved handler per concrete type (None: its pickle). Emptied (in place) whenever the table
 #: changes; the hasher reads it directly on its hot path.
 resolved: dict[type, Handler | None] = {}
@@ -145,6 +148,29 @@ def register_lazy(top_level_module: str) -> Callable[[Callable[[], None]], Calla
     return decorate
 
 
+def handlers_in(module: str, *libraries: str) -> None:
+    """Declare that the fncache module ``module`` registers (with :func:`register_lazy`) the
+    handlers of each of ``libraries``: it is imported the first time a value whose class (or a
+    base) lives in one of them is looked up, so ``import fncache`` loads no handler module."""
+    with _lock:
+        for library in libraries:
+            _modules.setdefault(library, []).append(module)
+        _resolved.clear()
+
+
+def _import_handlers(t: type) -> None:
+    """Import the handler modules declared for ``t``'s libraries. Outside :data:`_lock`: a module
+    that registers takes the lock, and the import system serializes (and waits for) concurrent
+    imports of one module, so a thread never looks ``t`` up before its handlers are registered."""
+    import importlib
+
+    for base in t.__mro__:
+        parts = (getattr(base, "__module__", None) or "").split(".")
+        for i in range(1, len(parts) + 1):
+            for name in _modules.get(".".join(parts[:i]), ()):
+                importlib.import_module(name)
+
+
 def add_rule(rule: Callable[[type, Entry | None], Handler | None]) -> None:
     """The rule for what the table does not settle: ``rule(t, entry)`` returns the handler to use
     (``entry`` is the table's, or None). Set once, by the hasher, for its protocols."""
@@ -186,6 +212,8 @@ def _from_table(t: type) -> Entry | None:
 
 def entry_for(t: type) -> Entry | None:
     """The table's entry for values of type ``t`` (along its MRO), or None."""
+    if _modules:
+        _import_handlers(t)
     with _lock:
         if _lazy:
             _load_lazy(t)
@@ -198,6 +226,8 @@ def lookup(t: type) -> Handler | None:
         return _resolved[t]
     except KeyError:
         pass
+    if _modules:
+        _import_handlers(t)
     with _lock:
         if _lazy:
             _load_lazy(t)
@@ -221,8 +251,11 @@ def has_ref(obj: Any) -> bool:
 
 def entries() -> list[Entry]:
     """Every registered entry, after loading the registrations of every library imported now."""
+    import importlib
     import sys
 
+    for name in {name for top, names in list(_modules.items()) if top in sys.modules for name in names}:
+        importlib.import_module(name)
     with _lock:
         for top in [m for m in _lazy if m in sys.modules]:
             for fn in _lazy.pop(top):
