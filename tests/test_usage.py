@@ -25,7 +25,7 @@ import fncache
 from fncache import _usage
 from fncache.stores import Store, open_store
 
-from .helpers import run_py, write
+from .helpers import last_json, run_py, write
 
 # The command line in a subprocess whose S3 requests are counted by operation (written as JSON to
 # $COUNT_FILE at exit): s3fs's one entry point for requests is wrapped before the command runs.
@@ -486,3 +486,83 @@ def test_a_text_or_odd_synchronous_setting_still_opens_the_store(tmp_path, setti
     reader.record_use([_usage.Use("a" * 32, "m:f", time.time(), 2)])
     (entry,) = list(reader.listing())
     assert entry.uses == 2
+
+
+_CALLS = r"""
+import json, sys
+import fncache
+import fncache._usage
+
+@fncache.memoize(store=sys.argv[1])
+def square(x):
+    return x * x
+
+for x in sys.argv[2:]:
+    if x == "flush":  # the uses so far written now, on the reader if no writer is open
+        fncache._usage.flush_all()
+    else:
+        assert square(int(x)) == int(x) ** 2
+print(json.dumps([square.cache_info().hits, square.store.db._cache is None]), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_only_read_leaves_the_wal_to_the_next_one(tmp_path):
+    """The exit of a process whose calls all hit does not checkpoint the database: its uses stay
+    in the WAL (the next process reads them there), the WAL file is not deleted (so the next
+    process's first write need not create it again, syncing it), and a process that writes
+    checkpoints at its exit as before. Each process is the only one open on the store."""
+    import sqlite3
+
+    store = tmp_path / "cache"
+    wal = store / "cache.db-wal"
+    script = write(tmp_path / "calls.py", _CALLS)
+    assert last_json(run_py(script, str(store), "3", "3", "3")) == [2, False]
+    assert not wal.exists()  # the writing process's close checkpointed and removed it
+    assert last_json(run_py(script, str(store), "3", "3", "3", "3")) == [4, True]
+    assert wal.exists() and wal.stat().st_size > 0
+    assert last_json(run_py(script, str(store), "3")) == [1, True]
+    # Uses written on the reader (the WAL kept), then a miss: the writer opens, and the process
+    # checkpoints at its exit.
+    assert last_json(run_py(script, str(store), "3", "flush", "4")) == [1, False]
+    assert not wal.exists()
+    con = sqlite3.connect(store / "cache.db")
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        con.close()
+    uses = {e.key: e.uses for e in open_store(str(store)).listing()}
+    assert sorted(uses.values(), key=lambda u: u or 0) in ([None, 2 + 4 + 1 + 1], [0, 2 + 4 + 1 + 1])
+
+
+def test_a_store_that_kept_its_wal_closes_every_connection(tmp_path):
+    """``close()`` of a store that only read and wrote its uses closes the read-only connection
+    that kept the WAL too; the uses are in the database for the next connection, which is sound."""
+    import sqlite3
+
+    from fncache.stores.disk import DiskStore
+
+    store = str(tmp_path / "cache")
+    run_py(write(tmp_path / "calls.py", _CALLS), store, "3")  # the only other connection, gone
+    reader = DiskStore(store)
+    key = next(iter(reader.listing())).key
+    reader.record_use([_usage.Use(key, "m:f", time.time(), 2)])
+    keeper = reader.db._keeper
+    assert reader.db._cache is None and keeper is not None
+    assert DiskStore(store).db._keeper is None  # another store object: nothing written yet
+    writing = DiskStore(store)
+    writing.record_use([_usage.Use(key, "m:f", time.time(), 1)])
+    assert writing.db._keeper is not None
+    writing.db.cache  # noqa: B018 - the writer opens: its process's exit checkpoints again
+    assert writing.db._keeper is None
+    writing.close()
+    reader.close()
+    assert reader.db._keeper is None
+    with pytest.raises(sqlite3.ProgrammingError):  # closed
+        keeper.execute("SELECT 1")
+    con = sqlite3.connect(os.path.join(store, "cache.db"))
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        con.close()
+    assert next(iter(DiskStore(store).listing())).uses == 3

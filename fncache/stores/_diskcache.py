@@ -25,7 +25,13 @@ import fncache.stores._disksql as q
 from fncache import _forks
 from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
-from fncache.stores._diskopen import BoundedCache, add_meta_column
+from fncache.stores._diskopen import (
+    BoundedCache,
+    add_meta_column,
+    read_only_keeper,
+    read_policy,
+    synchronous_level,
+)
 from fncache.stores._disksummary import add_own
 from fncache.stores._disksummary import ensure as ensure_summary
 from fncache.stores._disksummary import read as read_summary
@@ -161,6 +167,7 @@ class Diskcache:
         self.files = ValueFiles(directory)
         self._path = os.path.join(directory, "cache.db")
         self._readers = threading.local()
+        self._keeper: sqlite3.Connection | None = None  # see _keep_wal
         self._wal = False  # until the settings are read (below)
         _forks.track(self)
         self._cache: Any = None
@@ -179,12 +186,12 @@ class Diskcache:
         settings = dict(DEFAULT_SETTINGS, **stored)
         settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
         self.min_file_size = int(settings["disk_min_file_size"])
-        self._synchronous = _synchronous(settings["sqlite_synchronous"])
+        self._synchronous = synchronous_level(settings["sqlite_synchronous"])
         # Readers are never locked out in WAL mode: only there may a read use the writer's
         # connection (whose busy timeout is the store's, where a reader's is 0; see value_row).
         self._wal = str(settings["sqlite_journal_mode"]).lower() == "wal"
         # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
-        self._on_read: str | None = _read_policy(opts["eviction_policy"])
+        self._on_read: str | None = read_policy(opts["eviction_policy"])
         self._statistics = bool(settings.get("statistics"))
         self.tracks_reads = opts["eviction_policy"] == "least-recently-used"
 
@@ -231,6 +238,7 @@ class Diskcache:
         parent's stay the parent's): the one way readers are told apart by process, so that the
         hit path (:meth:`value_row`) uses this thread's cursor without asking."""
         self._readers = threading.local()
+        self._keeper = None
 
     @property
     def cache(self) -> Any:
@@ -255,6 +263,9 @@ class Diskcache:
             add_meta_column(cache)
             self._cache = cache
             self.summary_kept = ensure_summary(self)
+            keeper, self._keeper = self._keeper, None
+            if keeper is not None:  # a writing process's exit checkpoints (see _keep_wal)
+                keeper.close()
         except BaseException:
             self._cache = None
             cache.close()
@@ -381,6 +392,20 @@ class Diskcache:
             except sqlite3.Error:  # the connection is broken: this thread opens a fresh one
                 con.close()
                 self._readers.con = self._readers.cursor = None
+        if self._wal and self._readers.con is con:
+            self._keep_wal(con)
+
+    def _keep_wal(self, con: sqlite3.Connection) -> None:
+        """After a usage write with no writer open, close the reader that wrote while a read-only
+        connection stays open (:func:`read_only_keeper`): no later close checkpoints and deletes the
+        WAL (the last close of a process that only read synced the WAL and the database, and the
+        next process re-created the WAL, syncing its header and directory). A writer opened later
+        closes the keeper (:meth:`_open_cache`): a writing process's exit checkpoints as before."""
+        if self._keeper is None:
+            self._keeper = read_only_keeper(self._path)
+        if self._keeper is not None:
+            con.close()
+            self._readers.con = self._readers.cursor = None
 
     # -- entries ---------------------------------------------------------------------------------
     def value_row(self, key: str) -> tuple[float, list[Any]]:
@@ -543,6 +568,9 @@ class Diskcache:
             sql(q.DELETE_LEASE, (name, q.MODE_RAW, sqlite3.Binary(token.encode())))
 
     def close(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.close()
         con = getattr(self._readers, "con", None)
         if con is not None:  # this process's: a forked child starts without (reset_after_fork)
             con.close()
@@ -570,19 +598,3 @@ def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
         sql(q.DELETE_RANGE_TAG, (tag, first, last))
     if kept:
         sql(q.CREATE_DELETE_TRIGGER)
-
-
-def _synchronous(value: Any) -> int:
-    """SQLite's ``synchronous`` level from a stored setting (a number, or a name as diskcache
-    accepts); diskcache's default, NORMAL, for anything else (a planted or odd setting)."""
-    names = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
-    text = str(value).strip().upper()
-    return int(text) if text in {"0", "1", "2", "3"} else names.get(text, 1)
-
-
-def _read_policy(policy: str) -> str | None:
-    from diskcache.core import EVICTION_POLICY
-
-    if policy not in EVICTION_POLICY:
-        raise ValueError(f"eviction_policy: expected one of {sorted(EVICTION_POLICY)}, got {policy!r}")
-    return EVICTION_POLICY[policy]["get"]  # type: ignore[no-any-return]

@@ -93,6 +93,8 @@ SELECT_FILENAME = "SELECT 1 FROM Cache WHERE filename = ?"
 QUICK_CHECK = "PRAGMA quick_check(1)"
 TABLE_INFO = "PRAGMA table_info(Cache)"
 SETTINGS = "SELECT key, value FROM Settings"
+# One read, for the read-only connection that keeps the WAL (fncache.stores._diskopen).
+KEEPER_READ = "SELECT 1 FROM Settings LIMIT 1"
 ADD_META_COLUMN = f"ALTER TABLE Cache ADD COLUMN {META_COLUMN} BLOB"
 COUNT_STATISTIC = "UPDATE Settings SET value = value + 1 WHERE key = ?"
 UPDATE_READ = "UPDATE Cache SET {update} WHERE rowid = ?"  # diskcache's own policy, as ``get`` does
