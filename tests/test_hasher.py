@@ -299,3 +299,19 @@ def test_ref_refuses_values_shared_by_identity():
     big = fncache.ref([1, 2, 3], "the-list")
     assert fncache.hash(big) != fncache.hash([1, 2, 3])
     assert fncache.hash(fncache.ref([4], "the-list")) == fncache.hash(big)
+
+
+def test_an_int_not_seen_before_digests_as_the_canonical_pickler_writes_it():
+    """The shortcut for an exact int that is not in the scalar memo (a new argument on a miss)
+    gives the digest the canonical pickler gives it: keys are unchanged, for small, negative,
+    64-bit edge and big ints alike (bools and int subclasses are not exact ints)."""
+    import random
+
+    rng = random.Random(5)
+    values = [0, 1, -1, 255, 256, -256, 65535, 65536, 2**31 - 1, 2**31, -2**31, -2**31 - 1,
+              2**63 - 1, 2**63, -2**63, 2**64 + 1, 10**40, -10**40, 2**3000, -(2**3000)]
+    values += [rng.randint(-2**80, 2**80) for _ in range(300)]
+    for v in values:
+        _hasher._scalars.clear()
+        assert _hasher.digest(v) == _hasher._digest(v, None), v
+    assert _hasher.digest(True) != _hasher.digest(1)

@@ -61,6 +61,7 @@ __all__ = ["digest", "hash", "ref", "register", "unregister"]
 
 _PROTOCOL = 5
 _new_digest = xxhash.xxh3_128
+_dumps = pickle.dumps
 _digest_of = xxhash.xxh3_128_digest
 
 # Types whose order is total and whose sort is deterministic; a set made only of one of these is
@@ -468,7 +469,10 @@ def digest(obj: Any, root: str | None = _INHERIT) -> bytes:
     if t is int or (t is str and len(obj) <= _SCALAR_STR_MAX):
         found = _scalars.get((t, obj))
         if found is None:
-            found = _digest(obj, None)
+            # An exact int is pickled by the C pickler itself, never through reducer_override or
+            # a reference (ref refuses ints), and fast mode memoizes nothing an int writes: its
+            # stream is pickle.dumps's, without a pickler from the pool (2 us a new int).
+            found = _digest_of(_dumps(obj, _PROTOCOL)) if t is int else _digest(obj, None)
             if len(_scalars) >= _SCALARS_MAX:
                 _scalars.clear()
             _scalars[(t, obj)] = found
