@@ -55,9 +55,9 @@ from fncache._framedigests import checksum as _checksum
 from fncache._framedigests import checksums as _checksums
 from fncache._framedigests import mac as _mac
 
-__all__ = ["Header", "ReadFrame", "UnpicklableResult", "check_compress", "decode", "encode",
-           "encode_parts", "frame_size", "read_frame", "read_header", "verify"]  # check_compress: of
-# fncache._compression, for the options
+# check_compress: of fncache._compression, for the options
+__all__ = ["Header", "ReadFrame", "UnpicklableResult", "check_compress", "decode", "decode_small",
+           "encode", "encode_parts", "frame_size", "read_frame", "read_header", "verify"]
 
 MAGIC = b"FNC\x01"
 #: What the readers take: one secret, or several (a rotation: any of them is accepted), or None.
@@ -402,7 +402,7 @@ def decode(
     secret, is still checked here).
     """
     if type(frame) is bytes and not secret:
-        small = _decode_small(frame, key.encode())
+        small = decode_small(frame, key)
         if small is not None:
             return small
     elif type(frame) is ReadFrame:
@@ -425,17 +425,18 @@ _PLAIN_PADDING = bytes(_PLAIN_BODY - _FIXED.size - _CHECK)
 _new_header: Callable[[tuple[Any, ...]], Header] = functools.partial(tuple.__new__, Header)
 
 
-def _decode_small(frame: bytes, kb: bytes) -> tuple[Any, Header] | None:
+def decode_small(frame: bytes, key: str) -> tuple[Any, Header] | None:
     """:func:`decode` of the commonest frame (a small result: unsigned, uncompressed, no buffers) in
     one step: the general path's checks (magic, exact size, zero padding, the checksum over key,
     header and body) before unpickling; None for another frame or a failed check (then the general
-    path names what failed)."""
+    path names what failed). Only for readers that accept unsigned frames (no secret)."""
     if len(frame) < _PLAIN_BODY:
         return None
     magic, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(frame)
     if magic != MAGIC or flags or nbuf or len(frame) != _PLAIN_BODY + plen + (-plen % _ALIGN) \
             or frame[_FIXED.size + _CHECK : _PLAIN_BODY] != _PLAIN_PADDING \
-            or xxhash.xxh3_128_digest(b"".join((kb, frame[: _FIXED.size], frame[_PLAIN_BODY:]))) \
+            or xxhash.xxh3_128_digest(b"".join((key.encode(), frame[: _FIXED.size],
+                                                frame[_PLAIN_BODY:]))) \
             != frame[_FIXED.size : _FIXED.size + _CHECK]:
         return None
     value = pickle.loads(memoryview(frame)[_PLAIN_BODY : _PLAIN_BODY + plen])

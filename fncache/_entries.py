@@ -92,7 +92,8 @@ class Entries:
         self.accepts_all = options.expire is None and strategies.accept is None
         self._store: Store | None = options.store if isinstance(options.store, Store) else None
         #: ``check(key, frame)``: whether a frame passes decode's checks (see Store.get_checked)
-        self.check = functools.partial(_codec.verify, secret=options.accepted or None)
+        self._secrets = options.accepted or None
+        self.check = functools.partial(_codec.verify, secret=self._secrets)
         # Made with a secret elsewhere (a worker it was pickled to), but none here: computed
         # every time, nothing read or written, rather than trusting unsigned entries.
         self.off = options.signed and options.secret is None
@@ -211,10 +212,14 @@ class Entries:
         if frame is None:
             return False, None
         try:
-            # A mapped frame's buffers are left unread (header and pickle are still verified):
-            # reading them to check them would cost what mapping saves.
-            value, header = _codec.decode(frame, key, secret=self.options.accepted or None,
-                                          verify_buffers=type(frame) is not mmap.mmap)
+            # The commonest frame (a small result, unsigned) in one step; any other, or one that
+            # fails a check there, through decode (which names what failed). A mapped frame's
+            # buffers are left unread (header and pickle are still verified): reading them to
+            # check them would cost what mapping saves.
+            small = _codec.decode_small(frame, key) \
+                if type(frame) is bytes and self._secrets is None else None
+            value, header = small if small is not None else _codec.decode(
+                frame, key, secret=self._secrets, verify_buffers=type(frame) is not mmap.mmap)
         except IntegrityError as e:
             log.warning("%s: entry %s rejected and removed: %s", self.function, key, e)
             self.counters.errors += 1

@@ -13,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,8 +68,14 @@ def test_diskcache_schema_is_what_the_sql_assumes(tmp_path):
     policies = diskcache.core.EVICTION_POLICY
     assert policies["none"]["get"] is None
     assert "access_time" in policies["least-recently-used"]["get"]
-    assert list(inspect.signature(diskcache.Cache._transact).parameters) == \
-        ["self", "retry", "filename"]
+    # fncache's transactions mark themselves as diskcache's own do: diskcache's writes join them.
+    with store.db.transact() as (sql, _):
+        assert store.cache._txn_id == threading.get_ident()
+        assert store.cache._con.in_transaction
+        with store.cache.transact():
+            store.cache._sql("UPDATE Settings SET value = value WHERE key = 'count'")
+        assert store.cache._con.in_transaction  # joined: not committed by diskcache's exit
+    assert store.cache._txn_id is None and not store.cache._con.in_transaction
     assert list(inspect.signature(diskcache.Cache._cull).parameters) == \
         ["self", "now", "sql", "cleanup", "limit"]
     name, _ = store.cache.disk.filename()
@@ -92,6 +99,73 @@ def test_plain_diskcache_still_reads_what_fncache_wrote(tmp_path):
     with diskcache.Cache(str(tmp_path / "s")) as dc:
         assert dc.get("a" * 32) == b"small"
         assert dc.get("b" * 32) == b"L" * 100_000
+
+
+def _index_sql(directory: Path) -> str | None:
+    import sqlite3
+
+    con = sqlite3.connect(directory / "cache.db")
+    try:
+        found = con.execute("SELECT sql FROM sqlite_master WHERE name = 'Cache_expire_time'").fetchall()
+        return found[0][0] if found else None
+    finally:
+        con.close()
+
+
+def test_expiry_index_holds_only_the_rows_that_expire(tmp_path):
+    """A store made by plain diskcache (its expiry index covers every row) gets the partial index
+    at fncache's first write; entries that never expire are not in it, entries that expire are,
+    and expired rows are still removed by writes (diskcache's cull, through the index), by
+    diskcache's own ``expire()`` and by ``prune``; plain diskcache opens the store as before."""
+    import sqlite3
+
+    directory = tmp_path / "s"
+    with diskcache.Cache(str(directory)) as dc:
+        dc.set("plain", b"p")
+    assert _index_sql(directory) == "CREATE INDEX Cache_expire_time ON Cache (expire_time)"
+    store = DiskStore(str(directory))
+    forever, brief = "a" * 32, "b" * 32
+    store.add(forever, b"kept", {"function": "m:f"})
+    assert _index_sql(directory).endswith("WHERE expire_time IS NOT NULL")
+    store.add(brief, b"brief", {"function": "m:f"}, expire=0.05)
+    con = sqlite3.connect(directory / "cache.db")
+    indexed = "SELECT key FROM Cache INDEXED BY Cache_expire_time WHERE expire_time IS NOT NULL"
+    assert [k for (k,) in con.execute(indexed)] == [brief]
+    time.sleep(0.1)
+    for i in range(4):  # every fourth write removes expired rows
+        store.add(f"{i:032x}", b"x", {"function": "m:f"})
+    assert con.execute("SELECT count(*) FROM Cache WHERE key = ?", (brief,)).fetchone() == (0,)
+    assert bytes(store.get(forever)) == b"kept"
+    store.add(brief, b"brief", {"function": "m:f"}, expire=0.05)
+    store.close()
+    con.close()
+    time.sleep(0.1)
+    with diskcache.Cache(str(directory)) as dc:  # diskcache's own open keeps the partial index
+        assert dc.expire() == 1 and dc.get("plain") == b"p"
+    assert _index_sql(directory).endswith("WHERE expire_time IS NOT NULL")
+    assert bytes(DiskStore(str(directory)).get(forever)) == b"kept"
+
+
+def test_a_write_that_fails_midway_leaves_nothing_and_the_lock_free(tmp_path):
+    """A write transaction whose body raises is rolled back: nothing it wrote is stored, the
+    write lock is free for another process at once, and a shorter wait given to it is the
+    connection's busy timeout only while it ran."""
+    import sqlite3
+
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    db = store.db
+    with pytest.raises(RuntimeError), db.transact(wait=0.25) as (sql, _):
+        assert sql("PRAGMA busy_timeout").fetchone() == (250,)
+        sql("DELETE FROM Cache")
+        raise RuntimeError("midway")
+    assert db.cache._sql("PRAGMA busy_timeout").fetchone() == (int(db.timeout * 1000),)
+    assert db.cache._txn_id is None and not db.cache._con.in_transaction
+    assert bytes(store.get("a" * 32)) == b"v"
+    other = sqlite3.connect(tmp_path / "s" / "cache.db", timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the lock is free
+    other.execute("ROLLBACK")
+    other.close()
 
 
 # -- orphaned value files --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import inspect
 import json
 import logging
 import pickle
+import shutil
 import time
 
 import pytest
@@ -581,7 +582,6 @@ def test_debug_log_and_verbose_lines(store, caplog, capsys, monkeypatch):
 
 def test_deleted_cache_directory_is_recreated_on_the_next_store(tmp_path, caplog):
     """rm -rf of the cache under a live process: the next miss recreates it, so results persist."""
-    import shutil
 
     cache = tmp_path / "cache"
 
@@ -597,6 +597,42 @@ def test_deleted_cache_directory_is_recreated_on_the_next_store(tmp_path, caplog
     assert cache.is_dir() and (cache.stat().st_mode & 0o777) == 0o700
     fresh = fncache.open_store(str(cache))
     assert f.key(2) in {e.key for e in fresh.entries()}
+
+
+def test_cache_directory_replaced_by_another_is_noticed_and_a_symlink_to_it_is_not(tmp_path,
+                                                                                     caplog):
+    """A cache directory renamed away and replaced by another store: the next miss is stored in
+    the store now at the path, not in the one renamed away. Replaced by a symlink to itself (the
+    same database): nothing to reopen, entries keep hitting."""
+    cache = tmp_path / "cache"
+    calls = []
+
+    @fncache.memoize(store=str(cache))
+    def f(x):
+        calls.append(x)
+        return x + 1
+
+    f(1)
+    cache.rename(tmp_path / "moved")
+    fncache.open_store(str(cache)).add("0" * 32, b"another store", {"function": "m:g"})
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(2) == 3
+    assert "removed or replaced" in caplog.text
+    assert f.key(2) in {e.key for e in fncache.open_store(str(cache)).entries()}
+    assert f.key(2) not in {e.key for e in fncache.open_store(str(tmp_path / "moved")).entries()}
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir(mode=0o700)
+    link.symlink_to(real, target_is_directory=True)
+    g = fncache.memoize(store=str(link))(lambda x: calls.append(x) or x)
+    g(5)
+    link.unlink()
+    link.symlink_to(real, target_is_directory=True)  # a new link, to the same directory
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        g(6)
+        assert g(5) == 5 and g(6) == 6
+    assert "removed or replaced" not in caplog.text
+    assert calls == [1, 2, 5, 6]
 
 
 def test_track_after_first_call_applies_to_the_next_call(store, tmp_path):

@@ -19,9 +19,7 @@ Keys are lowercase hex strings (the xxh3-128 digest of a call); stores may rely 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -32,31 +30,18 @@ from typing import Any, ClassVar, NamedTuple
 ORPHAN_GRACE = 3600.0
 
 __all__ = [
-    "LONG_TEXT",
     "ORPHAN_GRACE",
     "EntryInfo",
     "FunctionSummary",
     "Store",
     "summarize",
     "Use",
-    "decode_meta",
-    "encode_meta",
     "entry_info",
     "join_parts",
-    "load_json",
-    "parse_meta",
     "parse_use",
     "store_error",
     "value_size",
 ]
-
-#: Metadata, manifests and lease records are small; anything larger is damage, never parsed.
-MAX_JSON_BYTES = 1 << 20
-#: fncache writes JSON nested a few levels deep; deeper input is damage (and could exhaust the stack).
-MAX_JSON_DEPTH = 16
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
 
 def store_error(store: Store, what: str, error: BaseException, detail: str = "",
                 text: str | None = None) -> Exception:
@@ -245,99 +230,6 @@ def parse_use(last: Any, count: Any, t: float) -> tuple[float, int] | None:
     if type(count) is not int or not 0 <= count < 2**53:
         return None
     return when, count
-
-
-def load_json(raw: bytes | bytearray | str | None, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """Parse JSON read from a store, or raise ``ValueError``: bounded in size and nesting depth.
-
-    Store data is untrusted: a planted document nested a hundred thousand levels deep would raise
-    ``RecursionError`` in :func:`json.loads`, a huge one would take its time and memory. Both are
-    refused before parsing (depth is counted over the brackets outside strings).
-    """
-    if raw is None:
-        raise ValueError("no data")
-    data = raw.encode() if isinstance(raw, str) else bytes(raw)
-    if len(data) > max_bytes:
-        raise ValueError(f"{len(data)} bytes of JSON, more than the {max_bytes} allowed")
-    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    depth = deepest = 0
-    for c in brackets if len(brackets) > MAX_JSON_DEPTH else b"":
-        depth += 1 if c in b"[{" else -1
-        deepest = max(deepest, depth)
-    if deepest > MAX_JSON_DEPTH:
-        raise ValueError(f"JSON nested {deepest} levels deep, more than {MAX_JSON_DEPTH}")
-    try:
-        return json.loads(data)
-    except (RecursionError, UnicodeDecodeError) as e:  # counted above; belt and braces
-        raise ValueError(str(e)) from e
-
-
-# The largest metadata every store reads back as sound (the disk store's limit; Redis and S3 read
-# up to 1 MiB): larger metadata is shortened when written, never written to be read as damaged.
-META_LIMIT = 64 * 1024
-#: Texts of metadata that :func:`encode_meta` may shorten are longer than this; shorter ones are
-#: always written as they are.
-LONG_TEXT = 1024
-
-
-def encode_meta(meta: dict[str, Any]) -> bytes:
-    """Metadata as compact, deterministic JSON bytes, at most :data:`META_LIMIT` of them.
-
-    Metadata that would be larger (a function name of 70,000 characters) is shortened: each long
-    text to 1,024 characters and an ellipsis, then, if that is not enough, to its numbers and
-    short texts only. The entry itself is unchanged.
-    """
-    raw = _json(meta)
-    if len(raw) <= META_LIMIT:
-        return raw
-    short = {k: v[:LONG_TEXT] + "\u2026" if isinstance(v, str) and len(v) > LONG_TEXT else v
-             for k, v in meta.items()}
-    raw = _json(short)
-    if len(raw) <= META_LIMIT:
-        return raw
-    return _json({k: v for k, v in short.items() if not isinstance(v, (dict, list, tuple))})
-
-
-def _json(meta: dict[str, Any]) -> bytes:
-    """Standard JSON (what SQLite's JSON functions and other languages read): a number that is
-    not finite is written as its text, as values JSON has no form for are (``default=str``)."""
-    try:
-        return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str,
-                          allow_nan=False).encode()
-    except ValueError:
-        return _json(_json_numbers(meta))
-
-
-def _json_numbers(x: Any) -> Any:
-    """``x`` with each float that is not finite (NaN, infinity) replaced by its text."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return repr(x)
-    if isinstance(x, dict):
-        return {k: _json_numbers(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_numbers(v) for v in x]
-    return x
-
-
-def decode_meta(raw: bytes | str | None) -> dict[str, Any]:
-    """Inverse of :func:`encode_meta`; damaged metadata reads as ``{}`` rather than failing a listing."""
-    meta = parse_meta(raw)
-    return {} if meta is None else meta
-
-
-def parse_meta(raw: bytes | bytearray | str | None) -> dict[str, Any] | None:
-    """Metadata read from a store: ``{}`` for none, ``None`` for damaged metadata.
-
-    Damaged means unparsable, too large or too deep (see :func:`load_json`), or not a JSON object;
-    it never raises, so one bad record cannot fail a listing.
-    """
-    if not raw:
-        return {}
-    try:
-        value = load_json(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 class Store:

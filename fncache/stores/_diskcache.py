@@ -17,8 +17,6 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import fncache.stores._disksql as q
@@ -27,7 +25,9 @@ from fncache.stores._base import EntryInfo, FunctionSummary
 from fncache.stores._diskfs import ValueFiles
 from fncache.stores._diskopen import (
     BoundedCache,
+    Transaction,
     add_meta_column,
+    partial_expire_index,
     read_only_keeper,
     read_policy,
     synchronous_level,
@@ -141,12 +141,14 @@ class Diskcache:
     It relies on: the ``Cache`` table's columns (:data:`COLUMNS`) and storage modes 1 (raw bytes
     inline) and 2 (bytes in a file), the ``Settings`` table's keys; ``Cache._sql`` (the
     connection's ``execute``); ``Cache._sql_retry`` (what ``Cache.__init__`` runs its writes
-    through: bounded here, see :mod:`fncache.stores._diskopen`); ``Cache._transact(retry)``
-    (``BEGIN IMMEDIATE`` ... ``COMMIT``, nested per thread, ``diskcache.Timeout`` when busy);
-    ``Cache._cull(now, sql, cleanup)``; ``EVICTION_POLICY[...]["get"]``. The tests check these
-    against the installed diskcache. Nothing of diskcache reads a value or deletes a file: rows are
-    never given to ``Disk.fetch`` (which unpickles) and the files of removed rows go to
-    :meth:`ValueFiles.remove`, not to ``Disk.remove`` (which joins any name to the directory).
+    through: bounded here, see :mod:`fncache.stores._diskopen`); ``Cache._con`` (its connection,
+    opened again in a forked child) and ``Cache._txn_id`` (the thread whose transaction is open,
+    which diskcache's own ``_transact`` joins instead of beginning another: see
+    :class:`~fncache.stores._diskopen.Transaction`); ``Cache._cull(now, sql, cleanup)``;
+    ``EVICTION_POLICY[...]["get"]``. The tests check these against the installed diskcache.
+    Nothing of diskcache reads a value or deletes a file: rows are never given to ``Disk.fetch``
+    (which unpickles) and the files of removed rows go to :meth:`ValueFiles.remove`, not to
+    ``Disk.remove`` (which joins any name to the directory).
 
     Reads never wait for the write lock. They use connections of their own (one per thread), and
     an existing database is opened for them without diskcache's ``Cache.__init__``, which writes
@@ -193,6 +195,8 @@ class Diskcache:
         # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
         self._on_read: str | None = read_policy(opts["eviction_policy"])
         self._statistics = bool(settings.get("statistics"))
+        #: Whether a read records anything (:meth:`record_read`): not by default.
+        self.records_reads = self._statistics or self._on_read is not None
         self.tracks_reads = opts["eviction_policy"] == "least-recently-used"
 
     def _stored_settings(self) -> dict[str, Any] | None:
@@ -262,6 +266,7 @@ class Diskcache:
         try:
             add_meta_column(cache)
             self._cache = cache
+            partial_expire_index(self)
             self.summary_kept = ensure_summary(self)
             keeper, self._keeper = self._keeper, None
             if keeper is not None:  # a writing process's exit checkpoints (see _keep_wal)
@@ -290,43 +295,16 @@ class Diskcache:
                     raise
                 time.sleep(0.001)
 
-    @contextmanager
-    def transact(self, wait: float | None = None) -> Iterator[tuple[Any, Any]]:
+    def transact(self, wait: float | None = None) -> Transaction:
         """``(sql, doom)`` inside one write transaction; files passed to ``doom`` are removed
         (contained, see :class:`ValueFiles`) after the commit, none if the transaction fails.
 
         Waits at most ``wait`` seconds (default ``timeout``) for the write lock (SQLite's busy
         timeout, then retries until the deadline), then raises ``sqlite3.OperationalError``.
+        Nested in this thread's open transaction, it joins it (no ``BEGIN`` or ``COMMIT`` of its
+        own), as ``Cache._transact`` does.
         """
-        import diskcache
-
-        doomed: list[object] = []
-        wait = self.timeout if wait is None else wait
-        deadline = time.monotonic() + wait
-        cache = self._writer(wait)
-        with ExitStack() as stack:
-            if wait != self.timeout and cache._txn_id != threading.get_ident():
-                # This connection's busy timeout for this transaction only.
-                cache._sql(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-                stack.callback(cache._sql, f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            while True:
-                try:
-                    sql, _ = stack.enter_context(cache._transact(False))
-                    break
-                except diskcache.Timeout:
-                    if time.monotonic() >= deadline:
-                        raise sqlite3.OperationalError(
-                            "database is locked (another process holds its write lock for over "
-                            f"{self.timeout:g}s)") from None
-                    time.sleep(0.001)
-            yield sql, doomed.append
-        if self._wal:  # the next read of this thread goes to the connection that wrote
-            local = self._readers
-            local.after_write = getattr(local, "own", None) or cache._con.cursor()
-            local.own = local.after_write
-        for name in doomed:
-            if name is not None:
-                self.files.remove(name)
+        return Transaction(self, self.timeout if wait is None else wait)
 
     def cull(self, now_: float, sql: Any, doom: Any) -> None:
         """Remove expired rows (and, past the size limit, rows by policy) inside a transaction."""
@@ -598,3 +576,4 @@ def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
         sql(q.DELETE_RANGE_TAG, (tag, first, last))
     if kept:
         sql(q.CREATE_DELETE_TRIGGER)
+

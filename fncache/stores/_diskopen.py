@@ -1,18 +1,20 @@
-"""Opening a disk store's connections: diskcache's writer (a ``diskcache.Cache`` whose opening gives
-up at a deadline, and fncache's column added to its table), the read-only connection that keeps the
-WAL of a process that only read, and the store's ``synchronous`` level."""
+"""A disk store's connections: diskcache's writer (a ``diskcache.Cache`` whose opening gives up at
+a deadline, fncache's column added to its table and its expiry index made partial) and the write
+transactions run on it, the read-only connection that keeps the WAL of a process that only read,
+and the store's ``synchronous`` level."""
 
 from __future__ import annotations
 
 import pathlib
 import sqlite3
+import threading
 import time
 from typing import Any
 
 from fncache.stores import _disksql as q
 
-__all__ = ["BoundedCache", "add_meta_column", "read_only_keeper", "read_policy",
-           "synchronous_level"]
+__all__ = ["BoundedCache", "Transaction", "add_meta_column", "partial_expire_index",
+           "read_only_keeper", "read_policy", "synchronous_level"]
 
 
 def add_meta_column(cache: Any) -> None:
@@ -25,6 +27,25 @@ def add_meta_column(cache: Any) -> None:
     except sqlite3.OperationalError as e:
         if "duplicate column" not in str(e):  # another process added it first: fine
             raise
+
+
+def partial_expire_index(db: Any) -> None:
+    """Index only the rows that expire (see :data:`q.EXPIRE_INDEX`): diskcache's index of every
+    row's expiry is replaced once per store, in one write transaction (a store of a million rows:
+    one scan of the table). Plain diskcache and earlier versions of fncache use the partial index
+    as they used the full one."""
+    if _expire_index_is_partial(db.cache._sql):
+        return
+    with db.transact() as (sql, _):
+        if _expire_index_is_partial(sql):
+            return  # another process replaced it meanwhile
+        sql(q.DROP_EXPIRE_INDEX)
+        sql(q.EXPIRE_INDEX)
+
+
+def _expire_index_is_partial(sql: Any) -> bool:
+    found = sql(q.SELECT_EXPIRE_INDEX).fetchall()
+    return bool(found) and found[0][0] == q.EXPIRE_INDEX
 
 
 def _bounded_cache_class() -> type:
@@ -101,3 +122,78 @@ def read_policy(policy: str) -> str | None:
     if policy not in EVICTION_POLICY:
         raise ValueError(f"eviction_policy: expected one of {sorted(EVICTION_POLICY)}, got {policy!r}")
     return EVICTION_POLICY[policy]["get"]  # type: ignore[no-any-return]
+
+
+class Transaction:
+    """One write transaction of :meth:`~fncache.stores._diskcache.Diskcache.transact` on
+    diskcache's connection: what
+    ``Cache._transact`` does (``BEGIN IMMEDIATE`` ... ``COMMIT``, the thread's id in ``_txn_id``
+    while it is open, joined when nested), with fncache's deadline and file removal, as one object
+    rather than two nested generators in an ``ExitStack`` (about 4 us of every write)."""
+
+    __slots__ = ("_db", "_wait", "_cache", "_con", "_begun", "_timeout_set", "_doomed")
+
+    def __init__(self, db: Any, wait: float) -> None:
+        self._db = db
+        self._wait = wait
+        self._doomed: list[Any] = []
+
+    def __enter__(self) -> tuple[Any, Any]:
+        db, wait = self._db, self._wait
+        deadline = time.monotonic() + wait
+        cache = self._cache = db._writer(wait)
+        con = self._con = cache._con
+        self._begun = self._timeout_set = False
+        tid = threading.get_ident()
+        if cache._txn_id == tid:  # nested in this thread's open transaction: joined
+            return con.execute, self._doomed.append
+        if wait != db.timeout:  # this connection's busy timeout for this transaction only
+            con.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            self._timeout_set = True
+        try:
+            while True:
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError:
+                    if time.monotonic() >= deadline:
+                        raise sqlite3.OperationalError(
+                            "database is locked (another process holds its write lock for over "
+                            f"{db.timeout:g}s)") from None
+                    time.sleep(0.001)
+        except BaseException:
+            self._restore_timeout()
+            raise
+        cache._txn_id = tid
+        self._begun = True
+        return con.execute, self._doomed.append
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        con = self._con
+        try:
+            if self._begun:
+                self._cache._txn_id = None
+                try:
+                    con.execute("ROLLBACK" if kind is not None else "COMMIT")
+                except BaseException:
+                    if con.in_transaction:  # a failed COMMIT (SQLite keeps some open): undone
+                        con.execute("ROLLBACK")
+                    if kind is None:
+                        raise
+        finally:
+            self._restore_timeout()
+        if kind is not None:
+            return
+        db = self._db
+        if db._wal:  # the next read of this thread goes to the connection that wrote
+            local = db._readers
+            local.after_write = getattr(local, "own", None) or con.cursor()
+            local.own = local.after_write
+        for name in self._doomed:
+            if name is not None:
+                db.files.remove(name)
+
+    def _restore_timeout(self) -> None:
+        if self._timeout_set:
+            self._timeout_set = False
+            self._con.execute(f"PRAGMA busy_timeout = {int(self._db.timeout * 1000)}")

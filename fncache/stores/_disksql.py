@@ -96,6 +96,15 @@ SETTINGS = "SELECT key, value FROM Settings"
 # One read, for the read-only connection that keeps the WAL (fncache.stores._diskopen).
 KEEPER_READ = "SELECT 1 FROM Settings LIMIT 1"
 ADD_META_COLUMN = f"ALTER TABLE Cache ADD COLUMN {META_COLUMN} BLOB"
+# diskcache indexes the expiry of every row (``Cache_expire_time``), NULL for the rows that never
+# expire, fncache's usual entry: one more B-tree page written to the WAL by every insert. fncache's
+# stores index only the rows that expire: every statement that reads by expiry (diskcache's
+# ``_cull`` and ``expire``, :data:`ANY_EXPIRED`) asks for ``expire_time IS NOT NULL`` or compares
+# it, which SQLite takes as leave to use this partial index. diskcache creates its own index only
+# where none of that name exists.
+EXPIRE_INDEX = "CREATE INDEX Cache_expire_time ON Cache (expire_time) WHERE expire_time IS NOT NULL"
+SELECT_EXPIRE_INDEX = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'Cache_expire_time'"
+DROP_EXPIRE_INDEX = "DROP INDEX IF EXISTS Cache_expire_time"
 COUNT_STATISTIC = "UPDATE Settings SET value = value + 1 WHERE key = ?"
 UPDATE_READ = "UPDATE Cache SET {update} WHERE rowid = ?"  # diskcache's own policy, as ``get`` does
 USE_TIME = "access_time = MAX(access_time, :last)"

@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 import fncache.stores._disksql as q
-from fncache.stores._base import LONG_TEXT, FunctionSummary
+from fncache.stores._base import FunctionSummary
+from fncache.stores._meta import LONG_TEXT
 
 __all__ = ["add_own", "ensure", "read"]
 

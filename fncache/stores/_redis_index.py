@@ -21,15 +21,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from fncache.stores._base import (
-    MAX_JSON_BYTES,
-    EntryInfo,
-    FunctionSummary,
-    Use,
-    now,
-    parse_meta,
-    summarize,
-)
+from fncache.stores._base import EntryInfo, FunctionSummary, Use, now, summarize
+from fncache.stores._meta import MAX_JSON_BYTES, parse_meta
 from fncache.stores._redis_keys import RedisKeys
 from fncache.stores._redis_records import (
     CHUNKED,

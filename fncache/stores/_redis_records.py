@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from fncache.stores._base import load_json, parse_use
+from fncache.stores._base import parse_use
+from fncache.stores._meta import load_json
 
 __all__ = [
     "CHUNKED",

@@ -25,7 +25,8 @@ import re
 import urllib.parse
 from typing import Any
 
-from fncache.stores._base import load_json, parse_use
+from fncache.stores._base import parse_use
+from fncache.stores._meta import load_json
 
 __all__ = [
     "EXPIRES_META",

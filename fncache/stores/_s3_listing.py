@@ -24,16 +24,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from fncache.stores import _s3_snapshot as snapshot
-from fncache.stores._base import (
-    MAX_JSON_BYTES,
-    EntryInfo,
-    FunctionSummary,
-    Use,
-    entry_info,
-    now,
-    parse_meta,
-    summarize,
-)
+from fncache.stores._base import EntryInfo, FunctionSummary, Use, entry_info, now, summarize
+from fncache.stores._meta import MAX_JSON_BYTES, parse_meta
 from fncache.stores._s3_config import SECONDS_PER_BYTE
 from fncache.stores._s3_errors import EXISTS, http_status
 from fncache.stores._s3_layout import (

@@ -40,7 +40,7 @@ import math
 import zlib
 from typing import Any
 
-from fncache.stores._base import load_json
+from fncache.stores._meta import load_json
 from fncache.stores._s3_layout import GROUP, KEY, meta_name, parse_meta_name
 
 __all__ = ["MAX_SNAPSHOT_BYTES", "SETTLE", "Refs", "decode", "encode"]

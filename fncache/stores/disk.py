@@ -47,7 +47,6 @@ from fncache.stores._base import (
     FunctionSummary,
     Store,
     Use,
-    encode_meta,
     join_parts,
     now,
     store_error,
@@ -65,6 +64,7 @@ from fncache.stores._diskfs import (
 from fncache.stores._disksources import SourceFiles
 from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
+from fncache.stores._meta import encode_meta
 from fncache.stores.gitignore import write_gitignore
 
 __all__ = ["COLUMNS", "DB_NAME", "ORPHAN_GRACE", "DiskStore"]
@@ -76,14 +76,18 @@ _LIST_BATCH = 1_000
 _WRITE_CHUNK = 1024 * 1024
 
 
-def _identity(directory: str) -> tuple[int, int, int] | None:
-    """(device, inode) of a directory and the inode of its database, or None if it is gone."""
+def _identity(db_path: str) -> tuple[int, int] | None:
+    """(device, inode) of the database at ``db_path``, or None if it is gone.
+
+    One ``lstat`` tells whether the directory or the database was deleted or replaced: while this
+    process holds the database open, its inode cannot be given to another file, so the path names
+    the same inode exactly when it still leads to the file this process writes (a directory
+    renamed and replaced by a symlink to itself still does, and is still the store)."""
     try:
-        st = os.stat(directory)
-        db = os.lstat(os.path.join(directory, DB_NAME))
+        st = os.lstat(db_path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, db.st_ino)
+    return (st.st_dev, st.st_ino)
 
 
 # The identity of each store directory at the last refresh() (see DiskStore.refresh).
@@ -123,7 +127,8 @@ class DiskStore(Store):
         self.directory = url
         self._sources = SourceFiles(url)
         self._db: Diskcache | None = None
-        self._ids: tuple[int, int, int] | None = None
+        self._ids: tuple[int, int] | None = None
+        self._db_path = os.path.join(url, DB_NAME)
         self._open_lock = threading.Lock()
         _forks.track(self)
         self._size_limited = size_limit is not None
@@ -192,7 +197,7 @@ class DiskStore(Store):
         """Open the database itself, odd journal files set aside first; its identity recorded."""
         set_aside_odd_journals(os.path.join(self.directory, DB_NAME))
         db = Diskcache(self.directory, limit, opts)
-        self._ids = _identity(self.directory)
+        self._ids = _identity(self._db_path)
         return db
 
     def _raise_unless_schema_race(self, e: sqlite3.Error, attempt: int, deadline: float) -> None:
@@ -213,24 +218,28 @@ class DiskStore(Store):
                 "make it private or set a secret (FNCACHE_SECRET)", self.directory, exposed[0])
 
     def _guard(self, what: str, fn: Any, *args: Any) -> Any:
-        for attempt in (0, 1):
+        """``fn(*args)``, its failures handled by :meth:`_failed`."""
+        try:
+            return fn(*args)
+        except (OSError, sqlite3.Error) as e:
+            return self._failed(what, e, fn, args)
+
+    def _failed(self, what: str, e: OSError | sqlite3.Error, fn: Any, args: tuple[Any, ...]) -> Any:
+        """After ``fn(*args)`` failed with ``e``: a database that broke under us is moved aside
+        once and ``fn`` run again on a fresh one; any other failure (or a second) raises
+        :class:`StoreError`, the store closed first where the directory vanished or the database
+        failed (it is reopened on next use)."""
+        if is_corrupt(e):
+            ids = self._ids
+            self.close()
+            quarantine(self.directory, str(e), None if ids is None else ids[1])
             try:
                 return fn(*args)
-            except (OSError, sqlite3.Error) as e:
-                if is_corrupt(e) and attempt == 0:
-                    # The database broke under us: move it aside once and retry on a fresh one.
-                    ids = self._ids
-                    self.close()
-                    quarantine(self.directory, str(e), None if ids is None else ids[2])
-                    continue
-                if isinstance(e, sqlite3.Error) or getattr(e, "errno", None) in (
-                    errno.ENOENT,
-                    errno.ESTALE,
-                ):
-                    # The directory vanished or its database broke under us: reopen next time.
-                    self.close()
-                raise store_error(self, what, e) from e
-        raise AssertionError("unreachable")  # pragma: no cover
+            except (OSError, sqlite3.Error) as again:
+                e = again
+        if isinstance(e, sqlite3.Error) or getattr(e, "errno", None) in (errno.ENOENT, errno.ESTALE):
+            self.close()
+        raise store_error(self, what, e) from e
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, key: str) -> Any:
@@ -256,15 +265,23 @@ class DiskStore(Store):
     def get_checked(self, key: str, check: Callable[[str, Any], bool],
                     mapped: bool = False) -> Any:
         """:meth:`get` (``mapped``: :meth:`get_mmap`) in one call: a disk store copies nothing
-        from one place into another, so ``check`` is the caller's (see :meth:`Store.get_checked`)."""
-        return self._guard("read", self._read, key, map_file if mapped else read_file)
+        from one place into another, so ``check`` is the caller's (see :meth:`Store.get_checked`).
+        The hit path: :meth:`_guard` written out."""
+        read = map_file if mapped else read_file
+        try:
+            return self._read(key, read)
+        except (OSError, sqlite3.Error) as e:
+            return self._failed("read", e, self._read, (key, read))
 
     def _read(self, key: str, read_file: Any) -> Any:
         """The unexpired value at ``key``: inline bytes, or ``read_file(fd)`` of its value file."""
-        db = self.db
+        db = self._db
+        if db is None:
+            db = self.db
         now_, rows = db.value_row(key)
         if not rows:
-            db.record_read(None, now_)
+            if db.records_reads:
+                db.record_read(None, now_)
             return None
         rowid, mode, filename, value = rows[0]
         if filename is None and mode in (MODE_RAW, MODE_BINARY) and isinstance(value, bytes):
@@ -291,7 +308,8 @@ class DiskStore(Store):
             # diskcache's pickle or text modes, or anything else: never loaded, never trusted.
             self._reject(db, key, rowid, mode, filename, f"storage mode {mode!r}, not raw bytes")
             return None
-        db.record_read(rowid, now_)
+        if db.records_reads:
+            db.record_read(rowid, now_)
         return found
 
     def _reject(self, db: Diskcache, key: str, rowid: int, mode: object, filename: object,
@@ -405,7 +423,7 @@ class DiskStore(Store):
 
     def _reopen_if_replaced(self) -> None:
         """Close the database if the directory (or its database) was deleted or replaced."""
-        if self._db is not None and _identity(self.directory) != self._ids:
+        if self._db is not None and _identity(self._db_path) != self._ids:
             # SQLite would keep writing to the unlinked database without an error and every result
             # would silently be lost: start a fresh store at the path instead. (Reads are not
             # checked: a stat per hit would cost more than serving a still-valid entry from the

@@ -97,18 +97,16 @@ from typing import Any, ClassVar
 from fncache._errors import ConfigError, StoreError
 from fncache.stores import redact
 from fncache.stores._base import (
-    MAX_JSON_BYTES,
     EntryInfo,
     FunctionSummary,
     Store,
     Use,
-    encode_meta,
     join_parts,
     now,
-    parse_meta,
     store_error,
 )
 from fncache.stores._lock import LeaseLock
+from fncache.stores._meta import MAX_JSON_BYTES, encode_meta, parse_meta
 from fncache.stores._redis_config import check_options, check_url, is_secret, split_password
 from fncache.stores._redis_index import RedisIndex
 from fncache.stores._redis_keys import RedisKeys

@@ -90,18 +90,16 @@ from typing import Any, ClassVar
 from fncache._errors import ConfigError, StoreError
 from fncache.stores import redact
 from fncache.stores._base import (
-    MAX_JSON_BYTES,
     EntryInfo,
     FunctionSummary,
     Store,
     Use,
-    encode_meta,
     join_parts,
     now,
-    parse_meta,
     store_error,
 )
 from fncache.stores._lock import LeaseLock
+from fncache.stores._meta import MAX_JSON_BYTES, encode_meta, parse_meta
 from fncache.stores._s3_client import abandon, get_object
 from fncache.stores._s3_config import SECONDS_PER_BYTE, check_options, check_s3, take_secrets
 from fncache.stores._s3_errors import EXISTS, http_status, is_missing_key
