@@ -388,3 +388,16 @@ def test_an_error_in_the_helper_thread_reaches_the_caller_and_leaks_nothing(tmp_
     with pytest.raises(OSError, match="input/output"):
         _read_file(str(path))
     assert threading.active_count() == threads and len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.mark.parametrize("value", [1, "x", None, b"y" * 100, list(range(2000)), {"a": (1.5, "b")},
+                                   b"z" * (64 * 1024 - 40), b"z" * (64 * 1024 + 1)])
+def test_a_small_result_is_framed_in_one_step_byte_for_byte_as_the_general_path(value, monkeypatch):
+    """The one-step frame of a small result (no buffers, compression or secret) is the frame the
+    general path writes, so entries and their checks are unchanged; both decode to the value."""
+    key = "ab" * 16
+    fast = b"".join(_codec.encode_parts(value, key, created=1.5, duration=0.25))
+    monkeypatch.setattr(_codec, "_SMALL", -1)
+    general = b"".join(_codec.encode_parts(value, key, created=1.5, duration=0.25))
+    assert fast == general
+    assert _codec.decode(fast, key)[0] == value

@@ -191,16 +191,31 @@ class Fingerprint:
         global, module attribute or class attribute: another thread can modify such a value only by
         calling those functions (or by holding it already). Identity checks and re-hashes only.
         """
-        rebound = any(m.get(n, MISSING) is not o for m, n, o in self._dict_watches) \
-            or any(getattr(w, a, MISSING) is not o for w, a, o in self._attr_watches) \
-            or any(len(m) != n for m, n in self._len_watches)
-        changed = self.changed_state() if self._mutable else []
-        return rebound, changed, all(id(v) in self._private for v in changed)
+        if not self._mutable:  # identity checks only: what valid() checks, but the generation
+            return not self._same_objects(), [], True
+        changed = self.changed_state()
+        return not self._same_objects(), changed, all(id(v) in self._private for v in changed)
+
+    def _same_objects(self) -> bool:
+        """Whether every name and attribute read is bound to the object it was, and every mapping
+        counted has its length (loops, not generators: every miss asks; :meth:`valid` has the
+        same loops written out)."""
+        for mapping, name, obj in self._dict_watches:
+            if mapping.get(name, MISSING) is not obj:
+                return False
+        for owner, attr, obj in self._attr_watches:
+            if getattr(owner, attr, MISSING) is not obj:
+                return False
+        for mapping, n in self._len_watches:
+            if len(mapping) != n:
+                return False
+        return True
 
     def valid(self) -> bool:
         """Cheap check that no global, code, default, closure or class it read has changed."""
         if self.generation != _usercode._generation[0]:
             return False  # track()/untrack() changed what counts as user code since
+        # _same_objects written out (the hit path: a call less); keep the two alike.
         for mapping, name, obj in self._dict_watches:
             if mapping.get(name, MISSING) is not obj:
                 return False

@@ -386,8 +386,10 @@ class Diskcache:
             self._readers.con = self._readers.cursor = None
 
     # -- entries ---------------------------------------------------------------------------------
-    def value_row(self, key: str) -> tuple[float, list[Any]]:
-        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``).
+    def value_row(self, key: str, statement: str = q.SELECT_VALUE) -> tuple[float, list[Any]]:
+        """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``); with
+        ``statement=q.SELECT_INLINE``, as ``[(value,)]``, the value None unless the row holds raw
+        bytes inline.
 
         The hit path: one statement on this thread's cursor, which a forked child never inherits
         (:meth:`reset_after_fork`); :meth:`rows` when there is none yet or the read was refused
@@ -405,12 +407,12 @@ class Diskcache:
                 local.after_write = None
                 if self._cache._txn_id is not None:  # a transaction is open: not on its connection
                     cursor = local.cursor
-            return now_, cursor.execute(q.SELECT_VALUE, (key, now_)).fetchall()
+            return now_, cursor.execute(statement, (key, now_)).fetchall()
         except sqlite3.ProgrammingError:  # the writer's connection was closed since (diskcache's)
             local.own = None
         except (AttributeError, sqlite3.OperationalError):
             pass
-        return now_, self.rows(q.SELECT_VALUE, (key, now_))
+        return now_, self.rows(statement, (key, now_))
 
     def live(self, key: str) -> bool:
         return bool(self.rows(q.SELECT_LIVE, (key, time.time())))

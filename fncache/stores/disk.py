@@ -62,7 +62,7 @@ from fncache.stores._diskfs import (
     unsafe_ancestors,
 )
 from fncache.stores._disksources import SourceFiles
-from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
+from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW, SELECT_INLINE
 from fncache.stores._lock import LeaseLock
 from fncache.stores._meta import encode_meta
 from fncache.stores.gitignore import write_gitignore
@@ -278,6 +278,12 @@ class DiskStore(Store):
         db = self._db
         if db is None:
             db = self.db
+        if not db.records_reads:  # a small entry's value in one read (see q.SELECT_INLINE)
+            now_, rows = db.value_row(key, SELECT_INLINE)
+            if not rows:
+                return None
+            if rows[0][0] is not None:
+                return rows[0][0]
         now_, rows = db.value_row(key)
         if not rows:
             if db.records_reads:
