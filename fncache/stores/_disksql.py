@@ -244,8 +244,9 @@ SELECT_SCHEMA_OBJECTS = ("SELECT name, sql FROM sqlite_master WHERE name IN ("
 # with metadata), from bound values: what :func:`_group` gives the row, computed in Python where
 # the metadata is JSON that SQLite reads as Python does (see ``_disksummary.add_own``).
 #: Add one entry fncache has just inserted, from bound values (see above).
-ADD_OWN = (_ADD_INTO + " VALUES (:fn, :py, :py_known, 0, 1, 1, :size, :created, :created, NULL,"
-           " :access, 0, 0)" + _ADD_UPSERT)
+#: Its parameters by number, (fn, py, py_known, size, created, access): binding by name took a
+#: fifth of the statement's time.
+ADD_OWN = (_ADD_INTO + " VALUES (?1, ?2, ?3, 0, 1, 1, ?4, ?5, ?5, NULL, ?6, 0, 0)" + _ADD_UPSERT)
 #: Add the row ``rowid`` as the insert trigger would (fncache's entries it does not bind).
 ADD_ROWID = _ADD.format(group=_group("Cache", " WHERE Cache.rowid = ?"))
 SUMMARY_DROP = tuple(f"DROP TRIGGER IF EXISTS {n}" for n in SUMMARY_OBJECTS[1:]) \

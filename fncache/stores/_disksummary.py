@@ -76,7 +76,7 @@ def add_own(sql: Any, fields: dict[str, Any], raw_meta: bytes, stored: int, now_
 
 
 def _own_group(fields: dict[str, Any], raw: bytes, stored: int, now_: float
-               ) -> dict[str, Any] | None:
+               ) -> tuple[Any, ...] | None:
     """The summary group of fncache's own row, or None where SQLite might read it otherwise:
     texts that are not plain ASCII, numbers outside what both read alike, JSON that SQLite would
     not take as valid (``NaN``, deep nesting, over the limit) or metadata that was shortened."""
@@ -88,8 +88,8 @@ def _own_group(fields: dict[str, Any], raw: bytes, stored: int, now_: float
             and type(size) is int and 0 <= size < 2**63 and _plain_number(created)):
         return None
     known = py is not None and len(py) <= 16
-    return {"fn": fn or "", "py": py if known else "", "py_known": int(known),
-            "size": size or stored, "created": created or now_, "access": now_}
+    # (fn, py, py_known, size, created, access): the parameters of q.ADD_OWN
+    return (fn or "", py if known else "", int(known), size or stored, created or now_, now_)
 
 
 def _plain_json(raw: bytes) -> bool:
