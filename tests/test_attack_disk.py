@@ -116,6 +116,36 @@ def _plant(cache: pathlib.Path, key: str, how: tuple[Any, ...], meta: bytes) -> 
         _plant_row(cache, key, mode=how[1], value=how[2], meta=meta)
 
 
+def test_a_planted_schema_with_a_text_mode_column_does_not_make_its_rows_readable(tmp_path,
+                                                                                    caplog):
+    """A database whose schema was edited to give ``mode`` text affinity keeps a mode of ``'1'``
+    as text: not raw bytes to fncache (as Python compares it), so the row is removed unread and
+    the call recomputed, on the hit path that reads a small entry's value in SQL too."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    assert f(3) == small_value(3)
+    key = f.key(3)
+    frame, meta = _sql(cache, "SELECT value, fncache_meta FROM Cache WHERE key = ?", (key,))[0]
+    f.store.close()
+    con = sqlite3.connect(cache / "cache.db", isolation_level=None)
+    try:
+        (schema,) = con.execute("SELECT sql FROM sqlite_master WHERE name = 'Cache'").fetchone()
+        assert " mode INTEGER" in schema
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'Cache'",
+                    (schema.replace(" mode INTEGER", " mode TEXT"),))
+        con.execute("PRAGMA writable_schema = OFF")
+    finally:
+        con.close()
+    _plant_row(cache, key, mode="1", value=frame, meta=meta)  # type: ignore[arg-type]
+    assert _sql(cache, "SELECT typeof(mode) FROM Cache WHERE key = ?", (key,)) == [("text",)]
+    calls = f.cache_info().misses
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == small_value(3)
+    assert f.cache_info().misses == calls + 1
+    assert any("not raw bytes" in w for w in fncache_warnings(caplog))
+
+
 def test_the_planted_pickle_rows_are_live_attacks(tmp_path):
     """Sanity check of the payloads: diskcache's own Cache.get runs them (what fncache must not use)."""
     cache = tmp_path / "cache"

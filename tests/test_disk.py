@@ -168,6 +168,76 @@ def test_a_write_that_fails_midway_leaves_nothing_and_the_lock_free(tmp_path):
     other.close()
 
 
+def test_an_interrupt_just_after_the_write_lock_is_taken_leaves_it_free(tmp_path):
+    """Ctrl-C that arrives while BEGIN waits for the write lock is raised once it returns, with the
+    lock taken and before the body runs: the transaction is rolled back, not left holding the lock
+    (and no thread id left in diskcache's ``_txn_id``). Raised here at that very line, by a trace
+    function, so that no timing is involved."""
+    import sqlite3
+    import sys
+
+    from fncache.stores import _diskopen
+
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    db = store.db
+    code = _diskopen.Transaction.__enter__.__code__
+    line = next(n for n, text in enumerate(inspect.getsourcelines(code)[0], code.co_firstlineno)
+                if "self._begun = True" in text)
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def local(frame, event, arg):
+            if event == "line" and frame.f_lineno == line and frame.f_locals["con"].in_transaction:
+                raise KeyboardInterrupt
+            return local
+        return local
+
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt), db.transact() as (sql, _):
+            sql("DELETE FROM Cache")  # never runs
+    finally:
+        sys.settrace(None)
+    assert db.cache._txn_id is None and not db.cache._con.in_transaction
+    other = sqlite3.connect(tmp_path / "s" / "cache.db", timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the lock is free
+    other.execute("ROLLBACK")
+    other.close()
+    assert bytes(store.get("a" * 32)) == b"v"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_joins_a_transaction_of_its_parent(tmp_path):
+    """A transaction open in the parent when it forks (its thread id in diskcache's ``_txn_id``)
+    is not the child's: a child thread with the same id begins one of its own, so the child's
+    writes stay atomic."""
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    db = store.db
+    db.cache._txn_id = threading.get_ident()  # as if this thread were inside a transaction
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether its transaction is a real one
+        ok = False
+        try:
+            with db.transact() as (sql, _):
+                ok = db.cache._con.in_transaction
+                sql("UPDATE Settings SET value = value WHERE key = 'count'")
+        finally:
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+        db.cache._txn_id = None
+
+
 # -- orphaned value files --------------------------------------------------------------------------
 
 

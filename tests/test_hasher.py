@@ -315,3 +315,24 @@ def test_an_int_not_seen_before_digests_as_the_canonical_pickler_writes_it():
         _hasher._scalars.clear()
         assert _hasher.digest(v) == _hasher._digest(v, None), v
     assert _hasher.digest(True) != _hasher.digest(1)
+
+
+def test_an_int_too_large_to_pickle_is_unhashable_not_a_crash(monkeypatch):
+    """An exact int that pickle refuses (past what its opcodes hold: 2**34 bits and more) takes
+    the canonical pickler's path, which names the failure as UnhashableArgument (then
+    ``on_unhashable`` applies), rather than an OverflowError out of the key."""
+
+    def refuse(obj, protocol):
+        raise OverflowError("int too large to pickle")
+
+    class Refusing(_hasher._Hasher):
+        def dump(self, obj):
+            raise OverflowError("int too large to pickle")
+
+    monkeypatch.setattr(_hasher, "_dumps", refuse)
+    monkeypatch.setattr(_hasher, "_Hasher", Refusing)
+    monkeypatch.setattr(_hasher._local, "pool", [], raising=False)
+    _hasher._scalars.clear()
+    with pytest.raises(fncache.UnhashableArgument):
+        _hasher.digest(12345678901234567890)
+    assert (int, 12345678901234567890) not in _hasher._scalars

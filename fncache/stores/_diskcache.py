@@ -243,6 +243,11 @@ class Diskcache:
         hit path (:meth:`value_row`) uses this thread's cursor without asking."""
         self._readers = threading.local()
         self._keeper = None
+        if self._cache is not None:
+            # A transaction the parent had open is not the child's: a child thread whose id
+            # equals the parent thread's that held it would join it, committing statement by
+            # statement (diskcache's connection itself is reopened in the child by Cache._con).
+            self._cache._txn_id = None
 
     @property
     def cache(self) -> Any:

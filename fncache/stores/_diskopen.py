@@ -161,11 +161,16 @@ class Transaction:
                             "database is locked (another process holds its write lock for over "
                             f"{db.timeout:g}s)") from None
                     time.sleep(0.001)
+            cache._txn_id = tid
+            self._begun = True
         except BaseException:
+            # Ctrl-C while BEGIN waited for the lock is raised once it returns, having taken it:
+            # never left holding the write lock with no body to end it.
+            if con.in_transaction:
+                cache._txn_id = None
+                con.execute("ROLLBACK")
             self._restore_timeout()
             raise
-        cache._txn_id = tid
-        self._begun = True
         return con.execute, self._doomed.append
 
     def __exit__(self, kind: Any, error: Any, tb: Any) -> None:

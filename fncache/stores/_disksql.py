@@ -49,11 +49,12 @@ _LIVE = "(expire_time IS NULL OR expire_time > ?)"
 # -- one entry ------------------------------------------------------------------------------------
 SELECT_VALUE = f"SELECT rowid, mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
 # A hit's read where a read records nothing: the value if the row holds raw bytes inline, as
-# fncache writes a small entry (the checks DiskStore._read makes of a SELECT_VALUE row, made here),
+# fncache writes a small entry (the checks DiskStore._read makes of a SELECT_VALUE row, made here:
+# an integer mode, as Python compares it, whatever affinity a planted schema gives the column),
 # else NULL, and then SELECT_VALUE reads the row. Two columns fewer to make into Python objects.
-SELECT_INLINE = (f"SELECT CASE WHEN filename IS NULL AND mode IN ({MODE_RAW}, {MODE_BINARY})"
-                 f" AND typeof(value) = 'blob' THEN value END FROM Cache"
-                 f" WHERE key = ? AND raw = 1 AND {_LIVE}")
+SELECT_INLINE = (f"SELECT CASE WHEN filename IS NULL AND typeof(mode) = 'integer'"
+                 f" AND mode IN ({MODE_RAW}, {MODE_BINARY}) AND typeof(value) = 'blob' THEN value"
+                 f" END FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}")
 SELECT_LIVE = f"SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
 SELECT_META = f"SELECT {META_COLUMN}, store_time FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
 SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"

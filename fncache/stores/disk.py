@@ -81,8 +81,8 @@ def _identity(db_path: str) -> tuple[int, int] | None:
 
     One ``lstat`` tells whether the directory or the database was deleted or replaced: while this
     process holds the database open, its inode cannot be given to another file, so the path names
-    the same inode exactly when it still leads to the file this process writes (a directory
-    renamed and replaced by a symlink to itself still does, and is still the store)."""
+    the same inode exactly when it still leads to the file this process writes (a new symlink to
+    the same directory still does)."""
     try:
         st = os.lstat(db_path)
     except OSError:

@@ -472,7 +472,13 @@ def digest(obj: Any, root: str | None = _INHERIT) -> bytes:
             # An exact int is pickled by the C pickler itself, never through reducer_override or
             # a reference (ref refuses ints), and fast mode memoizes nothing an int writes: its
             # stream is pickle.dumps's, without a pickler from the pool (2 us a new int).
-            found = _digest_of(_dumps(obj, _PROTOCOL)) if t is int else _digest(obj, None)
+            if t is int:
+                try:
+                    found = _digest_of(_dumps(obj, _PROTOCOL))
+                except Exception:  # too large to pickle: the pickler's path names the error
+                    found = _digest(obj, None)
+            else:
+                found = _digest(obj, None)
             if len(_scalars) >= _SCALARS_MAX:
                 _scalars.clear()
             _scalars[(t, obj)] = found
