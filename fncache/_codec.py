@@ -41,7 +41,6 @@ import functools
 import mmap
 import pickle
 import struct
-import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -71,7 +70,7 @@ _OUT_OF_BAND_MIN = 64 * 1024
 # Bytes read (and hashed) at a time by read_frame: small enough to be hashed from the CPU cache
 # right after the read put them there, large enough that the system calls cost nothing (256 reads
 # for 256 MB). Measured (CPU time, 256 MB warm): 128 KiB 54 ms, 1 MiB 51, 4 MiB 51, 16 MiB 55.
-_CHUNK, _HUGE_PAGE = 1024 * 1024, 2 * 1024 * 1024
+_CHUNK = 1024 * 1024
 
 
 class UnpicklableResult(TypeError):
@@ -158,12 +157,13 @@ def encode_parts(
     """
     data, buffers = _pickle(value)
     if not buffers and not compress and not secret and len(data) <= _SMALL:
-        # The commonest frame (a small result) in one step, byte for byte the general path's: the
-        # checksum of key, header and padded body in one call over their join.
-        header = _FIXED.pack(MAGIC, 0, created, duration, len(data), 0, 0)
-        pad = b"\0" * _pad(len(data))
-        head = header + xxhash.xxh3_128_digest(b"".join((key.encode(), header, data, pad)))
-        return [head + b"\0" * _pad(len(head)), data, pad]
+        return _small_frame(data, key, created, duration)
+    return _frame(data, buffers, key, created, duration, secret, compress)
+
+
+def _frame(data: bytes, buffers: list[pickle.PickleBuffer], key: str, created: float,
+           duration: float, secret: bytes | None, compress: str | None) -> list[Any]:
+    """:func:`encode_parts` of a pickle and its out-of-band buffers (the general path)."""
     views = [b.raw() for b in buffers]
     body: list[Any] = [data, b"\0" * _pad(len(data))]
     for v in views:
@@ -189,6 +189,15 @@ def encode_parts(
         trailer += _mac(secret, kb, header, body)
     head = header + trailer
     return [head + b"\0" * _pad(len(head)), *body]
+
+
+def _small_frame(data: bytes, key: str, created: float, duration: float) -> list[Any]:
+    """:func:`encode_parts` of the commonest frame (a small pickle, no buffers, compression or
+    secret) in one step, byte for byte the general path's: one checksum over the joined parts."""
+    header = _FIXED.pack(MAGIC, 0, created, duration, len(data), 0, 0)
+    pad = b"\0" * _pad(len(data))
+    head = header + xxhash.xxh3_128_digest(b"".join((key.encode(), header, data, pad)))
+    return [head + b"\0" * _pad(len(head)), data, pad]
 
 
 def _body_offset(flags: int, nbuf: int) -> int:
@@ -246,43 +255,6 @@ class ReadFrame:
         return b"".join([memoryview(p).cast("B") for p in (self.head, *self.rest)])
 
 
-def _allocate(size: int) -> Any:
-    """A writable buffer of ``size`` bytes that is about to be overwritten whole.
-
-    numpy's allocator when numpy is in use (no zero-filling; huge pages for large arrays, as
-    ``numpy.load`` gets); otherwise a ``bytearray`` (zero-filled first: cheap when small), or,
-    for large sizes, a private anonymous map (zeroed by the kernel as the read reaches each page).
-    """
-    np = sys.modules.get("numpy")
-    if np is not None:
-        return np.empty(size, dtype=np.uint8)
-    private = getattr(mmap, "MAP_PRIVATE", None)
-    if size < _HUGE_PAGE or private is None:
-        return bytearray(size)
-    try:
-        return mmap.mmap(-1, size, flags=private)
-    except OSError as e:  # ENOMEM: as a bytearray of that size would fail
-        raise MemoryError(f"cannot allocate {size} bytes: {e}") from None
-
-
-def _fill(readinto: Callable[[memoryview], int | None], view: memoryview, hasher: Any,
-          chunk: int) -> bool:
-    """Read ``view`` whole, chunk by chunk, hashing each chunk (``hasher``, unless None) while it
-    is still in the CPU cache; False if the source ran dry first."""
-    pos, size = 0, view.nbytes
-    while pos < size:
-        end = min(size, pos + chunk)
-        start = pos
-        while pos < end:
-            n = readinto(view[pos:end])
-            if not n:
-                return False
-            pos += n
-        if hasher is not None:
-            hasher.update(view[start:pos])
-    return True
-
-
 def frame_size(header: Any) -> int | None:
     """The exact size in bytes of the uncompressed frame that starts with ``header`` (its fixed
     part and buffer-length table), or None for a compressed one (its size is known only once it
@@ -325,7 +297,7 @@ def _read_prefix(readinto: Callable[[memoryview], int | None], size: int,
     checked against ``size``, with its flags, pickle length and buffer count; None if the source
     ran dry. Raises :class:`IntegrityError` for a source that is not a frame of ``size`` bytes."""
     fixed = bytearray(min(size, _FIXED.size))
-    if not _fill(readinto, memoryview(fixed), None, chunk):
+    if not _preads.read_into(readinto, memoryview(fixed), None, chunk):
         return None
     if len(fixed) < _FIXED.size or fixed[:4] != MAGIC:
         raise IntegrityError("not an fncache entry (bad magic or truncated header)")
@@ -335,7 +307,7 @@ def _read_prefix(readinto: Callable[[memoryview], int | None], size: int,
         raise IntegrityError("truncated entry header")
     prefix = bytearray(body)
     prefix[: _FIXED.size] = fixed
-    if not _fill(readinto, memoryview(prefix)[_FIXED.size :], None, chunk):
+    if not _preads.read_into(readinto, memoryview(prefix)[_FIXED.size :], None, chunk):
         return None
     expected = frame_size(prefix)
     if expected is not None and expected != size:
@@ -350,14 +322,14 @@ def _read_checked(readinto: Callable[[memoryview], int | None], prefix: bytearra
     buffer; None if the source ran dry."""
     body = len(prefix)
     head_end = body + plen + _pad(plen)
-    head = _allocate(head_end)
+    head = _preads.allocate(head_end)
     view = memoryview(head).cast("B")
     view[:body] = prefix
     header_end = _FIXED.size + 8 * nbuf
     lens = struct.unpack_from(f"<{nbuf}Q", view, _FIXED.size)
     hasher = xxhash.xxh3_128(key.encode())
     hasher.update(view[:header_end])
-    if not _fill(readinto, view[body:], hasher, chunk):
+    if not _preads.read_into(readinto, view[body:], hasher, chunk):
         return None
     at_head = hasher.digest()
     rest = _read_buffers(readinto, lens, hasher, chunk, fd)
@@ -374,21 +346,21 @@ def _read_buffers(readinto: Callable[[memoryview], int | None], lens: tuple[int,
                   hasher: Any, chunk: int, fd: int | None) -> list[Any] | None:
     """Each out-of-band buffer of the given lengths and its padding, read and fed to ``hasher``
     (on two threads from ``fd``, if given, when they are large); None if the source ran dry."""
-    rest = [part for n in lens for part in (_allocate(n), bytearray(_pad(n)))]
+    rest = [part for n in lens for part in (_preads.allocate(n), bytearray(_pad(n)))]
     views = [memoryview(part).cast("B") for part in rest]
     if fd is not None and sum(lens) >= _preads.MIN_BYTES and _preads.available():
         return rest if _preads.fill(fd, views, hasher) else None
-    return rest if all(_fill(readinto, view, hasher, chunk) for view in views) else None
+    return rest if all(_preads.read_into(readinto, view, hasher, chunk) for view in views) else None
 
 
 def _read_rest(prefix: memoryview, readinto: Callable[[memoryview], int | None], size: int,
                chunk: int) -> Any:
     """``prefix`` (read already) and the rest of a ``size``-byte source as one unchecked
     buffer; None if the source ran dry."""
-    whole = _allocate(size)
+    whole = _preads.allocate(size)
     view = memoryview(whole).cast("B")
     view[: prefix.nbytes] = prefix
-    return whole if _fill(readinto, view[prefix.nbytes :], None, chunk) else None
+    return whole if _preads.read_into(readinto, view[prefix.nbytes :], None, chunk) else None
 
 
 def decode(

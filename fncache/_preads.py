@@ -1,9 +1,11 @@
-"""The out-of-band buffers of a large frame read from its file on two threads, hashed in file order
-on the caller's.
+"""Reading a frame's bytes into memory: buffers allocated to be overwritten whole
+(:func:`allocate`), filled from a file chunk by chunk and hashed while each chunk is in the CPU
+cache (:func:`read_into`), and the out-of-band buffers of a large frame read from its file on two
+threads, hashed in file order on the caller's (:func:`fill`).
 
 A warm load of a large result is a copy from the page cache into fresh memory (which the kernel
 zeroes as each page is first touched) and the frame's checksum: on one thread, ``numpy.load``'s
-time and the checksum's. Here the buffers are cut into pieces of :data:`PIECE` bytes in file order;
+time and the checksum's. :func:`fill` cuts the buffers into pieces of :data:`PIECE` bytes in file order;
 the caller's thread reads the first half of them and one helper thread the second, each in order
 with ``os.preadv`` (no shared file position; the copy runs without the GIL). The caller feeds every
 piece to the checksum in file order as soon as it is read: its own while they are still in the CPU
@@ -14,11 +16,14 @@ sequential read computes.
 
 from __future__ import annotations
 
+import mmap
 import os
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MIN_BYTES", "PIECE", "available", "fill"]
+__all__ = ["MIN_BYTES", "PIECE", "allocate", "available", "fill", "read_into"]
 
 #: Bytes per piece: large enough that handing pieces over costs nothing, small enough that a
 #: piece is still in the CPU cache when the caller hashes its own.
@@ -28,6 +33,45 @@ PIECE = 4 * 1024 * 1024
 #: time): an 80 MB DataFrame took 12-85 ms on two threads against a steady 23-30 ms on one, while
 #: a 256 MB array took 52-57 ms against 80 ms.
 MIN_BYTES = 128 * 1024 * 1024
+# From this size a buffer is an anonymous map of its own rather than a bytearray (numpy not in use).
+_HUGE_PAGE = 2 * 1024 * 1024
+
+
+def allocate(size: int) -> Any:
+    """A writable buffer of ``size`` bytes that is about to be overwritten whole.
+
+    numpy's allocator when numpy is in use (no zero-filling; huge pages for large arrays, as
+    ``numpy.load`` gets); otherwise a ``bytearray`` (zero-filled first: cheap when small), or,
+    for large sizes, a private anonymous map (zeroed by the kernel as the read reaches each page).
+    """
+    np = sys.modules.get("numpy")
+    if np is not None:
+        return np.empty(size, dtype=np.uint8)
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    if size < _HUGE_PAGE or private is None:
+        return bytearray(size)
+    try:
+        return mmap.mmap(-1, size, flags=private)
+    except OSError as e:  # ENOMEM: as a bytearray of that size would fail
+        raise MemoryError(f"cannot allocate {size} bytes: {e}") from None
+
+
+def read_into(readinto: Callable[[memoryview], int | None], view: memoryview, hasher: Any,
+              chunk: int) -> bool:
+    """Read ``view`` whole, chunk by chunk, hashing each chunk (``hasher``, unless None) while it
+    is still in the CPU cache; False if the source ran dry first."""
+    pos, size = 0, view.nbytes
+    while pos < size:
+        end = min(size, pos + chunk)
+        start = pos
+        while pos < end:
+            n = readinto(view[pos:end])
+            if not n:
+                return False
+            pos += n
+        if hasher is not None:
+            hasher.update(view[start:pos])
+    return True
 
 
 def available() -> bool:

@@ -43,6 +43,7 @@ __all__ = ["UnsafeFile", "ValueFiles", "make_private_dirs", "unsafe_ancestors"]
 
 log = logging.getLogger("fncache")
 
+_WRITE_CHUNK = 1024 * 1024  # bytes per write() of a value file
 _HEX2 = re.compile(r"[0-9a-f]{2}")
 _LEAF = re.compile(r"[0-9a-f]{28}\.val")
 _NAME = re.compile(r"([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f]{28}\.val)")
@@ -131,6 +132,29 @@ class ValueFiles:
         if os.path.realpath(sub) != os.path.join(self._real, m.group(1), m.group(2)):
             raise UnsafeFile(f"value file directory of {name!r} leads outside the store")
         return os.path.join(sub, m.group(3))
+
+    def write(self, value: Any) -> tuple[str, int]:
+        """Write ``value`` (bytes, or a list of parts) to a new value file: its name, and its
+        descriptor, still open and holding the file's write lock (the caller closes it once the
+        row naming the file is published). The file is removed if the write fails."""
+        filename, fd = self.new()
+        parts = value if isinstance(value, (list, tuple)) else [value]
+        # Part by part (a frame's large buffers are written from where the result holds them), in
+        # writes of 1 MiB: diskcache's own writer iterates a BytesIO by *lines*, which for binary
+        # data means one write call every few hundred bytes; one write of a whole 256 MB buffer
+        # was measured here at twice the time of 1 MiB writes (median 308 ms against 126 ms).
+        try:
+            with open(fd, "wb", buffering=0, closefd=False) as f:
+                for part in parts:
+                    view = memoryview(part).cast("B")
+                    pos = 0
+                    while pos < view.nbytes:
+                        pos += f.write(view[pos : pos + _WRITE_CHUNK])
+        except BaseException:
+            self.remove(filename)
+            os.close(fd)
+            raise
+        return filename, fd
 
     def new(self) -> tuple[str, int]:
         """(name, descriptor open for writing) of a new, empty value file (mode 0600).

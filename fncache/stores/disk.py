@@ -73,7 +73,6 @@ log = logging.getLogger("fncache")
 
 _LOCK = "l:"
 _LIST_BATCH = 1_000
-_WRITE_CHUNK = 1024 * 1024
 
 
 def _identity(db_path: str) -> tuple[int, int] | None:
@@ -444,7 +443,7 @@ class DiskStore(Store):
         if size < db.min_file_size:
             # size 0, as diskcache: its size column counts file-backed bytes only
             return MODE_RAW, None, sqlite3.Binary(join_parts(value)), None, 0
-        filename, fd = self._write_file(db, value)
+        filename, fd = db.files.write(value)
         return MODE_BINARY, filename, None, fd, size
 
     def _cull_now(self, expire: float | None) -> bool:
@@ -452,29 +451,6 @@ class DiskStore(Store):
         done by every write that uses expiry or a size limit, by every fourth of the others."""
         self._writes += 1
         return self._size_limited or expire is not None or self._writes % 4 == 0
-
-    @staticmethod
-    def _write_file(db: Diskcache, value: Any) -> tuple[str, int]:
-        """Write a large value to a new value file: its relative name, and its descriptor, still
-        open and holding the file's write lock (the caller closes it once it is published)."""
-        filename, fd = db.files.new()
-        parts = value if isinstance(value, (list, tuple)) else [value]
-        # Part by part (a frame's large buffers are written from where the result holds them), in
-        # writes of 1 MiB: diskcache's own writer iterates a BytesIO by *lines*, which for binary
-        # data means one write call every few hundred bytes; one write of a whole 256 MB buffer
-        # was measured here at twice the time of 1 MiB writes (median 308 ms against 126 ms).
-        try:
-            with open(fd, "wb", buffering=0, closefd=False) as f:
-                for part in parts:
-                    view = memoryview(part).cast("B")
-                    pos = 0
-                    while pos < view.nbytes:
-                        pos += f.write(view[pos : pos + _WRITE_CHUNK])
-        except BaseException:
-            db.files.remove(filename)
-            os.close(fd)
-            raise
-        return filename, fd
 
     def delete(self, key: str) -> bool:
         """Remove the entry at ``key`` (its value file after the commit); atomic, idempotent."""
