@@ -380,7 +380,15 @@ def test_restarted_s3_receives_new_results_after_the_cooldown(tmp_path, s3_facto
     time.sleep(1.2)   # at least the cool-down since f(2) failed (a lower bound, not a margin)
     assert f(3) == square(3)
     assert computed() == 3
-    assert far.contains(f.key(3)) and far.contains(f.key(1)) and not far.contains(f.key(2))
+    assert far.contains(f.key(3)) and not far.contains(f.key(2))
+    # What the bucket held before the outage is there again once the restarted server has loaded
+    # it: under a fully loaded machine (both interpreters' suites at once) a HEAD of such an object
+    # once answered "not found" right after the restart. Waited for (bounded), as restart() waits
+    # for the bucket to take a write; fncache itself never deletes it (nothing read it since).
+    deadline = time.monotonic() + 60
+    while not far.contains(f.key(1)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert far.contains(f.key(1)), sorted(e.key for e in far.entries())
 
 
 @pytest.mark.s3
