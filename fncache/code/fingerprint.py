@@ -191,15 +191,13 @@ class Fingerprint:
         global, module attribute or class attribute: another thread can modify such a value only by
         calling those functions (or by holding it already). Identity checks and re-hashes only.
         """
-        if not self._mutable:  # identity checks only: what valid() checks, but the generation
-            return not self._same_objects(), [], True
-        changed = self.changed_state()
-        return not self._same_objects(), changed, all(id(v) in self._private for v in changed)
+        changed = self.changed_state() if self._mutable else []
+        private = not changed or all(id(v) in self._private for v in changed)
+        return not self._same_objects(), changed, private
 
     def _same_objects(self) -> bool:
         """Whether every name and attribute read is bound to the object it was, and every mapping
-        counted has its length (loops, not generators: every miss asks; :meth:`valid` has the
-        same loops written out)."""
+        counted has its length (loops, not generators: every hit and every miss asks)."""
         for mapping, name, obj in self._dict_watches:
             if mapping.get(name, MISSING) is not obj:
                 return False
@@ -215,16 +213,8 @@ class Fingerprint:
         """Cheap check that no global, code, default, closure or class it read has changed."""
         if self.generation != _usercode._generation[0]:
             return False  # track()/untrack() changed what counts as user code since
-        # _same_objects written out (the hit path: a call less); keep the two alike.
-        for mapping, name, obj in self._dict_watches:
-            if mapping.get(name, MISSING) is not obj:
-                return False
-        for owner, attr, obj in self._attr_watches:
-            if getattr(owner, attr, MISSING) is not obj:
-                return False
-        for mapping, n in self._len_watches:
-            if len(mapping) != n:
-                return False
+        if not self._same_objects():
+            return False
         for value, d in self._mutable:
             try:
                 if _hasher.digest(value, self.root) != d:

@@ -126,10 +126,9 @@ def read_policy(policy: str) -> str | None:
 
 class Transaction:
     """One write transaction of :meth:`~fncache.stores._diskcache.Diskcache.transact` on
-    diskcache's connection: what
-    ``Cache._transact`` does (``BEGIN IMMEDIATE`` ... ``COMMIT``, the thread's id in ``_txn_id``
-    while it is open, joined when nested), with fncache's deadline and file removal, as one object
-    rather than two nested generators in an ``ExitStack`` (about 4 us of every write)."""
+    diskcache's connection: what ``Cache._transact`` does (``BEGIN IMMEDIATE`` ... ``COMMIT``, the
+    thread's id in ``_txn_id`` while it is open, joined when nested), with fncache's deadline and
+    file removal, as one object rather than two nested generators in an ``ExitStack``."""
 
     __slots__ = ("_db", "_wait", "_cache", "_con", "_begun", "_timeout_set", "_doomed")
 
