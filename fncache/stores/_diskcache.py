@@ -3,15 +3,12 @@
 :class:`Diskcache` is the only code that touches diskcache's internals (checked against diskcache
 5.4 to 5.6; ``tests/test_disk.py`` checks what it assumes against the installed version). The
 statements it runs, and the schema, are in :mod:`fncache.stores._disksql`; a
-listed row becomes an :class:`EntryInfo` through :func:`entry`, which never raises on planted or
-damaged metadata.
+listed row becomes an :class:`EntryInfo` through :func:`fncache.stores._diskrows.entry`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import re
 import sqlite3
@@ -21,7 +18,7 @@ from typing import Any
 
 import fncache.stores._disksql as q
 from fncache import _forks
-from fncache.stores._base import EntryInfo, FunctionSummary
+from fncache.stores._base import FunctionSummary
 from fncache.stores._diskfs import ValueFiles
 from fncache.stores._diskopen import (
     BoundedCache,
@@ -32,6 +29,7 @@ from fncache.stores._diskopen import (
     read_policy,
     synchronous_level,
 )
+from fncache.stores._diskrows import number
 from fncache.stores._disksummary import add_own
 from fncache.stores._disksummary import ensure as ensure_summary
 from fncache.stores._disksummary import read as read_summary
@@ -52,80 +50,12 @@ CLEAR_BATCH = 20_000
 # was read since; 16 MiB keeps the index pages of a few thousand hot entries of a large store.
 _READER_MMAP = 0
 _READER_CACHE_KIB = 16384
+# Keys whose rows this process found inline, and the rows' ids (see inline_row): at most this many
+# (about 3 MB), emptied when full.
+_ROWIDS = 16384
 # A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
 # regular expression, never unpickled.
 _TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
-
-
-def _number(x: object) -> float | None:
-    """``x`` as a finite float if it is an int or float (not a bool), else None."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
-    """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
-    is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
-    a listing, or the command that would clean it up).
-
-    The last use is ``access_time`` once a use was recorded (``access_count > 0``, see
-    :meth:`Diskcache.record_uses`) or where diskcache's LRU policy records every read."""
-    _, key, size, value, store_time, access_time, access_count, raw = row
-    count = _use_count(access_count)
-    meta, problem = parse_row_meta(raw, store_time)
-    if not isinstance(key, str):
-        key, problem = "", problem or "key is not text"
-    stored = _stored_bytes(size, value)
-    accessed = _number(access_time) if tracks_reads or count is not None else None
-    if problem is not None:
-        return _damaged(key, stored, store_time, accessed, problem, count)
-    return EntryInfo(key=key, size=int(meta.get("size") or stored),
-                     created=_number(meta.get("created")) or _number(store_time) or 0.0,
-                     accessed=accessed or None, meta=meta, uses=count)
-
-
-def _damaged(key: str, stored: int, store_time: Any, accessed: float | None, problem: str,
-             count: int | None) -> EntryInfo:
-    """A row whose metadata is damaged, listed with ``meta == {"damaged": problem}`` and the times
-    and size the row itself holds."""
-    return EntryInfo(key=key, size=stored, created=_number(store_time) or 0.0,
-                     accessed=accessed or None, meta={"damaged": problem}, damaged=True,
-                     uses=count)
-
-
-def _use_count(access_count: Any) -> int | None:
-    """The uses recorded in a row's ``access_count``, or None if none was recorded."""
-    return access_count if type(access_count) is int and access_count > 0 else None
-
-
-def _stored_bytes(size: Any, value: Any) -> int:
-    """The bytes a row stores: its size column (file-backed values), else its inline value's."""
-    stored = _number(size)
-    if not stored and isinstance(value, bytes):
-        stored = len(value)
-    return int(stored or 0)
-
-
-def parse_row_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
-    """(the metadata JSON object of a row, what is wrong with it or None)."""
-    try:
-        if not isinstance(raw, (bytes, str)) or len(raw) > q.META_MAX:
-            raise ValueError("not a short JSON text")
-        meta = json.loads(raw)
-        if not isinstance(meta, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
-        return {}, f"metadata: {e}"[:200]
-    msize = meta.get("size", 0)
-    if _number(meta.get("created", store_time)) is None:
-        return meta, "metadata: created is not a number"
-    if isinstance(msize, bool) or not isinstance(msize, int) or not 0 <= msize < 2**63:
-        return meta, "metadata: size is not a byte count"
-    if not isinstance(meta.get("function", ""), str):
-        return meta, "metadata: function is not text"
-    return meta, None
 
 
 # Seconds a disk operation waits for the database's write lock (and a read for a busy database)
@@ -169,6 +99,7 @@ class Diskcache:
         self.files = ValueFiles(directory)
         self._path = os.path.join(directory, "cache.db")
         self._readers = threading.local()
+        self._rowids: dict[str, int] = {}
         self._keeper: sqlite3.Connection | None = None  # see _keep_wal
         self._wal = False  # until the settings are read (below)
         _forks.track(self)
@@ -391,10 +322,11 @@ class Diskcache:
             self._readers.con = self._readers.cursor = None
 
     # -- entries ---------------------------------------------------------------------------------
-    def value_row(self, key: str, statement: str = q.SELECT_VALUE) -> tuple[float, list[Any]]:
+    def value_row(self, key: str, statement: str = q.SELECT_VALUE,
+                  rowid: int | None = None) -> tuple[float, list[Any]]:
         """(now, the live row at ``key`` as ``[(rowid, mode, filename, value)]`` or ``[]``); with
-        ``statement=q.SELECT_INLINE``, as ``[(value,)]``, the value None unless the row holds raw
-        bytes inline.
+        ``statement=q.SELECT_INLINE``, as ``[(value, rowid)]``, the value None unless the row holds
+        raw bytes inline (``q.SELECT_INLINE_AT``: the same of the row at ``rowid``).
 
         The hit path: one statement on this thread's cursor, which a forked child never inherits
         (:meth:`reset_after_fork`); :meth:`rows` when there is none yet or the read was refused
@@ -403,6 +335,7 @@ class Diskcache:
         empties every other connection's page cache, the writer's stays warm (a miss's lookup
         after the previous miss's write, 26-34 us on the reader, 12 us there, at 1M entries)."""
         now_ = time.time()
+        params = (key, now_) if rowid is None else (rowid, key, now_)
         local = self._readers
         try:
             cursor = getattr(local, "after_write", None)
@@ -412,12 +345,29 @@ class Diskcache:
                 local.after_write = None
                 if self._cache._txn_id is not None:  # a transaction is open: not on its connection
                     cursor = local.cursor
-            return now_, cursor.execute(statement, (key, now_)).fetchall()
+            return now_, cursor.execute(statement, params).fetchall()
         except sqlite3.ProgrammingError:  # the writer's connection was closed since (diskcache's)
             local.own = None
         except (AttributeError, sqlite3.OperationalError):
             pass
-        return now_, self.rows(statement, (key, now_))
+        return now_, self.rows(statement, params)
+
+    def inline_row(self, key: str) -> list[Any]:
+        """:meth:`value_row` of ``q.SELECT_INLINE``'s rows, ``[(value or None, rowid)]`` or
+        ``[]``, found by the rowid the last such read of ``key`` gave where there was one
+        (``q.SELECT_INLINE_AT``, which holds the key to it: a row there is the key's row)."""
+        rowid = self._rowids.get(key)
+        if rowid is not None:
+            rows = self.value_row(key, q.SELECT_INLINE_AT, rowid)[1]
+            if rows and rows[0][0] is not None:
+                return rows
+            self._rowids.pop(key, None)  # gone, replaced, not inline: the key's read, once
+        rows = self.value_row(key, q.SELECT_INLINE)[1]
+        if rows and rows[0][0] is not None:
+            if len(self._rowids) >= _ROWIDS:
+                self._rowids.clear()
+            self._rowids[key] = rows[0][1]
+        return rows
 
     def live(self, key: str) -> bool:
         return bool(self.rows(q.SELECT_LIVE, (key, time.time())))
@@ -526,7 +476,7 @@ class Diskcache:
             rows = sql(q.SELECT_LEASE, (name,)).fetchall()
             if rows:
                 rowid, mode, filename, value, expire_time = rows[0]
-                live = _number(expire_time)
+                live = number(expire_time)
                 if (mode == q.MODE_RAW and filename is None and isinstance(value, bytes)
                         and _TOKEN.fullmatch(value) and live is not None and live > now_):
                     return False

@@ -23,7 +23,7 @@ missing) is rebuilt from the rows. Nothing deletes on the word of the summary: `
 ``clear`` choose entries from the rows.
 
 The group of a row is computed in SQL by :func:`_group` from the same rules that
-:func:`fncache.stores._diskcache.entry` applies in Python (damaged metadata, sizes, creation times);
+:func:`fncache.stores._diskrows.entry` applies in Python (damaged metadata, sizes, creation times);
 the contract tests check that both agree for entries fncache writes. Planted metadata that Python's
 and SQLite's JSON readers parse differently can only change what ``info`` and ``ls`` display.
 """
@@ -52,9 +52,16 @@ SELECT_VALUE = f"SELECT rowid, mode, filename, value FROM Cache WHERE key = ? AN
 # fncache writes a small entry (the checks DiskStore._read makes of a SELECT_VALUE row, made here:
 # an integer mode, as Python compares it, whatever affinity a planted schema gives the column),
 # else NULL, and then SELECT_VALUE reads the row. Two columns fewer to make into Python objects.
-SELECT_INLINE = (f"SELECT CASE WHEN filename IS NULL AND typeof(mode) = 'integer'"
-                 f" AND mode IN ({MODE_RAW}, {MODE_BINARY}) AND typeof(value) = 'blob' THEN value"
-                 f" END FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}")
+# Its second column, the rowid, lets the next hit of the key find the row as SELECT_INLINE_AT.
+_INLINE = (f"SELECT CASE WHEN filename IS NULL AND typeof(mode) = 'integer'"
+           f" AND mode IN ({MODE_RAW}, {MODE_BINARY}) AND typeof(value) = 'blob' THEN value END")
+SELECT_INLINE = f"{_INLINE}, rowid FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
+# SELECT_INLINE of the row at a rowid, and only if it still holds the key: one B-tree search
+# (the table's) where the key's is two, and no walk through the key index's pages, which a large
+# store has too many of to keep in a CPU's cache. The key index is unique, so a row found here is
+# the one SELECT_INLINE finds; no row (deleted, replaced, expired, its rowid reused) sends the read
+# back to SELECT_INLINE.
+SELECT_INLINE_AT = f"{_INLINE} FROM Cache WHERE rowid = ? AND key = ? AND raw = 1 AND {_LIVE}"
 SELECT_LIVE = f"SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
 SELECT_META = f"SELECT {META_COLUMN}, store_time FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
 SELECT_ROW = "SELECT rowid, filename, expire_time FROM Cache WHERE key = ? AND raw = 1"
@@ -127,7 +134,7 @@ _KEY = ("fn", "py", "py_known", "damaged", "entry")
 def _group(r: str, where: str | None = None) -> str:
     """A query giving row ``r`` (``NEW`` or ``OLD`` in a trigger; with ``where``, each row of
     ``Cache`` that matches) its group and its share: (fn, py, py_known, damaged, entry, size,
-    created, used, access, uses), as :func:`~fncache.stores._diskcache.entry` reads the row.
+    created, used, access, uses), as :func:`~fncache.stores._diskrows.entry` reads the row.
 
     The metadata is parsed three times per row (``json_valid``, ``json_type``, ``json_each``):
     its fields come from one pass of ``json_each`` (aggregated with ``max``), not from a

@@ -52,7 +52,7 @@ from fncache.stores._base import (
     store_error,
     value_size,
 )
-from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache, entry, parse_row_meta
+from fncache.stores._diskcache import DEFAULT_TIMEOUT, Diskcache
 from fncache.stores._diskdamage import DB_NAME, is_corrupt, quarantine, set_aside_odd_journals
 from fncache.stores._diskfs import (
     UnsafeFile,
@@ -61,8 +61,9 @@ from fncache.stores._diskfs import (
     read_file,
     unsafe_ancestors,
 )
+from fncache.stores._diskrows import entry, parse_row_meta
 from fncache.stores._disksources import SourceFiles
-from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW, SELECT_INLINE
+from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
 from fncache.stores._meta import encode_meta
 from fncache.stores.gitignore import write_gitignore
@@ -277,8 +278,8 @@ class DiskStore(Store):
         db = self._db
         if db is None:
             db = self.db
-        if not db.records_reads:  # a small entry's value in one read (see q.SELECT_INLINE)
-            now_, rows = db.value_row(key, SELECT_INLINE)
+        if not db.records_reads:  # a small entry's value in one read (see inline_row)
+            rows = db.inline_row(key)
             if not rows:
                 return None
             if rows[0][0] is not None:

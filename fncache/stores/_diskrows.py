@@ -1,0 +1,85 @@
+"""A row of the disk store's ``Cache`` table as fncache lists it: an
+:class:`~fncache.stores._base.EntryInfo` made by :func:`entry`, which never raises on planted or
+damaged metadata (one bad row must not stop a listing, or the command that would clean it up).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import fncache.stores._disksql as q
+from fncache.stores._base import EntryInfo
+
+
+def number(x: object) -> float | None:
+    """``x`` as a finite float if it is an int or float (not a bool), else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
+    """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
+    is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
+    a listing, or the command that would clean it up).
+
+    The last use is ``access_time`` once a use was recorded (``access_count > 0``, see
+    :meth:`fncache.stores._diskcache.Diskcache.record_uses`) or where diskcache's LRU policy
+    records every read."""
+    _, key, size, value, store_time, access_time, access_count, raw = row
+    count = _use_count(access_count)
+    meta, problem = parse_row_meta(raw, store_time)
+    if not isinstance(key, str):
+        key, problem = "", problem or "key is not text"
+    stored = _stored_bytes(size, value)
+    accessed = number(access_time) if tracks_reads or count is not None else None
+    if problem is not None:
+        return _damaged(key, stored, store_time, accessed, problem, count)
+    return EntryInfo(key=key, size=int(meta.get("size") or stored),
+                     created=number(meta.get("created")) or number(store_time) or 0.0,
+                     accessed=accessed or None, meta=meta, uses=count)
+
+
+def _damaged(key: str, stored: int, store_time: Any, accessed: float | None, problem: str,
+             count: int | None) -> EntryInfo:
+    """A row whose metadata is damaged, listed with ``meta == {"damaged": problem}`` and the times
+    and size the row itself holds."""
+    return EntryInfo(key=key, size=stored, created=number(store_time) or 0.0,
+                     accessed=accessed or None, meta={"damaged": problem}, damaged=True,
+                     uses=count)
+
+
+def _use_count(access_count: Any) -> int | None:
+    """The uses recorded in a row's ``access_count``, or None if none was recorded."""
+    return access_count if type(access_count) is int and access_count > 0 else None
+
+
+def _stored_bytes(size: Any, value: Any) -> int:
+    """The bytes a row stores: its size column (file-backed values), else its inline value's."""
+    stored = number(size)
+    if not stored and isinstance(value, bytes):
+        stored = len(value)
+    return int(stored or 0)
+
+
+def parse_row_meta(raw: Any, store_time: Any) -> tuple[Any, str | None]:
+    """(the metadata JSON object of a row, what is wrong with it or None)."""
+    try:
+        if not isinstance(raw, (bytes, str)) or len(raw) > q.META_MAX:
+            raise ValueError("not a short JSON text")
+        meta = json.loads(raw)
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
+        return {}, f"metadata: {e}"[:200]
+    msize = meta.get("size", 0)
+    if number(meta.get("created", store_time)) is None:
+        return meta, "metadata: created is not a number"
+    if isinstance(msize, bool) or not isinstance(msize, int) or not 0 <= msize < 2**63:
+        return meta, "metadata: size is not a byte count"
+    if not isinstance(meta.get("function", ""), str):
+        return meta, "metadata: function is not text"
+    return meta, None
