@@ -146,6 +146,71 @@ def test_a_planted_schema_with_a_text_mode_column_does_not_make_its_rows_readabl
     assert any("not raw bytes" in w for w in fncache_warnings(caplog))
 
 
+# Text that is not UTF-8, which SQLite stores as given and Python's sqlite3 cannot decode.
+NOT_UTF8 = "CAST(x'ff80' AS TEXT)"
+NOT_UTF8_ROWS = {
+    "value": f"UPDATE Cache SET value = {NOT_UTF8} WHERE key = ?",
+    "value file name": f"UPDATE Cache SET mode = 2, value = NULL, filename = {NOT_UTF8} WHERE key = ?",
+    "mode": f"UPDATE Cache SET mode = {NOT_UTF8} WHERE key = ?",
+}
+
+
+@pytest.mark.parametrize("column", list(NOT_UTF8_ROWS))
+def test_a_planted_column_of_text_that_is_not_utf8_is_removed_and_the_call_hits_again(
+        tmp_path, caplog, column):
+    """Such a row failed every read of its key (a store error: the call recomputed each time and
+    the row stayed); now it is damage like any other planted row: removed, recomputed, stored,
+    and the next call hits."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    assert f(3) == f(3) == small_value(3)  # the second read goes by the row's id (see _disksql)
+    _sql(cache, NOT_UTF8_ROWS[column], (f.key(3),))
+    misses = f.cache_info().misses
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        assert f(3) == small_value(3)
+        assert f(3) == small_value(3)
+    assert f.cache_info().misses == misses + 1
+    assert not [w for w in fncache_warnings(caplog) if "failed" in w]
+    assert _sql(cache, "SELECT count(*) FROM Cache WHERE typeof(value) = 'text'"
+                " OR typeof(filename) = 'text' OR typeof(mode) = 'text'") == [(0,)]
+
+
+def test_a_write_over_a_planted_file_name_that_is_not_utf8_replaces_the_row(tmp_path):
+    """The write path reads the row it replaces (its file goes after the commit) on diskcache's
+    connection, which failed on such a row: every store of the key failed."""
+    from fncache.stores.disk import DiskStore
+
+    cache = tmp_path / "cache"
+    store = DiskStore(str(cache))
+    store.add("k" * 32, b"old", {"function": "m:f"})
+    _sql(cache, NOT_UTF8_ROWS["value file name"], ("k" * 32,))
+    store.set("k" * 32, b"new", {"function": "m:f"})
+    assert store.get("k" * 32) == b"new"
+    assert store.clear() == 1
+    store.close()
+
+
+def test_planted_keys_and_metadata_that_are_not_utf8_are_listed_as_damaged(tmp_path):
+    """One such row failed the whole listing (``ls --function``, ``prune``, ``clear`` with a
+    filter): it is listed as damaged, the other entries as they are, and ``clear`` removes all."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    for x in range(3):
+        f(x)
+    _sql(cache, f"UPDATE Cache SET key = {NOT_UTF8} WHERE key = ?", (f.key(0),))
+    _sql(cache, f"UPDATE Cache SET fncache_meta = {NOT_UTF8} WHERE key = ?", (f.key(1),))
+    listed = list(f.store.entries())
+    assert len(listed) == 3
+    assert sorted(e.damaged for e in listed) == [False, True, True]
+    assert [e.key for e in listed if not e.damaged] == [f.key(2)]
+    out = cli("prune", "--dir", str(cache), "--older-than", "0s", "--dry-run", "--json")
+    assert out.returncode == 0, out.stderr
+    assert sorted(json.loads(out.stdout)["keys"]) == sorted(["", f.key(1), f.key(2)]), out.stdout
+    out = cli("clear", "--dir", str(cache), "--yes")
+    assert out.returncode == 0, out.stderr
+    assert _sql(cache, "SELECT count(*) FROM Cache WHERE fncache_meta IS NOT NULL") == [(0,)]
+
+
 def test_the_planted_pickle_rows_are_live_attacks(tmp_path):
     """Sanity check of the payloads: diskcache's own Cache.get runs them (what fncache must not use)."""
     cache = tmp_path / "cache"

@@ -81,6 +81,36 @@ def test_an_entry_replaced_elsewhere_reads_its_new_value(tmp_path):
     writer.close()
 
 
+def test_a_key_written_again_at_another_rowid_reads_its_new_value(tmp_path):
+    """The remembered rowid now holds another key, and the key itself a row further on: the read
+    goes back to the key and finds the new value (not a miss, not the other key's value)."""
+    d = tmp_path / "s"
+    reader, writer = DiskStore(str(d)), DiskStore(str(d))
+    writer.add(K1, b"one", META)
+    assert reader.get(K1) == reader.get(K1) == b"one"
+    first = _rowid(d, K1)
+    assert writer.delete(K1)
+    writer.add(K2, b"two", META)
+    writer.add(K1, b"uno", META)
+    assert _rowid(d, K2) == first and _rowid(d, K1) != first  # the precondition
+    assert reader.get(K1) == reader.get(K1) == b"uno"
+    assert reader.get(K2) == b"two"
+    reader.close()
+    writer.close()
+
+
+def test_a_row_of_the_key_that_is_no_longer_an_entry_row_is_not_read_by_its_rowid(tmp_path):
+    """diskcache's ``raw`` column says how the key was stored; a row not stored as fncache stores
+    a key (``raw = 0``: a pickled key) is not the entry of that key."""
+    d = tmp_path / "s"
+    store = DiskStore(str(d))
+    store.add(K1, b"one", META)
+    assert store.get(K1) == store.get(K1) == b"one"
+    _sql(d, "UPDATE Cache SET raw = 0 WHERE key = ?", (K1,))
+    assert store.get(K1) is None
+    store.close()
+
+
 def test_an_entry_that_expired_or_was_planted_over_is_not_read_by_its_rowid(tmp_path):
     d = tmp_path / "s"
     store = DiskStore(str(d))

@@ -28,6 +28,7 @@ from fncache.stores._diskopen import (
     read_only_keeper,
     read_policy,
     synchronous_level,
+    text_of,
 )
 from fncache.stores._diskrows import number
 from fncache.stores._disksummary import add_own
@@ -156,6 +157,7 @@ class Diskcache:
         con: sqlite3.Connection | None = getattr(local, "con", None)
         if con is None:
             con = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            con.text_factory = text_of
             con.execute(f"PRAGMA mmap_size = {_READER_MMAP}")
             con.execute(f"PRAGMA cache_size = -{_READER_CACHE_KIB}")
             local.con, local.cursor = con, con.cursor()

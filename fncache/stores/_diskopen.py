@@ -48,8 +48,22 @@ def _expire_index_is_partial(sql: Any) -> bool:
     return bool(found) and found[0][0] == q.EXPIRE_INDEX
 
 
+def text_of(data: bytes) -> str | bytes:
+    """A TEXT value as ``str`` (the ``text_factory`` of every connection fncache reads through);
+    one that is not UTF-8, which only a planted row holds, as its bytes, which every reader of a
+    row takes for the wrong type: damage to remove, or list as such. sqlite3's own decoding failed
+    the whole statement instead: every call of the key a miss and the row never removed, a listing
+    or a write that met the row failed."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
+
+
 def _bounded_cache_class() -> type:
     import diskcache
+
+    connection = diskcache.Cache._con.fget
 
     class BoundedCache(diskcache.Cache):  # type: ignore[misc]
         """``diskcache.Cache`` whose opening gives up at a deadline instead of retrying each
@@ -58,6 +72,12 @@ def _bounded_cache_class() -> type:
         def __init__(self, directory: str, *, deadline: float, **kwargs: Any) -> None:
             self._fncache_deadline = deadline
             super().__init__(directory, **kwargs)
+
+        @property
+        def _con(self) -> Any:  # diskcache's connection of this thread (a new one after a fork)
+            con = connection(self)
+            con.text_factory = text_of
+            return con
 
         @property
         def _sql_retry(self) -> Any:

@@ -59,8 +59,9 @@ SELECT_INLINE = f"{_INLINE}, rowid FROM Cache WHERE key = ? AND raw = 1 AND {_LI
 # SELECT_INLINE of the row at a rowid, and only if it still holds the key: one B-tree search
 # (the table's) where the key's is two, and no walk through the key index's pages, which a large
 # store has too many of to keep in a CPU's cache. The key index is unique, so a row found here is
-# the one SELECT_INLINE finds; no row (deleted, replaced, expired, its rowid reused) sends the read
-# back to SELECT_INLINE.
+# the one SELECT_INLINE finds (a planted database without that index could hold two rows of a key,
+# both the planter's, and either may answer: no more than it could plant in one); no row
+# (deleted, replaced, expired, its rowid reused) sends the read back to SELECT_INLINE.
 SELECT_INLINE_AT = f"{_INLINE} FROM Cache WHERE rowid = ? AND key = ? AND raw = 1 AND {_LIVE}"
 SELECT_LIVE = f"SELECT 1 FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
 SELECT_META = f"SELECT {META_COLUMN}, store_time FROM Cache WHERE key = ? AND raw = 1 AND {_LIVE}"
@@ -76,7 +77,12 @@ UPDATE_ROW = (
 SELECT_KEY_FILE = "SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1"
 DELETE_ROWID = "DELETE FROM Cache WHERE rowid = ?"
 # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
-DELETE_AS_READ = "DELETE FROM Cache WHERE rowid = ? AND key = ? AND mode IS ? AND filename IS ?"
+# The row as it was read: a column of text that is not UTF-8 was read as its bytes (see
+# _diskopen.text_of), so it is compared by its bytes.
+DELETE_AS_READ = ("DELETE FROM Cache WHERE rowid = ?1 AND key = ?2"
+                  " AND (mode IS ?3 OR (typeof(mode) = 'text' AND CAST(mode AS BLOB) = ?3))"
+                  " AND (filename IS ?4"
+                  " OR (typeof(filename) = 'text' AND CAST(filename AS BLOB) = ?4))")
 DELETE_LOST_FILE = "DELETE FROM Cache WHERE key = ? AND raw = 1 AND filename = ?"
 
 # -- leases (rows ``l:<key>`` holding a token, no metadata: never listed as entries) --------------
