@@ -193,3 +193,37 @@ def test_a_prune_within_the_limits_reads_no_entry(tmp_path, monkeypatch):
     picked = plan_prune(store, 14)
     assert listed and [e.size for e in picked] == [1]
     assert len(plan_prune(store, max_items=3)) == 2
+
+
+def test_planted_summary_values_of_the_wrong_type_are_rebuilt(tmp_path, caplog):
+    """SQLite keeps whatever a planted row gives a column: a count of text, a time of text, a name
+    that is not UTF-8 (read as its bytes). Such a summary is damaged: rebuilt, never formatted."""
+    store = _store(tmp_path)
+    for planted in ("fn = CAST(x'ff80' AS TEXT)", "py = CAST(x'ff80' AS TEXT)", "size = 'many'",
+                    "newest = 'today'", "uses = 1.5"):
+        _sql(store, f"UPDATE fncache_summary SET {planted}")
+        with caplog.at_level("WARNING", logger="fncache"):
+            assert store.summary() == summarize(store.listing()), planted
+        assert store.summary()[0].function == "m:f"
+    assert caplog.text.count("rebuilt") == 5
+    out = subprocess.run([sys.executable, "-m", "fncache", "ls", "--dir", store.directory],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "m:f" in out.stdout, out.stderr
+
+
+def test_an_entry_naming_its_function_in_bytes_that_are_not_utf8_is_summarised_as_damaged(
+        tmp_path):
+    """A rebuild reads the planted name from the entry's metadata too: the summary then stays
+    unused and the listing, which lists that entry as damaged, is summarised instead."""
+    store = _store(tmp_path)
+    (key,) = _sql(store, "SELECT key FROM Cache LIMIT 1")[0]
+    _sql(store, "UPDATE Cache SET fncache_meta = ? WHERE key = ?",
+         (b'{"function": "\xff\x80", "python": "3.11"}', key))
+    summary = store.summary()
+    assert summary == summarize(store.listing())
+    assert sorted((s.function, s.entries, s.damaged) for s in summary) == [("", 1, True),
+                                                                          ("m:f", 4, False)]
+    for command in ("info", "ls"):
+        out = subprocess.run([sys.executable, "-m", "fncache", command, "--dir", store.directory],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr

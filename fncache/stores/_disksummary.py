@@ -114,14 +114,31 @@ def read(db: Any, tracks_reads: bool) -> list[FunctionSummary] | None:
     if sqlite3.sqlite_version_info < _NEEDS or db.rows(q.ANY_EXPIRED, (time.time(),)):
         return None
     rows = _checked_rows(db)
-    if rows is None:
+    if rows is None or not _well_typed(rows):
         rows = _rebuilt_rows(db)
-        if rows is None:
+        if rows is None or not _well_typed(rows):
             return None
     if any(r[11] for r in rows):
         rows = _refresh_stale(db, rows)
+        if not _well_typed(rows):
+            return None
     out = [_summary(r, tracks_reads) for r in rows]
     return sorted(out, key=lambda s: (s.function, s.python or "", s.damaged))
+
+
+def _well_typed(rows: list[Any]) -> bool:
+    """Whether every summary row has the types its columns are declared with (SQLite keeps what a
+    planted row gives, text in a count or not UTF-8, see ``_diskopen.text_of``; or the metadata
+    a rebuild reads): the summary is damaged otherwise, rebuilt, or the listing read instead."""
+    for r in rows:
+        fn, py, py_known, damaged, entries, size, newest, oldest, used, access, uses, stale = r
+        if type(fn) is not str or type(py) is not str:
+            return False
+        if any(type(x) is not int for x in (py_known, damaged, entries, size, uses, stale)):
+            return False
+        if any(x is not None and type(x) not in (int, float) for x in (newest, oldest, used, access)):
+            return False
+    return True
 
 
 def _checked_rows(db: Any) -> list[Any] | None:
