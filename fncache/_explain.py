@@ -77,7 +77,10 @@ def _entries_of(store: Any, names: str | set[str]) -> list[Any]:
 def _when(t: float | None) -> str:
     if not t:
         return "?"
-    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # a time no clock gives (planted metadata)
+        return repr(t)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -211,6 +211,85 @@ def test_planted_keys_and_metadata_that_are_not_utf8_are_listed_as_damaged(tmp_p
     assert _sql(cache, "SELECT count(*) FROM Cache WHERE fncache_meta IS NOT NULL") == [(0,)]
 
 
+@pytest.mark.parametrize("rowid", [0, -1, -(2**63), 2**63 - 1])
+def test_a_row_planted_at_any_rowid_is_listed_and_cleared(tmp_path, rowid):
+    """Listing and clearing go through the rows in batches of rowids: from the smallest SQLite
+    allows, to the largest (they started after rowid 0, so such a row stayed through ``clear``)."""
+    from fncache.stores.disk import DiskStore
+
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    for x in range(3):
+        f(x)
+    _sql(cache, "UPDATE Cache SET rowid = ? WHERE key = ?", (rowid, f.key(1)))
+    store = DiskStore(str(cache))
+    assert sorted(e.key for e in store.entries()) == sorted(f.key(x) for x in range(3))
+    assert store.clear_function(f.function_id) == 3
+    assert _sql(cache, "SELECT count(*) FROM Cache WHERE fncache_meta IS NOT NULL") == [(0,)]
+    for x in range(3):
+        f(x)
+    _sql(cache, "UPDATE Cache SET rowid = ? WHERE key = ?", (rowid, f.key(2)))
+    assert store.clear() == 3
+    assert _sql(cache, "SELECT count(*) FROM Cache") == [(0,)]
+    store.close()
+
+
+@pytest.mark.parametrize("planted", [
+    "UPDATE Settings SET value = 'many' WHERE key = 'disk_min_file_size'",
+    "UPDATE Settings SET value = NULL WHERE key = 'disk_min_file_size'",
+    "UPDATE Settings SET value = 9e999 WHERE key = 'disk_min_file_size'",
+    "INSERT INTO Settings(key, value) VALUES (CAST(x'ff80' AS TEXT), 1)",
+    "INSERT INTO Settings(key, value) VALUES (x'ff80', 1)",
+])
+def test_planted_settings_rows_leave_the_store_usable(tmp_path, planted):
+    """A Settings row that is not a setting (a key that is not text, a size that is not a number)
+    stopped the store from opening: every command failed with a traceback."""
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    f(1)
+    f.store.close()
+    _sql(cache, planted)
+    g = fncache.memoize(store=str(cache))(small_value)
+    assert g(1) == small_value(1) and g.cache_info().hits == 1
+    assert g(2) == small_value(2) and g.cache_info().misses == 1
+    g.store.close()
+    for command in (["info"], ["ls"], ["clear", "--yes"]):
+        out = cli(*command, "--dir", str(cache))
+        assert out.returncode == 0, (command, out.stderr)
+
+
+def test_explain_shows_a_planted_creation_time_no_clock_gives(tmp_path):
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    f(1)
+    (meta,) = _sql(cache, "SELECT fncache_meta FROM Cache WHERE key = ?", (f.key(1),))[0]
+    planted = json.loads(meta)
+    planted["created"] = -1e308
+    _sql(cache, "UPDATE Cache SET fncache_meta = ? WHERE key = ?",
+         (json.dumps(planted).encode(), f.key(1)))
+    assert "-1e+308" in str(f.explain(2))  # a miss, whose nearest entry is the planted one
+
+
+def test_planted_sizes_near_the_integer_limit_do_not_stop_a_clear(tmp_path):
+    """SQLite's SUM() fails on an overflow: the sizes a batch removes from the summary are summed
+    as floats, and the summary, left of the wrong type, is rebuilt."""
+    from fncache.stores.disk import DiskStore
+
+    cache = tmp_path / "cache"
+    f = fncache.memoize(store=str(cache))(small_value)
+    for x in range(3):
+        f(x)
+    _sql(cache, "UPDATE Cache SET size = ?, access_count = ? WHERE fncache_meta IS NOT NULL",
+         (2**62, 2**62))
+    store = DiskStore(str(cache))
+    assert store.clear_function(f.function_id) == 3
+    assert store.summary() == []
+    for x in range(2):
+        f(x)
+    assert [(s.function, s.entries) for s in store.summary()] == [(f.function_id, 2)]
+    store.close()
+
+
 def test_the_planted_pickle_rows_are_live_attacks(tmp_path):
     """Sanity check of the payloads: diskcache's own Cache.get runs them (what fncache must not use)."""
     cache = tmp_path / "cache"

@@ -227,3 +227,13 @@ def test_an_entry_naming_its_function_in_bytes_that_are_not_utf8_is_summarised_a
         out = subprocess.run([sys.executable, "-m", "fncache", command, "--dir", store.directory],
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
+
+
+def test_planted_counts_at_the_integer_limit_are_rebuilt(tmp_path):
+    """Counts whose sum overflows SQLite's integers failed the check of the summary (SUM) and with
+    it every command that reads the summary; they are now one more damaged summary."""
+    store = _store(tmp_path)
+    _sql(store, "INSERT INTO fncache_summary SELECT 'm:g', py, py_known, damaged, entry, ?, size,"
+                " newest, oldest, used, access, uses, stale FROM fncache_summary", (2**63 - 1,))
+    assert store.summary() == summarize(store.listing())
+    assert [(s.function, s.entries) for s in store.summary()] == [("m:f", 5)]

@@ -24,6 +24,7 @@ from fncache.stores._diskopen import (
     BoundedCache,
     Transaction,
     add_meta_column,
+    drop_odd_settings,
     partial_expire_index,
     read_only_keeper,
     read_policy,
@@ -57,6 +58,16 @@ _ROWIDS = 16384
 # A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
 # regular expression, never unpickled.
 _TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
+
+
+def _min_file_size(value: object) -> int:
+    """diskcache's ``disk_min_file_size`` as stored, or its default where the row is not a byte
+    count (planted): the size from which a value goes to a file of its own."""
+    from diskcache.core import DEFAULT_SETTINGS
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return int(value)
+    return int(DEFAULT_SETTINGS["disk_min_file_size"])
 
 
 # Seconds a disk operation waits for the database's write lock (and a read for a busy database)
@@ -109,17 +120,15 @@ class Diskcache:
         #: Whether this version's summary is kept (fncache's inserts then add to it themselves).
         self.summary_kept = False
         try:
-            stored = self._stored_settings()
-            if stored is None:
-                # A new (or not fncache-ready) database: its schema is written now.
-                self._open_cache()
-                stored = self._stored_settings() or {}
+            stored = self._settings_at_open()
         except BaseException:
             self.close()
             raise
-        settings = dict(DEFAULT_SETTINGS, **stored)
+        # A planted Settings row (a key that is not text, a value of any type) is not a setting.
+        settings = dict(DEFAULT_SETTINGS)
+        settings.update((k, v) for k, v in stored.items() if type(k) is str)
         settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
-        self.min_file_size = int(settings["disk_min_file_size"])
+        self.min_file_size = _min_file_size(settings["disk_min_file_size"])
         self._synchronous = synchronous_level(settings["sqlite_synchronous"])
         # Readers are never locked out in WAL mode: only there may a read use the writer's
         # connection (whose busy timeout is the store's, where a reader's is 0; see value_row).
@@ -130,6 +139,18 @@ class Diskcache:
         #: Whether a read records anything (:meth:`record_read`): not by default.
         self.records_reads = self._statistics or self._on_read is not None
         self.tracks_reads = opts["eviction_policy"] == "least-recently-used"
+
+    def _settings_at_open(self) -> dict[str, Any]:
+        """The store's settings as stored; a new (or not fncache-ready) database gets its schema
+        now, and Settings rows diskcache cannot read (keys that are not text) are dropped first."""
+        stored = self._stored_settings()
+        if stored is not None and any(type(k) is not str for k in stored):
+            drop_odd_settings(self._path, self.timeout)  # diskcache could open no writer
+            stored = self._stored_settings()
+        if stored is None:
+            self._open_cache()
+            stored = self._stored_settings() or {}
+        return stored
 
     def _stored_settings(self) -> dict[str, Any] | None:
         """The settings of an existing database that fncache has opened before (it has the
@@ -377,9 +398,10 @@ class Diskcache:
     def meta_row(self, key: str) -> list[Any]:
         return self.rows(q.SELECT_META, (key, time.time()))
 
-    def list_batch(self, last: int, limit: int) -> list[Any]:
-        """Up to ``limit`` live entry rows after rowid ``last``, as :func:`entry` reads them."""
-        return self.rows(q.SELECT_ENTRIES, (last, time.time(), limit))
+    def list_batch(self, start: int, limit: int) -> list[Any]:
+        """Up to ``limit`` live entry rows from rowid ``start`` on, as ``_diskrows.entry`` reads
+        them."""
+        return self.rows(q.SELECT_ENTRIES, (start, time.time(), limit))
 
     def count(self) -> int:
         return int(self.rows(q.COUNT_ENTRIES, ())[0][0])
@@ -437,13 +459,13 @@ class Diskcache:
         """Remove every row (or every row tagged ``tag``), :data:`CLEAR_BATCH` per transaction,
         their files after each commit; the number of entries removed. ``progress(n)`` is called
         after each batch with the entries removed so far."""
-        count, last = 0, 0
+        count, start = 0, q.FIRST_ROWID
         while True:
             with self.transact() as (sql, doom):
                 if tag is None:
-                    rows = sql(q.SELECT_BATCH, (last, CLEAR_BATCH)).fetchall()
+                    rows = sql(q.SELECT_BATCH, (start, CLEAR_BATCH)).fetchall()
                 else:
-                    rows = sql(q.SELECT_BATCH_TAG, (tag, last, CLEAR_BATCH)).fetchall()
+                    rows = sql(q.SELECT_BATCH_TAG, (tag, start, CLEAR_BATCH)).fetchall()
                 if not rows:
                     return count
                 first, last = rows[0][0], rows[-1][0]
@@ -453,6 +475,9 @@ class Diskcache:
                     doom(filename)
             if progress is not None:
                 progress(count)
+            if last >= q.LAST_ROWID:
+                return count
+            start = last + 1
 
     def filenames(self) -> set[str]:
         """The value files the rows name."""

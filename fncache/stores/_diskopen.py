@@ -1,10 +1,12 @@
 """A disk store's connections: diskcache's writer (a ``diskcache.Cache`` whose opening gives up at
 a deadline, fncache's column added to its table and its expiry index made partial) and the write
 transactions run on it, the read-only connection that keeps the WAL of a process that only read,
-and the store's ``synchronous`` level."""
+the store's ``synchronous`` level, and how text is read (:func:`text_of`; planted Settings keys that
+are not text are dropped before diskcache meets them)."""
 
 from __future__ import annotations
 
+import logging
 import pathlib
 import sqlite3
 import threading
@@ -13,8 +15,10 @@ from typing import Any
 
 from fncache.stores import _disksql as q
 
-__all__ = ["BoundedCache", "Transaction", "add_meta_column", "partial_expire_index",
-           "read_only_keeper", "read_policy", "synchronous_level"]
+log = logging.getLogger("fncache")
+
+__all__ = ["BoundedCache", "Transaction", "add_meta_column", "drop_odd_settings",
+           "partial_expire_index", "read_only_keeper", "read_policy", "synchronous_level", "text_of"]
 
 
 def add_meta_column(cache: Any) -> None:
@@ -58,6 +62,29 @@ def text_of(data: bytes) -> str | bytes:
         return data.decode()
     except UnicodeDecodeError:
         return data
+
+
+def drop_odd_settings(path: str, timeout: float) -> None:
+    """Delete the rows of diskcache's ``Settings`` table whose key is not text (a blob, or text
+    that is not UTF-8: only a planted row has one), in one write transaction. diskcache reads every
+    key as text when it opens a connection, so one such row failed every write to the store."""
+    con = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        con.text_factory = bytes
+        odd = [(rowid,) for rowid, key, kind in con.execute(q.SETTINGS_KEYS)
+               if kind != b"text" or not isinstance(text_of(key), str)]
+        if odd:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.executemany(q.DELETE_SETTING, odd)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            log.warning("%d rows of the Settings table of %s had a key that is not text: removed",
+                        len(odd), path)
+    finally:
+        con.close()
 
 
 def _bounded_cache_class() -> type:

@@ -96,15 +96,18 @@ DELETE_LEASE = ("DELETE FROM Cache WHERE key = ? AND raw = 1 AND mode = ? AND fi
                 " AND value = ?")
 
 # -- listing and bulk removal ----------------------------------------------------------------------
+# Batches of rows from a rowid on (``rowid >= ?``), the first from the smallest rowid SQLite allows:
+# a row planted at a rowid of 0 or below is listed and cleared like any other.
+FIRST_ROWID, LAST_ROWID = -(2**63), 2**63 - 1
 SELECT_ENTRIES = (
     f"SELECT rowid, key, size, value, store_time, access_time, access_count, {META_COLUMN} FROM Cache"
-    f" WHERE rowid > ? AND {META_COLUMN} IS NOT NULL AND {_LIVE} ORDER BY rowid LIMIT ?"
+    f" WHERE rowid >= ? AND {META_COLUMN} IS NOT NULL AND {_LIVE} ORDER BY rowid LIMIT ?"
 )
 COUNT_ENTRIES = f"SELECT COUNT(*) FROM Cache WHERE {META_COLUMN} IS NOT NULL"
-SELECT_BATCH = f"SELECT rowid, filename, {META_COLUMN} IS NOT NULL FROM Cache WHERE rowid > ?" \
+SELECT_BATCH = f"SELECT rowid, filename, {META_COLUMN} IS NOT NULL FROM Cache WHERE rowid >= ?" \
     " ORDER BY rowid LIMIT ?"
 SELECT_BATCH_TAG = f"SELECT rowid, filename, {META_COLUMN} IS NOT NULL FROM Cache" \
-    " WHERE tag = ? AND rowid > ? ORDER BY tag, rowid LIMIT ?"
+    " WHERE tag = ? AND rowid >= ? ORDER BY tag, rowid LIMIT ?"
 # A range, not an IN list: one statement per batch, whatever its size.
 DELETE_RANGE = "DELETE FROM Cache WHERE rowid BETWEEN ? AND ?"
 DELETE_RANGE_TAG = "DELETE FROM Cache WHERE tag = ? AND rowid BETWEEN ? AND ?"
@@ -113,6 +116,8 @@ SELECT_FILENAME = "SELECT 1 FROM Cache WHERE filename = ?"
 QUICK_CHECK = "PRAGMA quick_check(1)"
 TABLE_INFO = "PRAGMA table_info(Cache)"
 SETTINGS = "SELECT key, value FROM Settings"
+SETTINGS_KEYS = "SELECT rowid, key, typeof(key) FROM Settings"
+DELETE_SETTING = "DELETE FROM Settings WHERE rowid = ?"
 # One read, for the read-only connection that keeps the WAL (fncache.stores._diskopen).
 KEEPER_READ = "SELECT 1 FROM Settings LIMIT 1"
 ADD_META_COLUMN = f"ALTER TABLE Cache ADD COLUMN {META_COLUMN} BLOB"
@@ -281,15 +286,19 @@ SET_BOUNDS = (f"UPDATE {SUMMARY_TABLE} SET newest = ?, oldest = ?, used = ?, acc
 SELECT_SUMMARY = (f"SELECT fn, py, py_known, damaged, rows, size, newest, oldest, used, access, uses,"
                   f" stale FROM {SUMMARY_TABLE} WHERE entry")
 #: Rows counted by the summary against rows in the table: unequal means the summary is damaged.
-SUMMARY_CHECK = (f"SELECT (SELECT coalesce(SUM(rows), 0) FROM {SUMMARY_TABLE}),"
+SUMMARY_CHECK = (f"SELECT (SELECT total(rows) FROM {SUMMARY_TABLE}),"
                  " (SELECT COUNT(*) FROM Cache)")
 
 # Bulk removal: a batch of rows leaves the summary in one statement, not through a trigger per row
 # (which made a clear of a million entries several times slower than the deletes themselves). In
 # the batch's transaction: the delete trigger is dropped, the batch's groups subtracted (and marked
 # stale), the rows deleted, the trigger created again; other connections never see it missing.
-_BATCH_GROUPS = ("SELECT fn, py, py_known, damaged, entry, COUNT(*) AS n, SUM(size) AS size,"
-                 " SUM(uses) AS uses FROM ({group}) GROUP BY fn, py, py_known, damaged, entry")
+# total(), not SUM(): planted sizes or use counts near 2**63 made SUM() fail the whole clear with
+# "integer overflow"; total() is a float, made an integer again (SQLite saturates it at 2**63 - 1, and
+# the subtraction then turns the summary's column into a real: a summary of the wrong type, rebuilt).
+_BATCH_GROUPS = ("SELECT fn, py, py_known, damaged, entry, COUNT(*) AS n,"
+                 " CAST(total(size) AS INTEGER) AS size, CAST(total(uses) AS INTEGER) AS uses"
+                 " FROM ({group}) GROUP BY fn, py, py_known, damaged, entry")
 _SUBTRACT_BATCH = (
     f"UPDATE {T} SET rows = {T}.rows - g.n, size = {T}.size - g.size, uses = {T}.uses - g.uses,"
     f" stale = 1 FROM ({{groups}}) AS g WHERE {_MATCH}"

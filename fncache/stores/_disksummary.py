@@ -114,9 +114,9 @@ def read(db: Any, tracks_reads: bool) -> list[FunctionSummary] | None:
     if sqlite3.sqlite_version_info < _NEEDS or db.rows(q.ANY_EXPIRED, (time.time(),)):
         return None
     rows = _checked_rows(db)
-    if rows is None or not _well_typed(rows):
+    if rows is None:
         rows = _rebuilt_rows(db)
-        if rows is None or not _well_typed(rows):
+        if rows is None:
             return None
     if any(r[11] for r in rows):
         rows = _refresh_stale(db, rows)
@@ -142,24 +142,28 @@ def _well_typed(rows: list[Any]) -> bool:
 
 
 def _checked_rows(db: Any) -> list[Any] | None:
-    """The summary rows if they count every entry, else None (as when there is no summary)."""
+    """The summary rows if they count every entry and have their columns' types, else None (as
+    when there is no summary)."""
     try:
         counted, total = db.rows(q.SUMMARY_CHECK, ())[0]
-        return db.rows(q.SELECT_SUMMARY, ()) if counted == total else None
+        rows = db.rows(q.SELECT_SUMMARY, ()) if counted == total else None
     except sqlite3.OperationalError as e:
         if "no such" not in str(e):
             raise
         return None
+    return rows if rows is not None and _well_typed(rows) else None
 
 
 def _rebuilt_rows(db: Any) -> list[Any] | None:
-    """The summary rows after rebuilding it from the entries, or None if it cannot be rebuilt."""
+    """The summary rows after rebuilding it from the entries, or None if it cannot be rebuilt
+    (or the entries give it names that are not text: their listing is summarised instead)."""
     try:
         ensure(db, rebuild=True)
     except sqlite3.OperationalError as e:  # read-only, busy, or an SQLite without the features
         log.info("summary of %s not rebuilt (%s); listing the entries instead", db.directory, e)
         return None
-    return db.rows(q.SELECT_SUMMARY, ())  # type: ignore[no-any-return]
+    rows = db.rows(q.SELECT_SUMMARY, ())
+    return rows if _well_typed(rows) else None
 
 
 def _summary(r: tuple[Any, ...], tracks_reads: bool) -> FunctionSummary:

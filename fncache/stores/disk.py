@@ -63,7 +63,7 @@ from fncache.stores._diskfs import (
 )
 from fncache.stores._diskrows import entry, parse_row_meta
 from fncache.stores._disksources import SourceFiles
-from fncache.stores._disksql import COLUMNS, MODE_BINARY, MODE_RAW
+from fncache.stores._disksql import COLUMNS, FIRST_ROWID, LAST_ROWID, MODE_BINARY, MODE_RAW
 from fncache.stores._lock import LeaseLock
 from fncache.stores._meta import encode_meta
 from fncache.stores.gitignore import write_gitignore
@@ -357,19 +357,21 @@ class DiskStore(Store):
 
     def entries(self) -> Iterator[EntryInfo]:
         """Every entry; one whose metadata is damaged is listed with ``meta["damaged"]`` set."""
-        last = 0
+        start = FIRST_ROWID
         while True:
             # Batches by rowid: no read transaction stays open while the caller works.
-            rows = self._guard("list", self._list_batch, last)
+            rows = self._guard("list", self._list_batch, start)
             if not rows:
                 return
             tracks_reads = self.db.tracks_reads  # diskcache records reads only under LRU
             for row in rows:
-                last = row[0]
                 yield entry(row, tracks_reads)
+            if rows[-1][0] >= LAST_ROWID:
+                return
+            start = rows[-1][0] + 1
 
-    def _list_batch(self, last: int) -> list[Any]:
-        return self.db.list_batch(last, _LIST_BATCH)
+    def _list_batch(self, start: int) -> list[Any]:
+        return self.db.list_batch(start, _LIST_BATCH)
 
     def kept_summary(self) -> list[FunctionSummary] | None:
         """From the summary table that triggers keep with the rows (checked against the rows on
