@@ -240,10 +240,19 @@ def test_a_row_planted_at_any_rowid_is_listed_and_cleared(tmp_path, rowid):
     "UPDATE Settings SET value = 9e999 WHERE key = 'disk_min_file_size'",
     "INSERT INTO Settings(key, value) VALUES (CAST(x'ff80' AS TEXT), 1)",
     "INSERT INTO Settings(key, value) VALUES (x'ff80', 1)",
+    "UPDATE Settings SET value = 'many' WHERE key = 'sqlite_mmap_size'",
+    "UPDATE Settings SET value = CAST(x'ff80' AS TEXT) WHERE key = 'sqlite_cache_size'",
+    "UPDATE Settings SET value = '1; DROP TABLE Cache' WHERE key = 'sqlite_synchronous'",
+    "UPDATE Settings SET value = 'sideways' WHERE key = 'sqlite_journal_mode'",
+    "UPDATE Settings SET value = x'00' WHERE key = 'sqlite_auto_vacuum'",
+    "INSERT INTO Settings(key, value) VALUES ('sqlite_x; DROP TABLE Cache', 1)",
+    "INSERT INTO Settings(key, value) VALUES ('sqlite_user_version', '1; DROP TABLE Cache')",
 ])
 def test_planted_settings_rows_leave_the_store_usable(tmp_path, planted):
-    """A Settings row that is not a setting (a key that is not text, a size that is not a number)
-    stopped the store from opening: every command failed with a traceback."""
+    """A Settings row that is not a setting (a key that is not text, a size that is not a number,
+    a pragma's value or name diskcache puts into the pragma it runs on each connection it opens)
+    stopped the store from opening or from writing: every command failed, every call recomputed.
+    Such rows are put back to diskcache's defaults or removed when the store is opened."""
     cache = tmp_path / "cache"
     f = fncache.memoize(store=str(cache))(small_value)
     f(1)
@@ -252,10 +261,33 @@ def test_planted_settings_rows_leave_the_store_usable(tmp_path, planted):
     g = fncache.memoize(store=str(cache))(small_value)
     assert g(1) == small_value(1) and g.cache_info().hits == 1
     assert g(2) == small_value(2) and g.cache_info().misses == 1
+    assert g(2) == small_value(2) and g.cache_info().hits == 2  # it was stored
     g.store.close()
     for command in (["info"], ["ls"], ["clear", "--yes"]):
         out = cli(*command, "--dir", str(cache))
         assert out.returncode == 0, (command, out.stderr)
+    from fncache.stores._diskopen import setting_ok
+
+    assert all(setting_ok(k, v) for k, v in _sql(cache, "SELECT key, value FROM Settings")
+               if type(k) is str and type(v) is not bytes)
+    assert _sql(cache, "SELECT count(*) FROM Settings WHERE typeof(key) != 'text'") == [(0,)]
+
+
+def test_settings_of_the_users_own_are_left_as_they_are(tmp_path, caplog):
+    from fncache.stores.disk import DiskStore
+
+    custom = {"sqlite_cache_size": -4000, "sqlite_mmap_size": 0, "sqlite_synchronous": 2,
+              "sqlite_journal_mode": "WAL", "sqlite_auto_vacuum": 1}
+    first = DiskStore(str(tmp_path / "s"), **custom)
+    first.add("j" * 32, b"v", {"function": "m:f"})
+    first.close()
+    with caplog.at_level(logging.WARNING, logger="fncache"):
+        store = DiskStore(str(tmp_path / "s"))
+        store.add("k" * 32, b"v", {"function": "m:f"})
+        store.close()
+    assert not fncache_warnings(caplog)
+    stored = dict(_sql(tmp_path / "s", "SELECT key, value FROM Settings"))
+    assert {k: stored[k] for k in custom} == custom
 
 
 def test_explain_shows_a_planted_creation_time_no_clock_gives(tmp_path):

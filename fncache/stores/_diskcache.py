@@ -24,10 +24,11 @@ from fncache.stores._diskopen import (
     BoundedCache,
     Transaction,
     add_meta_column,
-    drop_odd_settings,
     partial_expire_index,
     read_only_keeper,
     read_policy,
+    repair_settings,
+    setting_ok,
     synchronous_level,
     text_of,
 )
@@ -142,10 +143,10 @@ class Diskcache:
 
     def _settings_at_open(self) -> dict[str, Any]:
         """The store's settings as stored; a new (or not fncache-ready) database gets its schema
-        now, and Settings rows diskcache cannot read (keys that are not text) are dropped first."""
+        now, and Settings rows diskcache cannot open a connection with are put right first."""
         stored = self._stored_settings()
-        if stored is not None and any(type(k) is not str for k in stored):
-            drop_odd_settings(self._path, self.timeout)  # diskcache could open no writer
+        if stored is not None and not all(setting_ok(k, v) for k, v in stored.items()):
+            repair_settings(self._path, self.timeout)  # diskcache could open no writer
             stored = self._stored_settings()
         if stored is None:
             self._open_cache()

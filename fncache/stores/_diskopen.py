@@ -1,13 +1,14 @@
 """A disk store's connections: diskcache's writer (a ``diskcache.Cache`` whose opening gives up at
 a deadline, fncache's column added to its table and its expiry index made partial) and the write
 transactions run on it, the read-only connection that keeps the WAL of a process that only read,
-the store's ``synchronous`` level, and how text is read (:func:`text_of`; planted Settings keys that
-are not text are dropped before diskcache meets them)."""
+the store's ``synchronous`` level, and how text is read (:func:`text_of`); Settings rows diskcache
+cannot open a connection with are put right before it meets them (:func:`repair_settings`)."""
 
 from __future__ import annotations
 
 import logging
 import pathlib
+import re
 import sqlite3
 import threading
 import time
@@ -17,8 +18,9 @@ from fncache.stores import _disksql as q
 
 log = logging.getLogger("fncache")
 
-__all__ = ["BoundedCache", "Transaction", "add_meta_column", "drop_odd_settings",
-           "partial_expire_index", "read_only_keeper", "read_policy", "synchronous_level", "text_of"]
+__all__ = ["BoundedCache", "Transaction", "add_meta_column", "partial_expire_index",
+           "read_only_keeper", "read_policy", "repair_settings", "setting_ok", "synchronous_level",
+           "text_of"]
 
 
 def add_meta_column(cache: Any) -> None:
@@ -64,25 +66,65 @@ def text_of(data: bytes) -> str | bytes:
         return data
 
 
-def drop_odd_settings(path: str, timeout: float) -> None:
-    """Delete the rows of diskcache's ``Settings`` table whose key is not text (a blob, or text
-    that is not UTF-8: only a planted row has one), in one write transaction. diskcache reads every
-    key as text when it opens a connection, so one such row failed every write to the store."""
+# diskcache runs ``PRAGMA <name> = <value>`` for every ``sqlite_<name>`` row of its Settings table
+# on each connection it opens: the values these pragmas take (any other such row: a plain name and
+# a number or a word).
+_PRAGMA_VALUES: dict[str, set[Any]] = {
+    "sqlite_auto_vacuum": {0, 1, 2, "none", "full", "incremental"},
+    "sqlite_journal_mode": {"wal", "delete", "truncate", "persist", "memory", "off"},
+    "sqlite_synchronous": {0, 1, 2, 3, "off", "normal", "full", "extra"},
+}
+_PRAGMA_NAME = re.compile(r"sqlite_[a-z_]+")
+_PRAGMA_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def setting_ok(key: object, value: object) -> bool:
+    """Whether a row of diskcache's Settings table is one diskcache can open a connection with:
+    a key of text, and for a pragma's row a value that pragma takes."""
+    if type(key) is not str:
+        return False
+    if not key.startswith("sqlite_"):
+        return True
+    if _PRAGMA_NAME.fullmatch(key) is None:
+        return False
+    if key in _PRAGMA_VALUES:
+        word = value.lower() if type(value) is str else value
+        return type(word) in (int, str) and word in _PRAGMA_VALUES[key]
+    if key in ("sqlite_cache_size", "sqlite_mmap_size"):
+        return type(value) is int and (key == "sqlite_cache_size" or value >= 0)
+    return type(value) in (int, float) or (type(value) is str and
+                                           _PRAGMA_WORD.fullmatch(value) is not None)
+
+
+def repair_settings(path: str, timeout: float) -> None:
+    """Put right, in one write transaction, the rows of diskcache's ``Settings`` table that it
+    cannot open a connection with (see :func:`setting_ok`; only a planted row is one): a pragma's
+    value goes back to diskcache's default, any other such row is deleted. diskcache reads them
+    whenever it opens a connection, so one of them failed every write to the store (a key that is
+    not text, a pragma's value it rejects), or made each wait 60 s (a journal mode it cannot
+    switch to while fncache's readers are open)."""
+    from diskcache.core import DEFAULT_SETTINGS
+
     con = sqlite3.connect(path, timeout=timeout, isolation_level=None)
     try:
-        con.text_factory = bytes
-        odd = [(rowid,) for rowid, key, kind in con.execute(q.SETTINGS_KEYS)
-               if kind != b"text" or not isinstance(text_of(key), str)]
-        if odd:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                con.executemany(q.DELETE_SETTING, odd)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            log.warning("%d rows of the Settings table of %s had a key that is not text: removed",
-                        len(odd), path)
+        con.text_factory = text_of
+        odd = [(rowid, key) for rowid, key, value in con.execute(q.SETTINGS_ROWS)
+               if not setting_ok(key, value)]
+        if not odd:
+            return
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            for rowid, key in odd:
+                if type(key) is str and key in DEFAULT_SETTINGS:
+                    con.execute(q.RESET_SETTING, (DEFAULT_SETTINGS[key], rowid))
+                else:
+                    con.execute(q.DELETE_SETTING, (rowid,))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        log.warning("%d rows of the Settings table of %s were not settings diskcache can use: "
+                    "put back to its defaults or removed", len(odd), path)
     finally:
         con.close()
 
