@@ -101,8 +101,15 @@ def repair_settings(path: str, timeout: float) -> None:
     cannot open a connection with (see :func:`setting_ok`; only a planted row is one): a pragma's
     value goes back to diskcache's default, any other such row is deleted. diskcache reads them
     whenever it opens a connection, so one of them failed every write to the store (a key that is
-    not text, a pragma's value it rejects), or made each wait 60 s (a journal mode it cannot
-    switch to while fncache's readers are open)."""
+    not text, a pragma's value it rejects). A store this process cannot write to is left as it is
+    (its reads do not need diskcache)."""
+    try:
+        _repair_settings(path, timeout)
+    except sqlite3.OperationalError as e:  # read-only, or busy past the timeout
+        log.warning("Settings of %s not put right (%s)", path, e)
+
+
+def _repair_settings(path: str, timeout: float) -> None:
     from diskcache.core import DEFAULT_SETTINGS
 
     con = sqlite3.connect(path, timeout=timeout, isolation_level=None)
