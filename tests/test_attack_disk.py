@@ -247,6 +247,8 @@ def test_a_row_planted_at_any_rowid_is_listed_and_cleared(tmp_path, rowid):
     "UPDATE Settings SET value = x'00' WHERE key = 'sqlite_auto_vacuum'",
     "INSERT INTO Settings(key, value) VALUES ('sqlite_x; DROP TABLE Cache', 1)",
     "INSERT INTO Settings(key, value) VALUES ('sqlite_user_version', '1; DROP TABLE Cache')",
+    # a mode, but not the database's: every write waited 60 s for the switch, then failed
+    "UPDATE Settings SET value = 'delete' WHERE key = 'sqlite_journal_mode'",
 ])
 def test_planted_settings_rows_leave_the_store_usable(tmp_path, planted):
     """A Settings row that is not a setting (a key that is not text, a size that is not a number,

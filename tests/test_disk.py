@@ -146,6 +146,32 @@ def test_expiry_index_holds_only_the_rows_that_expire(tmp_path):
     assert bytes(DiskStore(str(directory)).get(forever)) == b"kept"
 
 
+def test_a_journal_mode_a_wal_store_cannot_switch_to_is_refused_at_open(tmp_path):
+    """SQLite cannot take a database out of WAL mode while another connection is open, this
+    process's own readers among them: asked for, such a mode made every write wait a minute and
+    fail. It is refused when the store is opened, naming the option; the store is untouched."""
+    from fncache._errors import ConfigError
+
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"one", {"function": "m:f"})
+    store.close()
+    with pytest.raises(ConfigError, match="sqlite_journal_mode"):
+        DiskStore(str(tmp_path / "s"), sqlite_journal_mode="delete").get("a" * 32)
+    again = DiskStore(str(tmp_path / "s"))
+    assert again.get("a" * 32) == b"one"
+    assert again.add("b" * 32, b"two", {"function": "m:f"})
+    again.close()
+    # A store made in another mode keeps it, asked for or not.
+    other = DiskStore(str(tmp_path / "d"), sqlite_journal_mode="delete")
+    other.add("a" * 32, b"one", {"function": "m:f"})
+    other.close()
+    for options in ({}, {"sqlite_journal_mode": "delete"}):
+        reopened = DiskStore(str(tmp_path / "d"), **options)
+        assert reopened.get("a" * 32) == b"one"
+        assert reopened.add("b" * 32 if not options else "c" * 32, b"two", {"function": "m:f"})
+        reopened.close()
+
+
 def test_a_write_that_fails_midway_leaves_nothing_and_the_lock_free(tmp_path):
     """A write transaction whose body raises is rolled back: nothing it wrote is stored, the
     write lock is free for another process at once, and a shorter wait given to it is the

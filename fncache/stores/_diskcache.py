@@ -145,13 +145,36 @@ class Diskcache:
         """The store's settings as stored; a new (or not fncache-ready) database gets its schema
         now, and Settings rows diskcache cannot open a connection with are put right first."""
         stored = self._stored_settings()
-        if stored is not None and not all(setting_ok(k, v) for k, v in stored.items()):
+        if stored is not None and (not all(setting_ok(k, v) for k, v in stored.items())
+                                   or self._would_leave_wal(stored)):
             repair_settings(self._path, self.timeout)  # diskcache could open no writer
             stored = self._stored_settings()
         if stored is None:
             self._open_cache()
             stored = self._stored_settings() or {}
         return stored
+
+    def _would_leave_wal(self, stored: dict[str, Any]) -> bool:
+        """Whether diskcache would switch this database out of WAL mode: SQLite cannot while any
+        other connection is open (this process's readers among them), and diskcache retries the
+        switch for 60 s on every connection it opens, so every write failed after a minute. A
+        stored mode that disagrees with the database is put back to WAL (see repair_settings); one
+        the caller asks for is refused."""
+        asked = self._options.get("sqlite_journal_mode", stored.get("sqlite_journal_mode", "wal"))
+        if str(asked).lower() == "wal":
+            return False
+        (mode,) = self._reader().execute("PRAGMA journal_mode").fetchone()
+        if str(mode).lower() != "wal":
+            return False
+        if "sqlite_journal_mode" in self._options:
+            from fncache._errors import ConfigError
+
+            raise ConfigError(
+                f"sqlite_journal_mode: {asked!r} for the store at {self.directory}, which is in WAL"
+                " mode: SQLite cannot leave it while another connection is open (this process's"
+                " own readers among them); open the store without sqlite_journal_mode, or change"
+                " the mode with the sqlite3 shell while nothing uses the store")
+        return True
 
     def _stored_settings(self) -> dict[str, Any] | None:
         """The settings of an existing database that fncache has opened before (it has the

@@ -96,12 +96,22 @@ def setting_ok(key: object, value: object) -> bool:
                                            _PRAGMA_WORD.fullmatch(value) is not None)
 
 
+def _to_put_right(key: object, value: object, wal: bool) -> bool:
+    """Whether :func:`repair_settings` resets or deletes this Settings row (``wal``: whether the
+    database is in WAL mode)."""
+    if not setting_ok(key, value):
+        return True
+    return wal and key == "sqlite_journal_mode" and str(value).lower() != "wal"
+
+
 def repair_settings(path: str, timeout: float) -> None:
     """Put right, in one write transaction, the rows of diskcache's ``Settings`` table that it
     cannot open a connection with (see :func:`setting_ok`; only a planted row is one): a pragma's
     value goes back to diskcache's default, any other such row is deleted. diskcache reads them
     whenever it opens a connection, so one of them failed every write to the store (a key that is
-    not text, a pragma's value it rejects). A store this process cannot write to is left as it is
+    not text, a pragma's value it rejects). A journal mode other than WAL stored for a database in
+    WAL mode goes back to WAL too: diskcache's switch waits for every other connection to close
+    (see ``Diskcache._would_leave_wal``). A store this process cannot write to is left as it is
     (its reads do not need diskcache)."""
     try:
         _repair_settings(path, timeout)
@@ -115,8 +125,9 @@ def _repair_settings(path: str, timeout: float) -> None:
     con = sqlite3.connect(path, timeout=timeout, isolation_level=None)
     try:
         con.text_factory = text_of
+        wal = con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         odd = [(rowid, key) for rowid, key, value in con.execute(q.SETTINGS_ROWS)
-               if not setting_ok(key, value)]
+               if _to_put_right(key, value, wal)]
         if not odd:
             return
         con.execute("BEGIN IMMEDIATE")
