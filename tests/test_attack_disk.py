@@ -275,6 +275,20 @@ def test_planted_settings_rows_leave_the_store_usable(tmp_path, planted):
     assert _sql(cache, "SELECT count(*) FROM Settings WHERE typeof(key) != 'text'") == [(0,)]
 
 
+def test_the_synchronous_settings_kept_are_the_ones_read_as_a_level():
+    """What the repair at open keeps (``setting_ok``) and what the store reads as SQLite's level
+    (``synchronous_level``) agree: a value kept is read as itself, one put right was no level."""
+    from fncache.stores._diskopen import setting_ok, synchronous_level
+
+    levels = {0: 0, 3: 3, "2": 2, " 1 ": 1, "OFF": 0, "normal": 1, "Full": 2, "EXTRA": 3}
+    for value, level in levels.items():
+        assert setting_ok("sqlite_synchronous", value), value
+        assert synchronous_level(value) == level, value
+    for value in (4, -1, 1.0, True, "garbage", "1; DROP TABLE Cache", b"1", None, "\u00b2"):
+        assert not setting_ok("sqlite_synchronous", value), value
+        assert synchronous_level(value) == 1, value
+
+
 def test_settings_of_the_users_own_are_left_as_they_are(tmp_path, caplog):
     from fncache.stores.disk import DiskStore
 

@@ -66,9 +66,8 @@ def _min_file_size(value: object) -> int:
     count (planted): the size from which a value goes to a file of its own."""
     from diskcache.core import DEFAULT_SETTINGS
 
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63:
-        return int(value)
-    return int(DEFAULT_SETTINGS["disk_min_file_size"])
+    size = number(value)
+    return int(size) if size is not None and 0 <= size < 2**63 else DEFAULT_SETTINGS["disk_min_file_size"]
 
 
 # Seconds a disk operation waits for the database's write lock (and a read for a busy database)
@@ -584,4 +583,3 @@ def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
         sql(q.DELETE_RANGE_TAG, (tag, first, last))
     if kept:
         sql(q.CREATE_DELETE_TRIGGER)
-

@@ -69,11 +69,20 @@ def text_of(data: bytes) -> str | bytes:
 # diskcache runs ``PRAGMA <name> = <value>`` for every ``sqlite_<name>`` row of its Settings table
 # on each connection it opens: the values these pragmas take (any other such row: a plain name and
 # a number or a word).
+_SYNCHRONOUS = {"off": 0, "normal": 1, "full": 2, "extra": 3}
 _PRAGMA_VALUES: dict[str, set[Any]] = {
     "sqlite_auto_vacuum": {0, 1, 2, "none", "full", "incremental"},
     "sqlite_journal_mode": {"wal", "delete", "truncate", "persist", "memory", "off"},
-    "sqlite_synchronous": {0, 1, 2, 3, "off", "normal", "full", "extra"},
+    "sqlite_synchronous": {*_SYNCHRONOUS, *_SYNCHRONOUS.values()},
 }
+
+
+def _pragma_word(value: object) -> object:
+    """A pragma's value as diskcache would pass it: text lowered and stripped, digits a number."""
+    if type(value) is not str:
+        return value
+    word = value.strip().lower()
+    return int(word) if word.isascii() and word.isdigit() else word
 _PRAGMA_NAME = re.compile(r"sqlite_[a-z_]+")
 _PRAGMA_WORD = re.compile(r"[A-Za-z0-9_]+")
 
@@ -88,7 +97,7 @@ def setting_ok(key: object, value: object) -> bool:
     if _PRAGMA_NAME.fullmatch(key) is None:
         return False
     if key in _PRAGMA_VALUES:
-        word = value.lower() if type(value) is str else value
+        word = _pragma_word(value)
         return type(word) in (int, str) and word in _PRAGMA_VALUES[key]
     if key in ("sqlite_cache_size", "sqlite_mmap_size"):
         return type(value) is int and (key == "sqlite_cache_size" or value >= 0)
@@ -217,9 +226,10 @@ def read_only_keeper(path: str) -> sqlite3.Connection | None:
 def synchronous_level(value: Any) -> int:
     """SQLite's ``synchronous`` level from a stored setting (a number, or a name as diskcache
     accepts); diskcache's default, NORMAL, for anything else (a planted or odd setting)."""
-    names = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
-    text = str(value).strip().upper()
-    return int(text) if text in {"0", "1", "2", "3"} else names.get(text, 1)
+    word = _pragma_word(value)
+    if type(word) is int:
+        return word if word in _SYNCHRONOUS.values() else 1
+    return _SYNCHRONOUS.get(word, 1) if type(word) is str else 1
 
 
 def read_policy(policy: str) -> str | None:

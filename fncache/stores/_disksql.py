@@ -76,9 +76,8 @@ UPDATE_ROW = (
 )
 SELECT_KEY_FILE = "SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1"
 DELETE_ROWID = "DELETE FROM Cache WHERE rowid = ?"
-# Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
-# The row as it was read: a column of text that is not UTF-8 was read as its bytes (see
-# _diskopen.text_of), so it is compared by its bytes.
+# Only the row as it was read: a writer may have replaced it (same rowid) meanwhile. A column of
+# text that is not UTF-8 was read as its bytes (see _diskopen.text_of): compared by its bytes.
 DELETE_AS_READ = ("DELETE FROM Cache WHERE rowid = ?1 AND key = ?2"
                   " AND (mode IS ?3 OR (typeof(mode) = 'text' AND CAST(mode AS BLOB) = ?3))"
                   " AND (filename IS ?4"
