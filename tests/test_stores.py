@@ -457,8 +457,13 @@ class TestTieredS3Store(StoreContract):
     def open(self, request):
         server = request.getfixturevalue("s3_env")
         near = str(request.getfixturevalue("tmp_path") / "near")
+        # The S3 store's own time-outs, not a far tier's short ones (2 s to connect, 5 s to read:
+        # what a far tier's failing server may cost a call): the contract is what this store
+        # does, and a first call on a machine running both suites at once once took longer than
+        # the short deadline to make its HTTP session.
         return open_store(f"{near},{server.url()}",
-                          tiers=[{}, {"endpoint_url": server.endpoint_url}])
+                          tiers=[{}, {"endpoint_url": server.endpoint_url, "connect_timeout": 5.0,
+                                      "read_timeout": 60.0}])
 
 
 def _readme_store_class() -> type[Store]:
