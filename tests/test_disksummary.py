@@ -200,12 +200,12 @@ def test_planted_summary_values_of_the_wrong_type_are_rebuilt(tmp_path, caplog):
     that is not UTF-8 (read as its bytes). Such a summary is damaged: rebuilt, never formatted."""
     store = _store(tmp_path)
     for planted in ("fn = CAST(x'ff80' AS TEXT)", "py = CAST(x'ff80' AS TEXT)", "size = 'many'",
-                    "newest = 'today'", "uses = 1.5"):
+                    "newest = 'today'", "uses = 1.5", "used = ''", "access = x''"):
         _sql(store, f"UPDATE fncache_summary SET {planted}")
         with caplog.at_level("WARNING", logger="fncache"):
             assert store.summary() == summarize(store.listing()), planted
         assert store.summary()[0].function == "m:f"
-    assert caplog.text.count("rebuilt") == 5
+    assert caplog.text.count("rebuilt") == 7
     out = subprocess.run([sys.executable, "-m", "fncache", "ls", "--dir", store.directory],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "m:f" in out.stdout, out.stderr
@@ -237,3 +237,49 @@ def test_planted_counts_at_the_integer_limit_are_rebuilt(tmp_path):
                 " newest, oldest, used, access, uses, stale FROM fncache_summary", (2**63 - 1,))
     assert store.summary() == summarize(store.listing())
     assert [(s.function, s.entries) for s in store.summary()] == [("m:f", 5)]
+
+
+def test_a_view_planted_in_the_summarys_place_is_dropped_and_the_summary_rebuilt(tmp_path):
+    """A view (or an index) holding one of the summary's names, in any case (SQLite's names ignore
+    it), is dropped as what it is when the summary is rebuilt: ``DROP TABLE`` of a view failed, and
+    with it every write, ``clear`` and ``prune`` of the store."""
+    for name in ("fncache_summary", "FNCACHE_SUMMARY"):
+        store = _store(tmp_path / name)
+        _sql(store, "ALTER TABLE fncache_summary RENAME TO planted")
+        _sql(store, f"CREATE VIEW {name} AS SELECT * FROM planted")
+        _sql(store, "CREATE INDEX fncache_summary_use ON planted(fn)")
+        store.close()
+        store = DiskStore(store.directory)
+        store.add(uuid.uuid4().hex, b"x", META)  # a write: the summary is made anew first
+        assert store.summary() == summarize(store.listing())
+        assert store.summary()[0].entries == 6
+        kinds = _sql(store, "SELECT type, name FROM sqlite_master WHERE name LIKE 'fncache_summ%'")
+        assert ("table", "fncache_summary") in kinds and ("view", name) not in kinds
+        out = subprocess.run([sys.executable, "-m", "fncache", "clear", "--dir", store.directory,
+                              "--yes"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "removed 6 entries" in out.stdout
+        assert len(store) == 0 and store.summary() == []
+
+
+def test_a_bound_planted_null_stops_no_delete_and_is_not_trusted(tmp_path):
+    """A group's ``oldest`` or ``newest`` set to NULL made the delete trigger's staleness test
+    unknown, which the column's NOT NULL refused: every delete and replacement of an entry of that
+    function failed (``prune``, a write over an entry). The group is now stale, and the summary
+    with a NULL bound is damaged (its entries always have times): rebuilt when read."""
+    for bound in ("oldest", "newest"):
+        store = _store(tmp_path / bound)
+        keys = [info.key for info in store.listing()]
+        _sql(store, f"UPDATE fncache_summary SET {bound} = NULL")
+        assert store.summary() == summarize(store.listing())  # not read as a time of 0
+        _sql(store, f"UPDATE fncache_summary SET {bound} = NULL")
+        store.set(keys[0], b"replaced", META)  # the update trigger
+        assert store.delete(keys[1])  # the delete trigger
+        assert store.summary() == summarize(store.listing())
+        assert store.summary()[0].entries == 4
+        _sql(store, f"UPDATE fncache_summary SET {bound} = NULL")
+        out = subprocess.run([sys.executable, "-m", "fncache", "prune", "--dir", store.directory,
+                              "--max-size", "3B", "--yes"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert len(store) < 4
+        assert store.summary() == summarize(store.listing())

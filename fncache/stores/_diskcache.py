@@ -32,9 +32,10 @@ from fncache.stores._diskopen import (
     synchronous_level,
     text_of,
 )
-from fncache.stores._diskrows import number
+from fncache.stores._diskrows import number, readable, unnamed_rowid
 from fncache.stores._disksummary import add_own
 from fncache.stores._disksummary import ensure as ensure_summary
+from fncache.stores._disksummary import kept as summary_is_ours
 from fncache.stores._disksummary import read as read_summary
 
 log = logging.getLogger("fncache")
@@ -458,8 +459,17 @@ class Diskcache:
         return True
 
     def delete(self, key: str) -> bool:
-        """Remove the row at ``key`` (its file after the commit); atomic."""
+        """Remove the row at ``key`` (its file after the commit); atomic. A key a listing made
+        for a row whose own key no lookup reads (``_diskrows.UNNAMED``) removes that row, if
+        its key is still not one a lookup reads (its rowid may have gone to a new entry)."""
+        at = unnamed_rowid(key)
         with self.transact() as (sql, doom):
+            if at is not None:
+                found = sql(q.SELECT_UNNAMED_AT, (at,)).fetchall()
+                if found and not readable(found[0][0], found[0][1]):
+                    sql(q.DELETE_ROWID, (at,))
+                    doom(found[0][2])
+                    return True
             rows = sql(q.SELECT_KEY_FILE, (key,)).fetchall()
             if not rows:
                 return False
@@ -569,7 +579,9 @@ def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
     """Delete the rows ``first`` to ``last`` (of ``tag``, if given) inside a transaction, taking
     them out of the summary in one statement (see :data:`~fncache.stores._disksql.SUBTRACT_RANGE`)
     where the summary is kept, else through its trigger or not at all."""
-    kept = len(sql(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS).fetchall()) == len(q.SUMMARY_OBJECTS)
+    # Only a summary made by these statements is updated in place (a view planted in its place
+    # cannot be; another version's is rebuilt when next read).
+    kept = summary_is_ours(sql)
     if kept:
         sql(q.DROP_DELETE_TRIGGER)
         if tag is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import fncache.stores._disksql as q
@@ -21,6 +22,25 @@ def number(x: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
+#: How a listing names a row whose key no lookup reads (not text, or text that is not fncache's
+#: key encoding, ``raw`` other than 1: a planted row): by its rowid, which
+#: :meth:`~fncache.stores._diskcache.Diskcache.delete` takes back, so that ``prune`` and a filtered
+#: ``clear`` remove it as they remove any damaged entry (they delete what they list by key).
+UNNAMED = "<row {}: key not readable>"
+_UNNAMED = re.compile(r"<row (-?[0-9]{1,19}): key not readable>")
+
+
+def unnamed_rowid(key: str) -> int | None:
+    """The rowid in a key :data:`UNNAMED` made, else None."""
+    found = _UNNAMED.fullmatch(key) if key[:1] == "<" else None
+    return int(found.group(1)) if found else None
+
+
+def readable(key: object, raw: object) -> bool:
+    """Whether a row's key is one a lookup by key reads (fncache's: text, ``raw = 1``)."""
+    return isinstance(key, str) and raw == 1 and type(raw) is int
+
+
 def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     """One listed row as an :class:`EntryInfo`; a row whose metadata has the wrong shape or types
     is listed with ``meta == {"damaged": reason}`` (never an exception: one bad row must not stop
@@ -29,11 +49,11 @@ def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     The last use is ``access_time`` once a use was recorded (``access_count > 0``, see
     :meth:`fncache.stores._diskcache.Diskcache.record_uses`) or where diskcache's LRU policy
     records every read."""
-    _, key, size, value, store_time, access_time, access_count, raw = row
+    rowid, key, size, value, store_time, access_time, access_count, raw_meta, raw = row
     count = _use_count(access_count)
-    meta, problem = parse_row_meta(raw, store_time)
-    if not isinstance(key, str):
-        key, problem = "", problem or "key is not text"
+    meta, problem = parse_row_meta(raw_meta, store_time)
+    if not readable(key, raw):
+        key, problem = UNNAMED.format(rowid), problem or _unreadable(key)
     stored = _stored_bytes(size, value)
     accessed = number(access_time) if tracks_reads or count is not None else None
     if problem is not None:
@@ -41,6 +61,11 @@ def entry(row: tuple[Any, ...], tracks_reads: bool) -> EntryInfo:
     return EntryInfo(key=key, size=int(meta.get("size") or stored),
                      created=number(meta.get("created")) or number(store_time) or 0.0,
                      accessed=accessed or None, meta=meta, uses=count)
+
+
+def _unreadable(key: object) -> str:
+    """Why a row's key is not one a lookup reads."""
+    return "key is not text" if not isinstance(key, str) else "key is not stored as text (raw is not 1)"
 
 
 def _damaged(key: str, stored: int, store_time: Any, accessed: float | None, problem: str,

@@ -76,6 +76,8 @@ UPDATE_ROW = (
 )
 SELECT_KEY_FILE = "SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1"
 DELETE_ROWID = "DELETE FROM Cache WHERE rowid = ?"
+#: The row a listing names by its rowid (its key is not one a lookup reads, see ``_diskrows``).
+SELECT_UNNAMED_AT = "SELECT key, raw, filename FROM Cache WHERE rowid = ?"
 # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile. A column of
 # text that is not UTF-8 was read as its bytes (see _diskopen.text_of): compared by its bytes.
 DELETE_AS_READ = ("DELETE FROM Cache WHERE rowid = ?1 AND key = ?2"
@@ -99,8 +101,8 @@ DELETE_LEASE = ("DELETE FROM Cache WHERE key = ? AND raw = 1 AND mode = ? AND fi
 # a row planted at a rowid of 0 or below is listed and cleared like any other.
 FIRST_ROWID, LAST_ROWID = -(2**63), 2**63 - 1
 SELECT_ENTRIES = (
-    f"SELECT rowid, key, size, value, store_time, access_time, access_count, {META_COLUMN} FROM Cache"
-    f" WHERE rowid >= ? AND {META_COLUMN} IS NOT NULL AND {_LIVE} ORDER BY rowid LIMIT ?"
+    f"SELECT rowid, key, size, value, store_time, access_time, access_count, {META_COLUMN}, raw"
+    f" FROM Cache WHERE rowid >= ? AND {META_COLUMN} IS NOT NULL AND {_LIVE} ORDER BY rowid LIMIT ?"
 )
 COUNT_ENTRIES = f"SELECT COUNT(*) FROM Cache WHERE {META_COLUMN} IS NOT NULL"
 SELECT_BATCH = f"SELECT rowid, filename, {META_COLUMN} IS NOT NULL FROM Cache WHERE rowid >= ?" \
@@ -215,8 +217,10 @@ _ADD = (_ADD_INTO + " SELECT fn, py, py_known, damaged, entry, 1, size, created,
 T = SUMMARY_TABLE
 _SUBTRACT = (
     f"UPDATE {T} SET rows = {T}.rows - 1, size = {T}.size - g.size, uses = {T}.uses - g.uses,"
-    f" stale = {T}.stale OR g.created >= {T}.newest OR g.created <= {T}.oldest"
-    f" OR coalesce(g.used >= {T}.used, 0) OR coalesce(g.access >= {T}.access, 0)"
+    # coalesce: a bound planted NULL leaves the comparison unknown, and the group stale (a NULL
+    # here failed the column's NOT NULL, and with it every delete and replacement of the group).
+    f" stale = coalesce({T}.stale OR g.created >= {T}.newest OR g.created <= {T}.oldest"
+    f" OR coalesce(g.used >= {T}.used, 0) OR coalesce(g.access >= {T}.access, 0), 1)"
     f" FROM ({{group}}) AS g WHERE {_MATCH};"
     f" DELETE FROM {T} WHERE rows <= 0;"
 )
@@ -256,8 +260,11 @@ SUMMARY_OBJECTS = (SUMMARY_TABLE, "fncache_summary_insert", "fncache_summary_del
 #: made by another version of these statements is rebuilt, never added to.
 SUMMARY_DEFINITIONS = {name: statement.replace(" IF NOT EXISTS", "", 1)
                        for name, statement in zip(SUMMARY_OBJECTS, SUMMARY_SCHEMA, strict=True)}
-SELECT_SCHEMA_OBJECTS = ("SELECT name, sql FROM sqlite_master WHERE name IN ("
-                         + ", ".join("?" * len(SUMMARY_OBJECTS)) + ")")
+# SQLite's names ignore ASCII case: a view planted as FNCACHE_SUMMARY takes the table's name.
+_NAMED = " FROM sqlite_master WHERE name COLLATE NOCASE IN (" + ", ".join("?" * len(SUMMARY_OBJECTS)) + ")"
+SELECT_SCHEMA_OBJECTS = "SELECT name, sql" + _NAMED
+#: What each object of those names is (planted: a view or an index where a table belongs).
+SELECT_SCHEMA_TYPES = "SELECT type, name" + _NAMED
 
 # fncache's own insert of an entry adds it to the summary itself (the insert trigger skips rows
 # with metadata), from bound values: what :func:`_group` gives the row, computed in Python where
@@ -268,8 +275,6 @@ SELECT_SCHEMA_OBJECTS = ("SELECT name, sql FROM sqlite_master WHERE name IN ("
 ADD_OWN = (_ADD_INTO + " VALUES (?1, ?2, ?3, 0, 1, 1, ?4, ?5, ?5, NULL, ?6, 0, 0)" + _ADD_UPSERT)
 #: Add the row ``rowid`` as the insert trigger would (fncache's entries it does not bind).
 ADD_ROWID = _ADD.format(group=_group("Cache", " WHERE Cache.rowid = ?"))
-SUMMARY_DROP = tuple(f"DROP TRIGGER IF EXISTS {n}" for n in SUMMARY_OBJECTS[1:]) \
-    + (f"DROP TABLE IF EXISTS {SUMMARY_TABLE}",)
 
 _GROUPED = ("SELECT fn, py, py_known, damaged, entry, COUNT(*), SUM(size), MAX(created), MIN(created),"
             " MAX(used), MAX(access), SUM(uses), 0 FROM ({group})"

@@ -21,7 +21,7 @@ import fncache.stores._disksql as q
 from fncache.stores._base import FunctionSummary
 from fncache.stores._meta import LONG_TEXT
 
-__all__ = ["add_own", "ensure", "read"]
+__all__ = ["add_own", "ensure", "kept", "read"]
 
 log = logging.getLogger("fncache")
 
@@ -47,14 +47,34 @@ def ensure(db: Any, rebuild: bool = False) -> bool:
             log.warning("the summary of %s was damaged, incomplete or made by another version;"
                         " rebuilt it from the entries", db.directory)
         # Dropped and made anew: a table of that name with other columns is not ours to trust.
-        for statement in (*q.SUMMARY_DROP, *q.SUMMARY_SCHEMA, *q.SUMMARY_REBUILD):
+        _drop(sql)
+        for statement in (*q.SUMMARY_SCHEMA, *q.SUMMARY_REBUILD):
             sql(statement)
     return True
+
+
+def kept(sql: Any) -> bool:
+    """Whether the summary's objects are the ones this version makes (``sql``: a transaction's)."""
+    return _ours(sql(q.SELECT_SCHEMA_OBJECTS, q.SUMMARY_OBJECTS).fetchall())
 
 
 def _ours(found: list[Any]) -> bool:
     """Whether the schema objects found are exactly the ones :data:`q.SUMMARY_SCHEMA` makes."""
     return dict((name, sql) for name, sql in found) == q.SUMMARY_DEFINITIONS
+
+
+#: The statement that drops each kind of object SQLite names in ``sqlite_master``.
+_DROP = {"table": "DROP TABLE", "view": "DROP VIEW", "index": "DROP INDEX",
+         "trigger": "DROP TRIGGER"}
+
+
+def _drop(sql: Any) -> None:
+    """Drop whatever holds the summary's names, each as what it is: ``DROP TABLE`` of a view
+    planted in the table's place failed, and with it every rebuild and ``clear``."""
+    for kind, name in sql(q.SELECT_SCHEMA_TYPES, q.SUMMARY_OBJECTS).fetchall():
+        # ``name`` is one of the summary's names (any case); quoted all the same.
+        quoted = '"' + name.replace('"', '""') + '"'
+        sql(f"{_DROP[kind]} IF EXISTS {quoted}")
 
 
 def add_own(sql: Any, fields: dict[str, Any], raw_meta: bytes, stored: int, now_: float,
@@ -136,9 +156,17 @@ def _well_typed(rows: list[Any]) -> bool:
             return False
         if any(type(x) is not int for x in (py_known, damaged, entries, size, uses, stale)):
             return False
-        if any(x is not None and type(x) not in (int, float) for x in (newest, oldest, used, access)):
+        # The bounds of a group with entries are never NULL (the times of its rows); a use may be.
+        if not all(type(x) in _TIME for x in (newest, oldest, _use(used), _use(access))):
             return False
     return True
+
+
+_TIME = (int, float)
+
+
+def _use(x: object) -> object:
+    return 0 if x is None else x
 
 
 def _checked_rows(db: Any) -> list[Any] | None:
