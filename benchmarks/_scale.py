@@ -3,11 +3,12 @@
 Measured, side by side in one run (interleaved, their order rotated, as every comparison here):
 the fill rate through ``memoize`` in a store of N entries and in one of 1,000 (growing by 2,000 as
 it is measured), and the hit in each; ``fncache info``, ``ls``, ``clear --dry-run`` and
-``prune --dry-run --max-size`` at N, to half the store's size and within it (run in this
-process through ``fncache.cli.main``: no
-interpreter start counted); ``fncache clear --yes`` of the N entries in a fresh process, with its
-peak memory; and, for what SQLite itself adds with size, a plain ``diskcache.Cache`` of N rows with
-random keys against one of 1,000 (a ``get`` and ``set`` of a new key).
+``prune --dry-run --max-size`` within the store's size (run in this process through
+``fncache.cli.main``: no interpreter start counted); in fresh processes, with their peak memory,
+``prune --dry-run`` to half the store's size, a ``prune`` that removes a tenth of the bytes,
+and ``fncache clear --yes`` of the rest; and, for what SQLite itself adds with size, a plain
+``diskcache.Cache`` of N rows with random keys against one of 1,000 (a ``get`` and ``set`` of a
+new key).
 
 Filling a million entries through ``memoize`` takes over two minutes of a shared machine, so all but
 the first and last few thousand are written by the store's own write path in batches (its insert
@@ -90,11 +91,11 @@ def _command(*args: str) -> float:
     return elapsed
 
 
-# The clearing process reports its own peaks: of its resident memory (Linux: VmHWM, which starts
+# A command's process (clear, prune) reports its own peaks: of its resident memory (Linux: VmHWM, which starts
 # afresh at exec; the children's ru_maxrss counts the parent's memory the child shared before its
 # exec), and of the part of it that is the process's own (RssAnon, sampled every 20 ms): the rest is
 # pages of the database file that SQLite maps, which the kernel can drop at any time.
-_CLEAR = """
+_PROCESS = """
 import resource, sys, threading, time
 from fncache.cli.main import main
 
@@ -114,7 +115,7 @@ def sample():
         time.sleep(0.02)
 
 threading.Thread(target=sample, daemon=True).start()
-code = main(["clear", "--dir", sys.argv[1], "--yes"])
+code = main(sys.argv[1:])
 done.set()
 peak = status("VmHWM:") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(peak, max(anon[0], status("RssAnon:") or 0.0), file=sys.stderr)
@@ -122,11 +123,10 @@ sys.exit(code)
 """
 
 
-def _clear_in_a_process(directory: str) -> tuple[float, float, float]:
-    """(seconds, peak resident MB, peak anonymous MB) of ``fncache clear --yes`` of ``directory``
-    in a fresh process."""
+def _in_a_process(*args: str) -> tuple[float, float, float]:
+    """(seconds, peak resident MB, peak anonymous MB) of ``fncache ARGS`` in a fresh process."""
     t = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _CLEAR, directory], check=True,
+    done = subprocess.run([sys.executable, "-c", _PROCESS, *args], check=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak, anon = done.stderr.strip().splitlines()[-1].split()
     return time.perf_counter() - t, float(peak), float(anon)
@@ -206,11 +206,18 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
     info = _command("info", "--dir", directory, "--json")
     ls = _command("ls", "--dir", directory, "--json")
     dry = _command("clear", "--dir", directory, "--dry-run", "--json")
-    prune = _command("prune", "--dir", directory, "--max-size", f"{half}B", "--dry-run", "--json")
     within = _command("prune", "--dir", directory, "--max-size", f"{4 * half}B", "--dry-run",
                       "--json")
+    # Pruning in a process of its own, as a user runs it: planning half the store away (the
+    # plan ranks every entry) and removing a tenth of it (a batch of keys per transaction).
+    prune, prune_mb, prune_anon = _in_a_process("prune", "--dir", directory, "--max-size",
+                                                f"{half}B", "--dry-run", "--json")
+    pruned_s, _, _ = _in_a_process("prune", "--dir", directory, "--max-size",
+                                   f"{2 * half - 2 * half // 10}B", "--yes")
+    pruned = total - len(store)
     store.close()
-    clear, peak_mb, anon_mb = _clear_in_a_process(directory)
+    cleared = total - pruned
+    clear, peak_mb, anon_mb = _in_a_process("clear", "--dir", directory, "--yes")
     left = len(DiskStore(directory))
     assert left == 0, left
     floor = _diskcache_floor(tmp, total, measure)
@@ -225,14 +232,18 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
         row(f"fncache info at {n}", const(info), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
         row(f"fncache ls at {n}", const(ls), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
         row(f"fncache clear --dry-run at {n}", const(dry), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
-        row(f"prune --dry-run --max-size at {n}, half to go", const(prune), const(1.0), "1 s",
-            "(info)", None, "s"),
         row(f"prune --dry-run --max-size at {n}, within it", const(within), const(1.0), "1 s",
             "<= 1 s", 1.0, "s"),
-        row(f"fncache clear of {n} (process)", const(clear), const(60.0), "60 s", "<= 60 s", 1.0,
-            "s"),
-        row(f"fncache clear of {n}: peak memory", const(peak_mb), const(200.0), "200 MB",
+        row(f"prune --dry-run --max-size at {n}, half to go (process)", const(prune),
+            const(1.0), "1 s", "(info)", None, "s"),
+        row(f"prune --dry-run at {n}, half to go: peak memory / own", const(prune_mb),
+            const(prune_anon), "its own memory", "(info)", None, "MB"),
+        row(f"fncache prune removing {pruned:,} of {n} (process)", const(pruned_s), const(prune),
+            "its plan alone: the dry run above", "(info)", None, "s"),
+        row(f"fncache clear of {cleared:,} (process)", const(clear), const(60.0), "60 s",
+            "<= 60 s", 1.0, "s"),
+        row(f"fncache clear of {cleared:,}: peak memory", const(peak_mb), const(200.0), "200 MB",
             "<= 200 MB", 1.0, "MB"),
-        row(f"fncache clear of {n}: peak own memory", const(anon_mb), const(100.0), "100 MB",
-            "<= 100 MB", 1.0, "MB"),
+        row(f"fncache clear of {cleared:,}: peak own memory", const(anon_mb), const(100.0),
+            "100 MB", "<= 100 MB", 1.0, "MB"),
     ]

@@ -283,3 +283,37 @@ def test_a_bound_planted_null_stops_no_delete_and_is_not_trusted(tmp_path):
         assert out.returncode == 0, out.stderr
         assert len(store) < 4
         assert store.summary() == summarize(store.listing())
+
+
+def test_delete_many_removes_listed_keys_in_batches_and_keeps_the_summary(tmp_path, monkeypatch):
+    """``prune`` and a filtered ``clear`` remove what they listed with ``delete_many``: a batch of
+    keys per transaction (one transaction per key made pruning a large store take minutes), taken
+    out of the summary in one statement, value files removed, and the summary's delete trigger
+    back in place afterwards."""
+    import os
+
+    from fncache.stores import _diskbulk
+
+    monkeypatch.setattr(_diskbulk, "DELETE_BATCH", 7)
+    store = _store(tmp_path, n=20)
+    for i in range(10):  # large enough to be files of their own
+        store.add(uuid.uuid4().hex, bytes([i]) * 100_000, dict(META, function="m:g"))
+    def files() -> int:
+        return sum(len(names) for _, _, names in os.walk(store.directory))
+
+    before = files()
+    listed = list(store.listing())
+    doomed = [e.key for e in listed if e.function == "m:g"][:6] + \
+        [e.key for e in listed if e.function == "m:f"][:14]
+    assert store.delete_many([*doomed, doomed[0], "0" * 32, "<row 99999: key not readable>"]) == 20
+    left = list(store.listing())
+    assert len(left) == 10 and not {e.key for e in left} & set(doomed)
+    # The table itself agrees (a summary() that disagreed would be rebuilt, hiding a wrong count).
+    assert sorted(_sql(store, "SELECT fn, rows FROM fncache_summary")) == [("m:f", 6), ("m:g", 4)]
+    assert store.summary() == summarize(left)
+    assert sorted((s.function, s.entries) for s in store.summary()) == [("m:f", 6), ("m:g", 4)]
+    assert files() == before - 6  # the six value files went with their rows
+    assert store.delete(left[0].key)  # the trigger is back: a single delete is summarised
+    assert store.summary() == summarize(store.listing())
+    triggers = _sql(store, "SELECT name FROM sqlite_master WHERE name = 'fncache_summary_delete'")
+    assert triggers == [("fncache_summary_delete",)]

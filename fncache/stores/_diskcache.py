@@ -18,6 +18,7 @@ from typing import Any
 
 import fncache.stores._disksql as q
 from fncache import _forks
+from fncache.stores import _diskbulk
 from fncache.stores._base import FunctionSummary
 from fncache.stores._diskfs import ValueFiles
 from fncache.stores._diskopen import (
@@ -32,20 +33,15 @@ from fncache.stores._diskopen import (
     synchronous_level,
     text_of,
 )
-from fncache.stores._diskrows import number, readable, unnamed_rowid
+from fncache.stores._diskrows import number
 from fncache.stores._disksummary import add_own
 from fncache.stores._disksummary import ensure as ensure_summary
-from fncache.stores._disksummary import kept as summary_is_ours
 from fncache.stores._disksummary import read as read_summary
 
 log = logging.getLogger("fncache")
 
 # diskcache's default is 1 GiB with silent eviction; a function cache must not drop results unasked.
 _UNLIMITED = 2**62
-# Rows per transaction in clear(): large enough that a million entries take a few dozen
-# transactions (diskcache's Cache.clear takes 100 rows per transaction: minutes for a million),
-# small enough that a concurrent writer waits for one batch at most, not for the whole clear.
-CLEAR_BATCH = 20_000
 # How a reader holds the pages it reads: in a page cache of its own (KiB), with no memory map.
 # SQLite unmaps a reader's whole map at the first read after any write to the database, so with a
 # map every miss (a write follows) paid for tearing it down and faulting its pages in again, more
@@ -459,22 +455,14 @@ class Diskcache:
         return True
 
     def delete(self, key: str) -> bool:
-        """Remove the row at ``key`` (its file after the commit); atomic. A key a listing made
-        for a row whose own key no lookup reads (``_diskrows.UNNAMED``) removes that row, if
-        its key is still not one a lookup reads (its rowid may have gone to a new entry)."""
-        at = unnamed_rowid(key)
+        """Remove the row at ``key`` (its file after the commit); atomic. ``key`` may be the name
+        a listing gives a row whose own key no lookup reads (see ``_diskbulk.row_of``)."""
         with self.transact() as (sql, doom):
-            if at is not None:
-                found = sql(q.SELECT_UNNAMED_AT, (at,)).fetchall()
-                if found and not readable(found[0][0], found[0][1]):
-                    sql(q.DELETE_ROWID, (at,))
-                    doom(found[0][2])
-                    return True
-            rows = sql(q.SELECT_KEY_FILE, (key,)).fetchall()
-            if not rows:
+            found = _diskbulk.row_of(sql, key)
+            if found is None:
                 return False
-            sql(q.DELETE_ROWID, (rows[0][0],))
-            doom(rows[0][1])
+            sql(q.DELETE_ROWID, (found[0],))
+            doom(found[1])
         return True
 
     def remove_as_read(self, rowid: int, key: str, mode: object, filename: object) -> None:
@@ -489,28 +477,12 @@ class Diskcache:
             return bool(sql(q.DELETE_LOST_FILE, (key, filename)).rowcount)
 
     def clear_rows(self, tag: str | None, progress: Any = None) -> int:
-        """Remove every row (or every row tagged ``tag``), :data:`CLEAR_BATCH` per transaction,
-        their files after each commit; the number of entries removed. ``progress(n)`` is called
-        after each batch with the entries removed so far."""
-        count, start = 0, q.FIRST_ROWID
-        while True:
-            with self.transact() as (sql, doom):
-                if tag is None:
-                    rows = sql(q.SELECT_BATCH, (start, CLEAR_BATCH)).fetchall()
-                else:
-                    rows = sql(q.SELECT_BATCH_TAG, (tag, start, CLEAR_BATCH)).fetchall()
-                if not rows:
-                    return count
-                first, last = rows[0][0], rows[-1][0]
-                _delete_range(sql, tag, first, last)
-                for _, filename, is_entry in rows:
-                    count += bool(is_entry)
-                    doom(filename)
-            if progress is not None:
-                progress(count)
-            if last >= q.LAST_ROWID:
-                return count
-            start = last + 1
+        """Remove every row (or every row tagged ``tag``) in batches (see :mod:`._diskbulk`)."""
+        return _diskbulk.clear_rows(self, tag, progress)
+
+    def delete_keys(self, keys: list[str]) -> int:
+        """Remove the rows at ``keys`` in batches (see :mod:`._diskbulk`); how many there were."""
+        return _diskbulk.delete_keys(self, keys)
 
     def filenames(self) -> set[str]:
         """The value files the rows name."""
@@ -573,25 +545,3 @@ class Diskcache:
         cache, self._cache = self._cache, None
         if cache is not None:
             cache.close()
-
-
-def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
-    """Delete the rows ``first`` to ``last`` (of ``tag``, if given) inside a transaction, taking
-    them out of the summary in one statement (see :data:`~fncache.stores._disksql.SUBTRACT_RANGE`)
-    where the summary is kept, else through its trigger or not at all."""
-    # Only a summary made by these statements is updated in place (a view planted in its place
-    # cannot be; another version's is rebuilt when next read).
-    kept = summary_is_ours(sql)
-    if kept:
-        sql(q.DROP_DELETE_TRIGGER)
-        if tag is None:
-            sql(q.SUBTRACT_RANGE, (first, last))
-        else:
-            sql(q.SUBTRACT_RANGE_TAG, (tag, first, last))
-        sql(q.DROP_EMPTY_GROUPS)
-    if tag is None:
-        sql(q.DELETE_RANGE, (first, last))
-    else:
-        sql(q.DELETE_RANGE_TAG, (tag, first, last))
-    if kept:
-        sql(q.CREATE_DELETE_TRIGGER)

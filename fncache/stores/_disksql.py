@@ -313,6 +313,11 @@ SUBTRACT_RANGE = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(
     group=_group("Cache", " WHERE Cache.rowid BETWEEN ? AND ?")))
 SUBTRACT_RANGE_TAG = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(
     group=_group("Cache", " WHERE Cache.tag = ? AND Cache.rowid BETWEEN ? AND ?")))
+# Listed rows (``prune``, a filtered ``clear``), by rowid: their ids as one JSON array, so that a
+# batch of any size is one statement that SQLite prepares once.
+_ROWIDS = " WHERE Cache.rowid IN (SELECT value FROM json_each(?))"
+SUBTRACT_ROWIDS = _SUBTRACT_BATCH.format(groups=_BATCH_GROUPS.format(group=_group("Cache", _ROWIDS)))
+DELETE_ROWIDS = "DELETE FROM Cache" + _ROWIDS
 DROP_DELETE_TRIGGER = "DROP TRIGGER IF EXISTS fncache_summary_delete"
 CREATE_DELETE_TRIGGER = SUMMARY_SCHEMA[2]
 DROP_EMPTY_GROUPS = f"DELETE FROM {T} WHERE rows <= 0"

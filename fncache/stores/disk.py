@@ -462,6 +462,14 @@ class DiskStore(Store):
     def _delete(self, key: str) -> bool:
         return self.db.delete(key)
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove the entries at ``keys`` (a listing's: ``prune``, a filtered ``clear``), a
+        batch of them per transaction, each batch atomic; the number there were."""
+        return int(self._guard("delete", self._delete_many, keys))
+
+    def _delete_many(self, keys: list[str]) -> int:
+        return self.db.delete_keys(list(keys))
+
     # -- kept sources (explain's diffs): files under ``sources/`` (see _disksources) -------------
     keeps_sources = True
 
