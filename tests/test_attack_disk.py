@@ -935,8 +935,11 @@ def test_prune_removes_planted_rows_whose_key_no_lookup_reads(tmp_path):
     listed = {info.key: info for info in store.listing()}
     assert {UNNAMED.format(r) for r in rowids[:4]} <= set(listed)
     assert all(listed[UNNAMED.format(r)].damaged for r in rowids[:4])
+    # The summary counts them as damaged too (but text that is not UTF-8, which SQLite cannot tell).
+    assert [(s.damaged, s.entries) for s in store.summary()] == [(True, 3), (False, 2)]
     good = rowids[4]
     assert not store.delete(UNNAMED.format(good))  # its key is readable: not removed by its rowid
+    assert not store.delete(UNNAMED.format(2**63)) and store.delete_many([UNNAMED.format(-2**63 - 1)]) == 0
     assert len(store) == 5
     out = cli("prune", "--dir", store.directory, "--max-size", "150B", "--yes")
     assert out.returncode == 0, out.stderr

@@ -33,7 +33,8 @@ _UNNAMED = re.compile(r"<row (-?[0-9]{1,19}): key not readable>")
 def unnamed_rowid(key: str) -> int | None:
     """The rowid in a key :data:`UNNAMED` made, else None."""
     found = _UNNAMED.fullmatch(key) if key[:1] == "<" else None
-    return int(found.group(1)) if found else None
+    at = int(found.group(1)) if found else None
+    return at if at is not None and q.FIRST_ROWID <= at <= q.LAST_ROWID else None
 
 
 def readable(key: object, raw: object) -> bool:

@@ -166,7 +166,9 @@ def _group(r: str, where: str | None = None) -> str:
         return f"max(CASE WHEN j.key = '{name}' THEN j.{what} END)"
 
     inner = ", ".join([
-        f"typeof({r}.key) = 'text' AS key_ok", f"{meta} IS NOT NULL AS entry", f"{obj} AS obj",
+        # A key no lookup reads (as ``_diskrows.readable``: text stored with ``raw`` 1) is damage.
+        f"typeof({r}.key) = 'text' AND typeof({r}.raw) = 'integer' AND {r}.raw = 1 AS key_ok",
+        f"{meta} IS NOT NULL AS entry", f"{obj} AS obj",
         f"CASE WHEN typeof({r}.size) IN ('integer', 'real') AND {r}.size != 0"
         f" THEN CAST({r}.size AS INTEGER)"
         f" WHEN typeof({r}.value) = 'blob' THEN length({r}.value) ELSE 0 END AS stored",
@@ -225,7 +227,8 @@ _SUBTRACT = (
     f" DELETE FROM {T} WHERE rows <= 0;"
 )
 # A use recorded (``record_use``, an LRU read): the group's uses and last use, nothing else.
-_SAME_ENTRY = ("OLD.key IS NEW.key AND OLD.store_time IS NEW.store_time AND OLD.size IS NEW.size"
+_SAME_ENTRY = ("OLD.key IS NEW.key AND OLD.raw IS NEW.raw AND OLD.store_time IS NEW.store_time"
+               " AND OLD.size IS NEW.size"
                f" AND OLD.{META_COLUMN} IS NEW.{META_COLUMN}")
 _USE = (
     f"UPDATE {T} SET uses = {T}.uses + g.uses - o.uses,"
