@@ -946,3 +946,47 @@ def test_prune_removes_planted_rows_whose_key_no_lookup_reads(tmp_path):
     assert "removed 4 entries" in out.stdout
     assert [r[0] for r in con.execute("SELECT rowid FROM Cache")] == [good]
     con.close()
+
+
+def test_a_listing_name_never_removes_a_row_no_listing_shows(tmp_path):
+    """``<row N: key not readable>`` names a row a listing showed: one with metadata. A plain
+    diskcache row (a tuple key is a pickle stored with ``raw = 0``) that took rowid N since, or
+    holds rowid N in another tier's database, is not an entry and is left alone."""
+    import uuid
+
+    from fncache.stores._diskrows import UNNAMED
+    from fncache.stores.disk import DiskStore
+
+    store = DiskStore(str(tmp_path / "s"))
+    store.add(uuid.uuid4().hex, b"v", {"function": "m:f", "python": "3.11"})
+    with diskcache.Cache(store.directory) as plain:
+        plain.set(("job", 7), b"keep me")
+        (rowid,), = plain._sql("SELECT rowid FROM Cache WHERE raw = 0").fetchall()
+    assert not store.delete(UNNAMED.format(rowid))
+    assert store.delete_many([UNNAMED.format(rowid)]) == 0
+    with diskcache.Cache(store.directory) as plain:
+        assert plain.get(("job", 7)) == b"keep me"
+
+
+def test_a_planted_value_alone_moves_its_group_in_the_summary(tmp_path):
+    """A row whose size column says 0 is summarised by its value's length: a value replaced alone
+    (a planted update, which diskcache's own writes never make) changed the rows' bytes but not the
+    summary's, which then told ``prune --max-size`` there was nothing to remove."""
+    import uuid
+
+    from fncache.stores._base import summarize
+    from fncache.stores.disk import DiskStore
+
+    store = DiskStore(str(tmp_path / "s"))
+    for _ in range(3):
+        store.add(uuid.uuid4().hex, b"v" * 10, {"function": "m:f", "python": "3.11"})
+    _sql(tmp_path / "s", "UPDATE Cache SET fncache_meta = 'x', size = 0 WHERE rowid ="
+                         " (SELECT min(rowid) FROM Cache)")
+    _sql(tmp_path / "s", "UPDATE Cache SET value = zeroblob(100000) WHERE rowid ="
+                         " (SELECT min(rowid) FROM Cache)")
+    (size,), = _sql(tmp_path / "s", "SELECT total(size) FROM fncache_summary")
+    assert size == 100_020  # the table itself, before any read that might rebuild it
+    assert store.summary() == summarize(store.listing())
+    out = cli("prune", "--dir", store.directory, "--max-size", "1000B", "--yes")
+    assert out.returncode == 0, out.stderr
+    assert "removed 1 entry" in out.stdout

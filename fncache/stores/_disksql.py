@@ -76,8 +76,10 @@ UPDATE_ROW = (
 )
 SELECT_KEY_FILE = "SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1"
 DELETE_ROWID = "DELETE FROM Cache WHERE rowid = ?"
-#: The row a listing names by its rowid (its key is not one a lookup reads, see ``_diskrows``).
-SELECT_UNNAMED_AT = "SELECT key, raw, filename FROM Cache WHERE rowid = ?"
+#: The row a listing names by its rowid (its key is not one a lookup reads, see ``_diskrows``):
+#: only a row a listing shows, one with metadata (a plain diskcache row, whose key is a pickle
+#: with ``raw = 0``, may have taken the rowid since, or hold it in another tier's database).
+SELECT_UNNAMED_AT = f"SELECT key, raw, filename FROM Cache WHERE rowid = ? AND {META_COLUMN} IS NOT NULL"
 # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile. A column of
 # text that is not UTF-8 was read as its bytes (see _diskopen.text_of): compared by its bytes.
 DELETE_AS_READ = ("DELETE FROM Cache WHERE rowid = ?1 AND key = ?2"
@@ -227,8 +229,11 @@ _SUBTRACT = (
     f" DELETE FROM {T} WHERE rows <= 0;"
 )
 # A use recorded (``record_use``, an LRU read): the group's uses and last use, nothing else.
+# Every column a row's group is made of but its uses (see _group): a value's type and length too
+# (its size where the size column says 0), or a planted value moved no group's bytes.
 _SAME_ENTRY = ("OLD.key IS NEW.key AND OLD.raw IS NEW.raw AND OLD.store_time IS NEW.store_time"
-               " AND OLD.size IS NEW.size"
+               " AND OLD.size IS NEW.size AND typeof(OLD.value) IS typeof(NEW.value)"
+               " AND length(OLD.value) IS length(NEW.value)"
                f" AND OLD.{META_COLUMN} IS NEW.{META_COLUMN}")
 _USE = (
     f"UPDATE {T} SET uses = {T}.uses + g.uses - o.uses,"
