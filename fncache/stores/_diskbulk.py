@@ -53,25 +53,16 @@ def clear_rows(db: Any, tag: str | None, progress: Any = None) -> int:
 
 
 def _delete_range(sql: Any, tag: str | None, first: int, last: int) -> None:
-    """Delete the rows ``first`` to ``last`` (of ``tag``, if given) inside a transaction, taking
-    them out of the summary in one statement (see :data:`~fncache.stores._disksql.SUBTRACT_RANGE`)
-    where the summary is kept, else through its trigger or not at all."""
-    # Only a summary made by these statements is updated in place (a view planted in its place
-    # cannot be; another version's is rebuilt when next read).
-    kept = summary_is_ours(sql)
-    if kept:
-        sql(q.DROP_DELETE_TRIGGER)
-        if tag is None:
-            sql(q.SUBTRACT_RANGE, (first, last))
-        else:
-            sql(q.SUBTRACT_RANGE_TAG, (tag, first, last))
-        sql(q.DROP_EMPTY_GROUPS)
+    """Delete the rows ``first`` to ``last`` (of ``tag``, if given) inside a transaction."""
+    params: tuple[Any, ...]
     if tag is None:
-        sql(q.DELETE_RANGE, (first, last))
+        subtract, delete, params = q.SUBTRACT_RANGE, q.DELETE_RANGE, (first, last)
     else:
-        sql(q.DELETE_RANGE_TAG, (tag, first, last))
-    if kept:
-        sql(q.CREATE_DELETE_TRIGGER)
+        subtract, delete, params = q.SUBTRACT_RANGE_TAG, q.DELETE_RANGE_TAG, (tag, first, last)
+    if summary_is_ours(sql):
+        _summarised(sql, subtract, delete, params)
+    else:  # through the delete trigger, if there is one
+        sql(delete, params)
 
 
 def row_of(sql: Any, key: str) -> tuple[int, Any] | None:
@@ -103,14 +94,21 @@ def delete_keys(db: Any, keys: list[str]) -> int:
 
 
 def _delete_rowids(sql: Any, rowids: list[int]) -> None:
-    """Delete the rows ``rowids`` inside a transaction, as :func:`_delete_range` deletes a range."""
-    if not summary_is_ours(sql):  # (then perhaps an SQLite without JSON: one statement a row)
+    """Delete the rows ``rowids`` inside a transaction."""
+    if summary_is_ours(sql):
+        _summarised(sql, q.SUBTRACT_ROWIDS, q.DELETE_ROWIDS, (json.dumps(rowids),))
+    else:  # one statement a row: perhaps an SQLite without JSON (too old for the summary)
         for rowid in rowids:
             sql(q.DELETE_ROWID, (rowid,))
-        return
-    ids = json.dumps(rowids)
+
+
+def _summarised(sql: Any, subtract: str, delete: str, params: tuple[Any, ...]) -> None:
+    """Run ``delete`` with the rows' groups taken out of the summary by ``subtract`` first, in one
+    statement, the delete trigger dropped meanwhile (see the module docstring). Only a summary made
+    by these statements is updated in place: a view planted in its place cannot be, and another
+    version's is rebuilt when next read."""
     sql(q.DROP_DELETE_TRIGGER)
-    sql(q.SUBTRACT_ROWIDS, (ids,))
+    sql(subtract, params)
     sql(q.DROP_EMPTY_GROUPS)
-    sql(q.DELETE_ROWIDS, (ids,))
+    sql(delete, params)
     sql(q.CREATE_DELETE_TRIGGER)
