@@ -77,10 +77,15 @@ def import_source(name: str, source: str, directory: Path, *, keep: bool = True)
     """
     (directory / f"{name}.py").write_text(source)
     sys.path.insert(0, str(directory))
+    # No bytecode cache: a source rewritten within the same second at the same size would be
+    # imported from the stale ``.pyc`` (checked by whole-second mtime and size only).
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         sys.modules.pop(name, None)
+        importlib.invalidate_caches()
         return importlib.import_module(name)
     finally:
+        sys.dont_write_bytecode = writes
         sys.path.remove(str(directory))
         if not keep:
             sys.modules.pop(name, None)

@@ -42,8 +42,12 @@ def _big(x: int) -> bytes:
     return bytes([x]) * 100_000
 
 
-def _slow_value(x: int) -> dict[str, int]:
-    time.sleep(1.0)
+def _value_once_planted(x: int, flag: str) -> dict[str, int]:
+    """small_value(x), returned once ``flag`` exists (the attacker has planted): the computation
+    lasts as long as the attack takes, however slow the machine."""
+    deadline = time.monotonic() + 60  # a guard against a hang only
+    while not os.path.exists(flag) and time.monotonic() < deadline:
+        time.sleep(0.005)
     return {"x": x, "double": 2 * x}
 
 
@@ -420,31 +424,34 @@ def test_lock_record_rewritten_while_the_holder_computes_is_never_loaded(tmp_pat
     """A lease overwritten with a pickle during the computation is not read back on release."""
     marker = tmp_path / "PWNED"
     cache = tmp_path / "cache"
-    f = fncache.memoize(store=str(cache), secret=secret, lock=True, lock_timeout=30)(_slow_value)
+    f = fncache.memoize(store=str(cache), secret=secret, lock=True,
+                        lock_timeout=30)(_value_once_planted)
     f.store.add("0" * 32, b"probe", {"function": "probe"})
-    name = "l:" + f.key(6)
+    flag = str(tmp_path / "planted")
+    name = "l:" + f.key(6, flag)
     planted = threading.Event()
 
     def attacker() -> None:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if _sql(cache, "SELECT 1 FROM Cache WHERE key = ?", (name,)):
                 _plant_with_diskcache(cache, name, Plant(marker))
                 planted.set()
+                open(flag, "w").close()  # the holder may finish now
                 return
             time.sleep(0.005)
 
     t = threading.Thread(target=attacker)
     t.start()
-    assert f(6) == small_value(6)
+    assert f(6, flag) == small_value(6)
     t.join()
     assert planted.is_set()
     assert not marker.exists()
     assert _sql(cache, "SELECT mode FROM Cache WHERE key = ?", (name,))[0][0] == 4  # still planted
     # The next computation of that key replaces the planted lease without loading it.
-    f.store.delete(f.key(6))
+    f.store.delete(f.key(6, flag))
     start = time.monotonic()
-    assert f(6) == small_value(6)
+    assert f(6, flag) == small_value(6)
     assert time.monotonic() - start < 10
     assert not marker.exists()
 

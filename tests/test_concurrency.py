@@ -331,12 +331,13 @@ store, log, go = sys.argv[2], sys.argv[3], sys.argv[4]
 async def slow_square(x):
     with open(log, "a") as fh:
         fh.write(f"{x} {os.getpid()}\\n")
-    await asyncio.sleep(1.5)
+    await asyncio.sleep(3.0)
     return x * x
 
 f = fncache.memoize(store=store, lock=True, lock_timeout=60)(slow_square)
 
 async def main():
+    open(go + "-ready-" + str(os.getpid()), "w").close()
     while not os.path.exists(go):
         await asyncio.sleep(0.01)
     ticks = []
@@ -361,8 +362,10 @@ def test_two_processes_awaiting_one_key_with_lock_compute_once(tmp_path):
     script = _script(tmp_path, "async_one.py", ASYNC_CALL)
     store, log, go = tmp_path / "cache", tmp_path / "computed.log", tmp_path / "go"
     procs = [_start(script, store, log, go) for _ in range(2)]
-    time.sleep(1.0)  # both interpreters started and waiting
-    go.write_text("go")
+    deadline = time.monotonic() + 120  # a guard against a hang only
+    while len(list(tmp_path.glob("go-ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.write_text("go")  # both started and waiting: the computation's 3 s leave the waiter time
     reports = [_finish(p) for p in procs]
     assert [r["result"] for r in reports] == [49, 49]
     assert _computations(log) == Counter({7: 1})

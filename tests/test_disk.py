@@ -316,6 +316,8 @@ def test_value_files_of_killed_writers_are_reported_and_swept_after_the_grace_pe
     live, fd = store.db.files.new()
     os.write(fd, b"partial")
     _age(Path(store.db.files.path(live)), 60)
+    # As if the killed writer had written it just now, however long the steps above took.
+    _age(orphan, -60)
     info = json.loads(cli("info", "--dir", str(cache), "--json").stdout)
     assert info["orphans"] == 0  # the killed writer's file was written just now
     _age(orphan, 11)  # as 11 s after the kill

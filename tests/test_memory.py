@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -373,7 +374,7 @@ def test_direct_construction(tmp_path):
     assert plain(1) == 2 and CALLS["direct"] == 2
 
 
-def test_cache_validation_callback_can_reject_entries(memory):
+def test_cache_validation_callback_can_reject_entries(memory, monkeypatch):
     """A callback returning False makes a hit recompute; expires_after rejects entries by age."""
     verdict = {"ok": True}
     f = memory.cache(counted("validate"), cache_validation_callback=lambda meta: verdict["ok"])
@@ -384,11 +385,16 @@ def test_cache_validation_callback_can_reject_entries(memory):
     f(1)
     assert CALLS["validate"] == 2
 
-    fresh = memory.cache(counted("expires"), cache_validation_callback=expires_after(seconds=60))
-    stale = memory.cache(counted("expires"), cache_validation_callback=expires_after(seconds=0.2))
+    fresh = memory.cache(counted("expires"), cache_validation_callback=expires_after(hours=2))
+    stale = memory.cache(counted("expires"), cache_validation_callback=expires_after(seconds=30))
     fresh(1)
     assert stale(1) == 2 and CALLS["expires"] == 1
-    time.sleep(0.3)
+    # A minute later (the callbacks' clock moved on, not the test's: no margin a slow machine
+    # could miss), the entry is past the 30 s limit and within the 2 h one.
+    import fncache.joblib.memory as joblib_memory
+
+    real = time.time
+    monkeypatch.setattr(joblib_memory, "time", types.SimpleNamespace(time=lambda: real() + 60))
     assert fresh(1) == 2 and CALLS["expires"] == 1
     assert stale(1) == 2 and CALLS["expires"] == 2
     assert expires_after(days=1, hours=1, minutes=1, weeks=1)({"time": time.time()})
@@ -402,7 +408,7 @@ def test_memory_eval(memory):
     assert memory.eval(f, 1, y=2) == memory.eval(f, 1, 2) == 3 and CALLS["eval"] == 1
 
 
-def test_reduce_size_keeps_the_most_recent_entries(memory):
+def test_reduce_size_keeps_the_most_recent_entries(memory, monkeypatch):
     """reduce_size drops the oldest entries past items/bytes limits, and those past age_limit."""
     f = memory.cache(lambda i: "x" * 1000 + str(i))
     for i in range(5):
@@ -414,8 +420,15 @@ def test_reduce_size_keeps_the_most_recent_entries(memory):
     assert memory.reduce_size(bytes_limit="2K") == 2
     assert [f.check_call_in_cache(i) for i in range(5)] == [False] * 4 + [True]
     time.sleep(0.05)
+    cut = time.time()  # f(4) was stored before, f(0) (removed above) is stored again after
+    time.sleep(0.05)
     f(0)
-    assert memory.reduce_size(age_limit=datetime.timedelta(seconds=0.04)) == 1
+    # The age limit is measured from a clock set 100 s after ``cut``: however long the steps
+    # above took on a loaded machine, exactly the entries stored before ``cut`` are over 100 s old.
+    import fncache.stores.prune
+
+    monkeypatch.setattr(fncache.stores.prune, "time", types.SimpleNamespace(time=lambda: cut + 100))
+    assert memory.reduce_size(age_limit=datetime.timedelta(seconds=100)) == 1
     assert f.check_call_in_cache(0) and not f.check_call_in_cache(4)
     with pytest.raises(ValueError):
         memory.reduce_size(age_limit=datetime.timedelta(seconds=-1))

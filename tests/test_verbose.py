@@ -127,7 +127,9 @@ def test_memory_verbose_prints_joblib_lines(tmp_path: Path) -> None:
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
     assert lines[:3] == ["_" * 80, "[Memory] Calling job.slow...", "slow(1, y=3)"], lines
-    assert re.fullmatch(r"_{60,}slow - 0\.[12]s, 0\.0min", lines[3]) and len(lines[3]) == 80, lines
+    # The duration as joblib formats it (at least the 0.15 s slept; more on a loaded machine).
+    assert re.fullmatch(r"_{60,}slow - \d+\.\ds, \d+\.\dmin", lines[3]) and len(lines[3]) == 80, lines
+    assert float(lines[3].split(" - ")[1].split("s,")[0]) >= 0.1, lines
     assert len(lines) == 4
     assert run_py(script, str(tmp_path / "c2"), "0").stderr == ""
 
