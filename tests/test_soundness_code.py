@@ -934,6 +934,109 @@ PROGRAMS["wrappers_in_values"] = {
     """,
 }
 
+# -- 15b. user modules reached as values ----------------------------------------------------
+# A user module held by a value (a default, a container, a class's or an instance's attribute, an
+# argument) or passed on to other code is keyed by every name it defines: whatever receives it may
+# read any of them. By name alone, each of these was served version 1's result.
+PROGRAMS["modules_as_values"] = {
+    "util.py": """
+        def helper(x):
+            return x + 1  #@v1
+            return x + 5  #@v2
+
+
+        SCALE = 10  #@v1
+        SCALE = 20  #@v2
+    """,
+    "pkg/__init__.py": "",
+    "pkg/tools.py": """
+        def twice(x):
+            return 2 * x  #@v1
+            return 3 * x  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import util
+        from pkg import tools
+
+        PLUGINS = {"u": util}
+
+
+        class Holder:
+            module = util
+
+            def __init__(self):
+                self.tools = tools
+
+
+        HOLDER = Holder()
+
+
+        def _use(m, x):
+            return m.helper(x)
+
+
+        @fncache.memoize
+        def default(x, m=util):
+            return m.helper(x)
+
+
+        @fncache.memoize
+        def dict_entry(x):
+            return PLUGINS["u"].helper(x)
+
+
+        @fncache.memoize
+        def class_attribute(x):
+            return Holder.module.SCALE * x
+
+
+        @fncache.memoize
+        def instance_attribute(x):
+            return HOLDER.tools.twice(x)
+
+
+        @fncache.memoize
+        def argument(m, x):
+            return m.helper(x)
+
+
+        @fncache.memoize
+        def global_passed_on(x):
+            return _use(util, x)
+
+
+        def _make(m):
+            @fncache.memoize
+            def closure_passed_on(x):
+                return _use(m, x)
+
+            return closure_passed_on
+
+
+        closure_passed_on = _make(util)
+
+
+        @fncache.memoize
+        def body_import_passed_on(x):
+            import util as u
+
+            return _use(u, x)
+
+
+        CALLS = {
+            "default": (default, (5,)),
+            "dict_entry": (dict_entry, (5,)),
+            "class_attribute": (class_attribute, (5,)),
+            "instance_attribute": (instance_attribute, (5,)),
+            "argument": (argument, (util, 5)),
+            "global_passed_on": (global_passed_on, (5,)),
+            "closure_passed_on": (closure_passed_on, (5,)),
+            "body_import_passed_on": (body_import_passed_on, (5,)),
+        }
+    """,
+}
+
 # -- 16. methods memoized with ignore=["self"] -----------------------------------------------
 # Ignoring self drops the instance's state, not the code of its class: the class defining the
 # method (and its bases, here one in another module) counts, and so does a subclass's override.
@@ -1273,6 +1376,53 @@ def test_function_attribute_set_in_process_changes_the_key(tmp_path):
     m.helper.scale = 2
     assert len({k1, k2, k3}) == 3
     assert fncache.key_for(m.f, 1) == k1
+
+
+def test_a_module_read_through_its_attributes_keys_what_the_code_reads_and_a_module_value_all(tmp_path):
+    """``util.helper(x)`` keys ``util.helper`` only: another function of util may change and the
+    key stays. The same module reached as a value (a default) or passed on keys every name it
+    defines, and a name added to it later counts too."""
+    import_source("sound_modval_util", "def helper(x):\n    return x + 1\n"
+                  "def other():\n    return 1\n", tmp_path, keep=False)
+    m = import_source("sound_modval_main", "import sound_modval_util as util\n"
+                      "def read(x):\n    return util.helper(x)\n"
+                      "def default(x, m=util):\n    return m.helper(x)\n"
+                      "def use(m, x):\n    return m.helper(x)\n"
+                      "def passed(x):\n    return use(util, x)\n", tmp_path, keep=False)
+    util = m.util  # the module main imported (import_source leaves sys.modules as it was)
+    before = {f: fncache.key_for(getattr(m, f), 1) for f in ("read", "default", "passed")}
+    util.other = lambda: 2
+    after = {f: fncache.key_for(getattr(m, f), 1) for f in ("read", "default", "passed")}
+    assert after["read"] == before["read"]
+    assert after["default"] != before["default"] and after["passed"] != before["passed"]
+    util.extra = 3
+    added = {f: fncache.key_for(getattr(m, f), 1) for f in ("read", "default", "passed")}
+    assert added["read"] == before["read"]
+    assert added["default"] != after["default"] and added["passed"] != after["passed"]
+    del util.extra
+    assert fncache.key_for(m.default, 1) == after["default"]
+
+
+def test_names_passed_on_are_the_loads_not_followed_by_an_attribute_read():
+    """What ``names_passed_on`` finds in real bytecode, on this interpreter: a global or closure
+    variable loaded and passed, returned or stored, never one only read through (``m.x``)."""
+    from fncache.code.digest import names_passed_on
+
+    def outer(m, n):
+        def inner():
+            return g(m) + n.value
+
+        return inner
+
+    def g(x):
+        return x
+
+    ns: dict[str, Any] = {}
+    exec("def f():\n    a.b.c()\n    return g(d) + e.f + h\n", ns)
+    assert names_passed_on(ns["f"].__code__) >= {"g", "d", "h"}
+    assert not names_passed_on(ns["f"].__code__) & {"a", "e"}
+    inner = outer(1, 2)
+    assert "m" in names_passed_on(inner.__code__) and "n" not in names_passed_on(inner.__code__)
 
 
 _SERVICE = """

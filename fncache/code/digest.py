@@ -12,6 +12,7 @@ import importlib.util
 import sys
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from fncache.values import hasher as _hasher
@@ -188,19 +189,47 @@ def absolute_import(imp: Import, g: dict[str, Any]) -> str | None:
 
 _written_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = \
     weakref.WeakKeyDictionary()
+_passed_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = \
+    weakref.WeakKeyDictionary()
+# Loads of a global or a closure variable, and what reads an attribute of what was loaded.
+_NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF",
+                         "LOAD_FROM_DICT_OR_DEREF"})
+_ATTR_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+
+
+def names_passed_on(code: types.CodeType) -> frozenset[str]:
+    """Globals and closure variables the code (nested code included) loads for anything but
+    reading one of their attributes: passed to other code, returned, stored. Of a module bound to
+    such a name, other code may read any attribute (``helper(util)``), not only those this code
+    names."""
+    found = _passed_cache.get(code)
+    if found is None:
+        names: set[str] = set()
+        for c in _nested(code):
+            instructions = list(dis.get_instructions(c))
+            for ins, after in zip(instructions, instructions[1:] + [None], strict=True):
+                if ins.opname in _NAME_LOADS and (after is None or after.opname not in _ATTR_READS):
+                    names.add(ins.argval)
+        found = _passed_cache[code] = frozenset(names)
+    return found
+
+
+def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code nested in it (inner functions, lambdas, comprehensions)."""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        yield c
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
 
 
 def globals_written(code: types.CodeType) -> frozenset[str]:
     """Global names the code (nested code included) rebinds or deletes: ``global n; n += 1``."""
     found = _written_cache.get(code)
     if found is None:
-        names: set[str] = set()
-        stack = [code]
-        while stack:
-            c = stack.pop()
-            names.update(i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_WRITES)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        found = _written_cache[code] = frozenset(names)
+        found = _written_cache[code] = frozenset(
+            i.argval for c in _nested(code) for i in dis.get_instructions(c)
+            if i.opname in _GLOBAL_WRITES)
     return found
 
 

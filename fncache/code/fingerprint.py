@@ -58,6 +58,7 @@ from fncache.code.walk import (
     SLOW_REHASH,
     STATE,
     Walk,
+    whole_module,
 )
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
@@ -98,10 +99,22 @@ def _code_token(h: Any, obj: Any) -> Any:
     return _registry.token("code", code_digest(obj))
 
 
+def _module_token(h: Any, obj: Any) -> Any:
+    # A library module by name (as the hasher keys it). A user module held by a value (an
+    # argument, an entry of a container, an instance's attribute) by the content of every name
+    # it defines: the code that receives it may read any of them (``m.helper``), and by name
+    # alone an edit of ``helper`` was a stale hit.
+    name = obj.__name__
+    if not isinstance(name, str) or not is_user_module(name):
+        return _registry.token("module", name)
+    return _registry.token("module", name, fingerprint(obj).digest)
+
+
 def _register_code_tokens() -> None:
     for types_, handler, exact in ((type, _class_token, False),
                                    (types.FunctionType, _function_token, True),
-                                   (types.CodeType, _code_token, True)):
+                                   (types.CodeType, _code_token, True),
+                                   (types.ModuleType, _module_token, True)):
         _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
 
 
@@ -438,6 +451,28 @@ def _validating() -> set[int]:
         return _in_progress.validating  # type: ignore[no-any-return]
 
 
+def _visit_root(walk: Walk, obj: Any, owner: type | None) -> None:
+    """Walk what ``obj``, the fingerprint's root, is made of."""
+    if isinstance(obj, type):
+        walk.visit_class(obj)
+    elif isinstance(obj, types.FunctionType) and is_user_code(obj):
+        walk.visit_function(obj)
+        if owner is not None:
+            # What ``self.helper(x)`` runs: the class's methods and attributes, and its bases.
+            walk.components["class of self"] = _hasher.digest(walk.reference(owner)).hex()
+    elif isinstance(obj, types.ModuleType):
+        # A user module reached as a value (see _module_token): every name it defines.
+        walk.visit_module_attrs(obj, whole_module(obj), whole=True)
+    elif callable(obj):
+        # A callable object (functools.partial, an lru_cache wrapper, an instance with
+        # __call__) or a library function holding user code (a decorator's ``__wrapped__``):
+        # by content, following the user code it holds.
+        label = f"callable {getattr(obj, '__qualname__', type(obj).__qualname__)}"
+        walk.components[label] = _hasher.digest(walk.reference(obj)).hex()
+    else:
+        raise ArgumentTypeError(f"fingerprint: expected a function or class, got {type(obj).__name__}")
+
+
 def _compute(obj: Any, versions: bool, owner: type | None = None,
              ignore_globals: frozenset[str] = frozenset()) -> Fingerprint:
     stack: list[Any] = getattr(_in_progress, "stack", None) or []
@@ -469,21 +504,7 @@ def _compute(obj: Any, versions: bool, owner: type | None = None,
         walk = Walk(obj, versions, found[1] if found is not None and found[0] is obj else None,
                      ignore_globals)
         _in_progress.by_name = walk.by_name
-        if isinstance(obj, type):
-            walk.visit_class(obj)
-        elif isinstance(obj, types.FunctionType) and is_user_code(obj):
-            walk.visit_function(obj)
-            if owner is not None:
-                # What ``self.helper(x)`` runs: the class's methods and attributes, and its bases.
-                walk.components["class of self"] = _hasher.digest(walk.reference(owner)).hex()
-        elif callable(obj):
-            # A callable object (functools.partial, an lru_cache wrapper, an instance with
-            # __call__) or a library function holding user code (a decorator's ``__wrapped__``):
-            # by content, following the user code it holds.
-            label = f"callable {getattr(obj, '__qualname__', type(obj).__qualname__)}"
-            walk.components[label] = _hasher.digest(walk.reference(obj)).hex()
-        else:
-            raise ArgumentTypeError(f"fingerprint: expected a function or class, got {type(obj).__name__}")
+        _visit_root(walk, obj, owner)
         fp = _result(walk)
     finally:
         _hasher.relative_to(outer_root)

@@ -25,7 +25,14 @@ from fncache.code.classify import (
     is_user_object,
     shown,
 )
-from fncache.code.digest import Import, absolute_import, code_digest, code_names, globals_written
+from fncache.code.digest import (
+    Import,
+    absolute_import,
+    code_digest,
+    code_names,
+    globals_written,
+    names_passed_on,
+)
 from fncache.code.usercode import (
     compile_options,
     imported,
@@ -72,6 +79,20 @@ def _unique(base: str, taken: set[str]) -> str:
         name = f"{base}#{n}"
     taken.add(name)
     return name
+
+def whole_module(mod: types.ModuleType) -> set[str]:
+    """Every name a user module defines but its dunders (``__file__`` names the checkout, not the
+    code; ``__getattr__`` is visited for the names it serves)."""
+    return {n for n in vars(mod) if not (n.startswith("__") and n.endswith("__"))}
+
+
+def _read_through(value: Any, name: str, passed: frozenset[str], names: set[str]) -> set[str] | None:
+    """The names of a module bound to ``name`` that the code can read: those it names, unless it
+    passes a user module on (then None: all of them, see :meth:`Walk.code_reference`)."""
+    if name in passed and isinstance(value, types.ModuleType) and is_user_module(value.__name__):
+        return None
+    return names
+
 
 class Walk:
     """One fingerprint computation, rooted at a function or class."""
@@ -189,8 +210,13 @@ class Walk:
                 return ("class", self.visit_class(value))
             return self.library_ref(value)
         if is_user_module(value.__name__):
+            # Read through its attributes by the code (``util.helper``): the names the code reads.
+            # Reached as a value (a default, an argument, an entry of a container, an attribute)
+            # or passed on to other code: whatever reads it may read any name, so every one counts.
             if code_names:
                 self.visit_module_attrs(value, code_names)
+            else:
+                self.visit_module_attrs(value, whole_module(value), whole=True)
         else:
             if code_names:
                 self.visit_library_attrs(value, code_names)
@@ -306,8 +332,13 @@ class Walk:
                 self.where = outer
         return self.read(value, where)
 
-    def visit_module_attrs(self, mod: types.ModuleType, names: set[str]) -> None:
+    def visit_module_attrs(self, mod: types.ModuleType, names: set[str], whole: bool = False) -> None:
+        """The attributes ``names`` of user module ``mod``, each a component, watched. ``whole``:
+        ``names`` are all it defines (see :func:`whole_module`): a name defined later counts
+        too, and a submodule among them counts whole as well."""
         md = vars(mod)
+        if whole:
+            self.len_watches.append((md, len(md)))
         ns = self.namespace(md)
         if "__getattr__" in md and "__path__" in md:
             # A package whose ``__getattr__`` imports submodules lazily: ``pkg.sub.func`` must count
@@ -322,7 +353,8 @@ class Walk:
             return
         seen |= names
         self.keep.append(mod)
-        missing = [attr for attr in sorted(names) if not self.visit_attr(md, ns, attr, names)]
+        missing = [attr for attr in sorted(names)
+                   if not self.visit_attr(md, ns, attr, None if whole else names)]
         if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
@@ -341,7 +373,7 @@ class Walk:
             self.dict_watches.extend((md, attr, MISSING) for attr in missing)
             self.read_once(f"attr {ns}.__getattr__", hook, names)
 
-    def visit_attr(self, md: dict[str, Any], ns: str, attr: str, names: set[str]) -> bool:
+    def visit_attr(self, md: dict[str, Any], ns: str, attr: str, names: set[str] | None) -> bool:
         """The component of ``module.attr`` read by the code, watched; False if it is not defined."""
         v = md.get(attr, MISSING)
         if v is MISSING:
@@ -392,10 +424,14 @@ class Walk:
             return
         if hasattr(mod, "__path__"):
             self.watch_submodules(mod, name, imp.fromlist)
-        token = [self.reference(mod, names)]
+        # ``import util`` binds the module to a local, which the code may pass on to other code
+        # (``helper(util)``), unseen by :func:`names_passed_on`: every name of it counts. From
+        # ``from util import helper`` only the names the code reads do.
+        reads = names if imp.fromlist else None
+        token = [self.reference(mod, reads)]
         if not imp.fromlist and "." in name:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
-            token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
+            token.append(self.reference(sys.modules.get(name.partition(".")[0]), reads))
         self.components[label] = _hasher.digest(tuple(token)).hex()
 
     def library_import(self, label: str, name: str) -> bool:
@@ -439,11 +475,12 @@ class Walk:
             + ((tuple(attrs),) if attrs else ())
         ).hex()
         names_read, all_names, imports = code_names(code)
-        self.visit_closure(fn, qual, all_names)
+        passed = names_passed_on(code)
+        self.visit_closure(fn, qual, all_names, passed)
         g = fn.__globals__
         written = globals_written(code)
         for name in names_read:
-            self.visit_global(g, name, written, all_names)
+            self.visit_global(g, name, written, _read_through(g.get(name), name, passed, all_names))
         for imp in imports:
             self.visit_import(imp, g, all_names)
         return label
@@ -461,8 +498,10 @@ class Walk:
             attrs.append((name, self.attribute(value, f"attribute {qual}.{name}")))
         return attrs
 
-    def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str]) -> None:
-        """One component per closure variable of ``fn``, each watched."""
+    def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str],
+                      passed: frozenset[str] = frozenset()) -> None:
+        """One component per closure variable of ``fn``, each watched (``passed``: see
+        :func:`_read_through`)."""
         for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 value = cell.cell_contents
@@ -470,11 +509,12 @@ class Walk:
                 value = MISSING
             self.attr_watches.append((cell, "cell_contents", value))
             clabel = f"closure {qual}.{var}"
-            token = ("unbound",) if value is MISSING else self.private_reference(value, clabel, all_names)
+            token = ("unbound",) if value is MISSING else self.private_reference(
+                value, clabel, _read_through(value, var, passed, all_names))
             self.components[clabel] = _hasher.digest(token).hex()
 
     def visit_global(self, g: dict[str, Any], name: str, written: set[str] | frozenset[str],
-                     all_names: set[str]) -> None:
+                     all_names: set[str] | None) -> None:
         """The component of global ``name`` read by a function of namespace ``g``."""
         if name in self.ignore_globals:
             # The user's word that this global is state the code writes, not an input: keyed
