@@ -1037,6 +1037,126 @@ PROGRAMS["modules_as_values"] = {
     """,
 }
 
+# -- 15c. pydantic models ------------------------------------------------------------------
+# A model's class is keyed by its fields, validators, config and methods; what pydantic derives from
+# them (the core schema, which names the class by id(), the compiled validator and serializer) is
+# not, or no two processes shared a key (version 1 again must hit).
+PROGRAMS["pydantic_models"] = {
+    "models.py": """
+        import pydantic
+        import pydantic.dataclasses
+
+
+        class Point(pydantic.BaseModel):
+            x: int = 1  #@v1
+            x: int = 2  #@v2
+            y: int = 0
+
+
+        class Scaled(pydantic.BaseModel):
+            v: int
+
+            def double(self):
+                return self.v * 2  #@v1
+                return self.v * 3  #@v2
+
+
+        class Checked(pydantic.BaseModel):
+            name: str
+
+            @pydantic.field_validator("name")
+            @classmethod
+            def shout(cls, value):
+                return value.upper()  #@v1
+                return value.lower()  #@v2
+
+
+        class Two(pydantic.BaseModel):
+            a: str
+            b: str
+
+            @pydantic.field_validator("a")  #@v1
+            @pydantic.field_validator("b")  #@v2
+            @classmethod
+            def up(cls, value):
+                return value.upper()
+
+
+        class Stripped(pydantic.BaseModel):
+            model_config = pydantic.ConfigDict(str_strip_whitespace=True)  #@v1
+            model_config = pydantic.ConfigDict(str_strip_whitespace=False)  #@v2
+            s: str
+
+
+        class Typed(pydantic.BaseModel):
+            n: int  #@v1
+            n: float  #@v2
+
+
+        @pydantic.dataclasses.dataclass
+        class Box:
+            size: int = 3  #@v1
+            size: int = 4  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import models
+
+
+        @fncache.memoize
+        def field_default(k):
+            return models.Point().x + k
+
+
+        @fncache.memoize
+        def method(k):
+            return models.Scaled(v=k).double()
+
+
+        @fncache.memoize
+        def validator(name):
+            return models.Checked(name=name).name
+
+
+        @fncache.memoize
+        def validator_fields(a, b):
+            t = models.Two(a=a, b=b)
+            return t.a + t.b
+
+
+        @fncache.memoize
+        def config(s):
+            return models.Stripped(s=s).s
+
+
+        @fncache.memoize
+        def field_type(n):
+            return repr(models.Typed(n=n).n)
+
+
+        @fncache.memoize
+        def dataclass_default(k):
+            return models.Box().size + k
+
+
+        @fncache.memoize
+        def model_argument(p):
+            return p.x * 10 + p.y
+
+
+        CALLS = {
+            "field_default": (field_default, (1,)),
+            "method": (method, (5,)),
+            "validator": (validator, ("Ab",)),
+            "validator_fields": (validator_fields, ("x", "y")),
+            "config": (config, (" a ",)),
+            "field_type": (field_type, (1,)),
+            "dataclass_default": (dataclass_default, (1,)),
+            "model_argument": (model_argument, (models.Point(y=1),)),
+        }
+    """,
+}
+
 # -- 16. methods memoized with ignore=["self"] -----------------------------------------------
 # Ignoring self drops the instance's state, not the code of its class: the class defining the
 # method (and its bases, here one in another module) counts, and so does a subclass's override.
@@ -1401,6 +1521,27 @@ def test_a_module_read_through_its_attributes_keys_what_the_code_reads_and_a_mod
     assert added["default"] != after["default"] and added["passed"] != after["passed"]
     del util.extra
     assert fncache.key_for(m.default, 1) == after["default"]
+
+
+def test_a_pydantic_model_keeps_its_key_when_pydantic_fills_its_caches(tmp_path):
+    """Setting an attribute of a model's instance fills a cache in the class's dict
+    (``__pydantic_setattr_handlers__``): not the model's code, so the key stays; a field's
+    default changed in the running process changes it."""
+    pytest.importorskip("pydantic")
+    m = import_source("sound_pydantic", "import pydantic\n"
+                      "class P(pydantic.BaseModel):\n    a: int = 1\n"
+                      "def f(k):\n    return P().a + k\n", tmp_path, keep=False)
+    before = fncache.key_for(m.f, 1)
+    p = m.P()
+    p.a = 5
+    assert "a" in m.P.__dict__["__pydantic_setattr_handlers__"]
+    assert fncache.key_for(m.f, 1) == before
+    m.P.model_fields["a"].default = 2
+    m.P.model_rebuild(force=True)
+    changed = fncache.key_for(m.f, 1)
+    m.P.model_fields["a"].default = 1
+    m.P.model_rebuild(force=True)
+    assert changed != before and fncache.key_for(m.f, 1) == before
 
 
 def test_names_passed_on_are_the_loads_not_followed_by_an_attribute_read():

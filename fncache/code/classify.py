@@ -9,6 +9,7 @@ are listed here too. Pure functions of the value: nothing here hashes, walks or 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 import functools
 import io
@@ -43,6 +44,15 @@ ENUM_DERIVED = frozenset({
     "_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_",
     "_unhashable_values_map_", "_hashable_values_", "_member_type_", "_value_repr_", "_use_args_",
     "_new_member_", "_flag_mask_", "_singles_mask_", "_all_bits_", "_inverted_",
+})
+# What pydantic derives from a model's fields, validators and config (all keyed, in the class's
+# dict), built when the class is made: the core schema names the class by ``id()`` (``'ref':
+# 'mod.M:9387...'``), so keying it gave every process a new key; the validator and serializer are
+# compiled from it; ``__signature__`` from the fields; ``__pydantic_setattr_handlers__`` is a cache
+# filled as instances' attributes are set.
+PYDANTIC_DERIVED = frozenset({
+    "__pydantic_core_schema__", "__pydantic_validator__", "__pydantic_serializer__",
+    "__pydantic_setattr_handlers__", "__signature__",
 })
 # Values whose content is data even when their type is a library's: one that cannot be pickled is
 # an error to report, never a piece of infrastructure to key by name. An open file or a memory map
@@ -127,6 +137,25 @@ def is_infrastructure(value: Any) -> bool:
     return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
 
 
+def pydantic_decorators(value: Any) -> Any:
+    """A pydantic model's ``__pydantic_decorators__`` as what it says: per kind of decorator, each
+    validator's or serializer's name, where it was declared, its shim and its arguments (fields,
+    mode, ...); the function itself is the class attribute of that name, keyed there. The class's
+    ``id()`` in each ``cls_ref`` (``'mod.M:9387...'``) is left out: a new one in every process."""
+    if not dataclasses.is_dataclass(value):
+        return value
+    kinds = []
+    for field in dataclasses.fields(value):
+        group = getattr(value, field.name, None)
+        if not isinstance(group, dict):
+            return value
+        kinds.append((field.name, tuple(sorted(
+            (name, (str(getattr(d, "cls_ref", "")).rpartition(":")[0], getattr(d, "cls_var_name", None),
+                    getattr(d, "shim", None), getattr(d, "info", None)))
+            for name, d in group.items()))))
+    return ("pydantic decorators", tuple(kinds))
+
+
 def written_by_typing(name: str, value: Any) -> bool:
     """Whether a protocol class's ``__init__``/``__subclasshook__`` is typing's, not the user's.
 
@@ -145,10 +174,12 @@ def written_by_typing(name: str, value: Any) -> bool:
 def class_bookkeeping(cls: type) -> Callable[[str, Any], bool]:
     """The test of whether an item of ``cls.__dict__`` is bookkeeping, not behaviour: where or how
     the class was written (:data:`CLASS_SKIP`), an enum's members (hashed together) and what the
-    enum machinery derives, the empty ``__annotations__`` a first read creates (3.10+), and what
-    typing writes into a protocol class."""
+    enum machinery derives, the empty ``__annotations__`` a first read creates (3.10+), what
+    typing writes into a protocol class, and what pydantic derives (:data:`PYDANTIC_DERIVED`)."""
     members: Any = cls.__members__ if isinstance(cls, enum.EnumMeta) else None
     is_protocol = typing.Protocol in cls.__mro__
+    # A pydantic model or dataclass: its class dict holds the core schema pydantic built.
+    is_pydantic = "__pydantic_core_schema__" in cls.__dict__
 
     def skipped(name: str, value: Any) -> bool:
         if name in CLASS_SKIP:
@@ -157,6 +188,8 @@ def class_bookkeeping(cls: type) -> Callable[[str, Any], bool]:
                                     or (name in ENUM_DERIVED and not is_user_object(value))):
             return True
         if name == "__annotations__" and value == {}:
+            return True
+        if is_pydantic and name in PYDANTIC_DERIVED:
             return True
         return is_protocol and written_by_typing(name, value)
 

@@ -23,6 +23,7 @@ from fncache.code.classify import (
     is_immutable,
     is_infrastructure,
     is_user_object,
+    pydantic_decorators,
     shown,
 )
 from fncache.code.digest import (
@@ -563,6 +564,8 @@ class Walk:
             if skipped(name, value):
                 continue
             self.dict_watches.append((d, name, value))
+            if name == "__pydantic_decorators__":
+                value = pydantic_decorators(value)  # without the class's id()
             items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))
         bases = tuple(self.reference(b) for b in cls.__bases__)
         meta = self.reference(type(cls))
