@@ -1157,6 +1157,57 @@ PROGRAMS["pydantic_models"] = {
     """,
 }
 
+# -- 15d. pandas accessors of the user's ----------------------------------------------------
+# ``df.geo.area()`` reaches the accessor's class through pandas' registry, not through a name the
+# code reads: its code counts by the accessor's name, on DataFrame, Series and Index alike.
+PROGRAMS["pandas_accessors"] = {
+    "accessors.py": """
+        import pandas as pd
+
+
+        @pd.api.extensions.register_dataframe_accessor("geo")
+        class Geo:
+            def __init__(self, frame):
+                self._frame = frame
+
+            def area(self):
+                return int(self._frame["w"].sum()) * 2  #@v1
+                return int(self._frame["w"].sum()) * 3  #@v2
+
+
+        @pd.api.extensions.register_series_accessor("units")
+        class Units:
+            def __init__(self, series):
+                self._series = series
+
+            def total(self):
+                return int(self._series.sum()) + 1  #@v1
+                return int(self._series.sum()) + 2  #@v2
+    """,
+    "main.py": """
+        import pandas as pd
+
+        import accessors  # noqa: F401 - registers the accessors
+        import fncache
+
+
+        @fncache.memoize
+        def frame_accessor(n):
+            return pd.DataFrame({"w": list(range(n))}).geo.area()
+
+
+        @fncache.memoize
+        def series_accessor(s):
+            return s.units.total()
+
+
+        CALLS = {
+            "frame_accessor": (frame_accessor, (4,)),
+            "series_accessor": (series_accessor, (pd.Series([1, 2, 3]),)),
+        }
+    """,
+}
+
 # -- 16. methods memoized with ignore=["self"] -----------------------------------------------
 # Ignoring self drops the instance's state, not the code of its class: the class defining the
 # method (and its bases, here one in another module) counts, and so does a subclass's override.

@@ -264,3 +264,24 @@ def unwrap_memoized(obj: Any) -> Any:
     if inner is not None:
         return inner(obj)
     return obj
+
+
+def user_accessors(names: set[str]) -> list[tuple[dict[str, Any], str, type, str]]:
+    """The pandas accessors of the user's among ``names`` (``register_dataframe_accessor("geo")``
+    makes ``geo`` one on DataFrame): ``(class dict, name, accessor class, label)`` each. pandas' own
+    accessors (``str``, ``dt``, ``plot``) are library code and left out; none without pandas."""
+    pd = sys.modules.get("pandas")
+    found: list[tuple[dict[str, Any], str, type, str]] = []
+    if pd is None:
+        return found
+    for owner in (getattr(pd, "DataFrame", None), getattr(pd, "Series", None),
+                  getattr(pd, "Index", None)):
+        registered = getattr(owner, "_accessors", None)
+        if owner is None or not isinstance(registered, (set, frozenset)):
+            continue
+        d = vars(owner)
+        for name in sorted(names & registered):
+            cls = getattr(d.get(name), "_accessor", None)
+            if isinstance(cls, type) and is_user_code(cls):
+                found.append((d, name, cls, f"accessor {owner.__name__}.{name}"))
+    return found

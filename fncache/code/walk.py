@@ -42,6 +42,7 @@ from fncache.code.usercode import (
     library_location,
     submodule,
     unwrap_memoized,
+    user_accessors,
     wrapped_user_code,
 )
 from fncache.values import hasher as _hasher
@@ -484,6 +485,9 @@ class Walk:
             self.visit_global(g, name, written, _read_through(g.get(name), name, passed, all_names))
         for imp in imports:
             self.visit_import(imp, g, all_names)
+        for d, attr, cls, where in user_accessors(all_names):  # df.geo.area(): pandas' registry
+            self.dict_watches.append((d, attr, d[attr]))
+            self.read_once(where, cls)
         return label
 
     def function_attrs(self, fn: types.FunctionType, qual: str) -> list[tuple[str, Any]]:
