@@ -940,6 +940,14 @@ PROGRAMS["wrappers_in_values"] = {
 # read any of them. By name alone, each of these was served version 1's result.
 PROGRAMS["modules_as_values"] = {
     "util.py": """
+        import client
+        import paths
+        from client import CLIENT
+
+        __version__ = "1"  #@v1
+        __version__ = "2"  #@v2
+
+
         def helper(x):
             return x + 1  #@v1
             return x + 5  #@v2
@@ -947,6 +955,33 @@ PROGRAMS["modules_as_values"] = {
 
         SCALE = 10  #@v1
         SCALE = 20  #@v2
+    """,
+    # Held by util, which is counted whole: a module it imports is keyed by name (not walked
+    # whole in turn: its path would change the key with the checkout), a value that cannot be
+    # pickled by its type and name (it raised before), and neither stops a call from caching.
+    "client.py": """
+        import threading
+
+
+        class Client:
+            def __init__(self):
+                self.lock = threading.Lock()
+
+
+        CLIENT = Client()
+    """,
+    "paths.py": """
+        from pathlib import Path
+
+        DATA = Path(__file__).resolve().parent / "data"
+    """,
+    # A module whose names come from its __getattr__ (PEP 562), reached as a value.
+    "served.py": """
+        def __getattr__(name):
+            if name == "factor":
+                return 3  #@v1
+                return 4  #@v2
+            raise AttributeError(name)
     """,
     "pkg/__init__.py": "",
     "pkg/tools.py": """
@@ -956,6 +991,7 @@ PROGRAMS["modules_as_values"] = {
     """,
     "main.py": """
         import fncache
+        import served
         import util
         from pkg import tools
 
@@ -1018,10 +1054,13 @@ PROGRAMS["modules_as_values"] = {
 
 
         @fncache.memoize
-        def body_import_passed_on(x):
-            import util as u
+        def version(m=util):
+            return m.__version__
 
-            return _use(u, x)
+
+        @fncache.memoize
+        def served_by_getattr(x, m=served):
+            return m.factor * x
 
 
         CALLS = {
@@ -1032,7 +1071,8 @@ PROGRAMS["modules_as_values"] = {
             "argument": (argument, (util, 5)),
             "global_passed_on": (global_passed_on, (5,)),
             "closure_passed_on": (closure_passed_on, (5,)),
-            "body_import_passed_on": (body_import_passed_on, (5,)),
+            "version": (version, ()),
+            "served_by_getattr": (served_by_getattr, (5,)),
         }
     """,
 }
@@ -1043,8 +1083,11 @@ PROGRAMS["modules_as_values"] = {
 # not, or no two processes shared a key (version 1 again must hit).
 PROGRAMS["pydantic_models"] = {
     "models.py": """
+        from typing import Annotated
+
         import pydantic
         import pydantic.dataclasses
+        import typing_extensions
 
 
         class Point(pydantic.BaseModel):
@@ -1093,12 +1136,23 @@ PROGRAMS["pydantic_models"] = {
             n: float  #@v2
 
 
+        # A constraint that lives only in a type alias's value (and in the core schema).
+        Small = typing_extensions.TypeAliasType("Small", Annotated[int, pydantic.Field(le=5)])  #@v1
+        Small = typing_extensions.TypeAliasType("Small", Annotated[int, pydantic.Field(le=50)])  #@v2
+
+
+        class Limited(pydantic.BaseModel):
+            v: Small
+
+
         @pydantic.dataclasses.dataclass
         class Box:
             size: int = 3  #@v1
             size: int = 4  #@v2
     """,
     "main.py": """
+        import pydantic
+
         import fncache
         import models
 
@@ -1140,6 +1194,14 @@ PROGRAMS["pydantic_models"] = {
 
 
         @fncache.memoize
+        def type_alias(v):
+            try:
+                return models.Limited(v=v).v
+            except pydantic.ValidationError:
+                return "too large"
+
+
+        @fncache.memoize
         def model_argument(p):
             return p.x * 10 + p.y
 
@@ -1152,6 +1214,7 @@ PROGRAMS["pydantic_models"] = {
             "config": (config, (" a ",)),
             "field_type": (field_type, (1,)),
             "dataclass_default": (dataclass_default, (1,)),
+            "type_alias": (type_alias, (10,)),
             "model_argument": (model_argument, (models.Point(y=1),)),
         }
     """,
@@ -1508,6 +1571,21 @@ def _entries(main_template: str) -> list[str]:
 
 
 ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main.py"])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models"])
+def test_keys_are_the_same_from_another_checkout(program):
+    """A module counted whole (one of its imports holds a path) and a pydantic model give the same
+    keys from another checkout folder, in another process with another hash seed."""
+    keys = []
+    for n, seed in ((1, 11), (2, 12)):
+        root = harness.tempdir(f"fncache-checkout-{program}-{n}-")
+        _write(root / "project", PROGRAMS[program], "v1")
+        run = harness.run_json(["main.py"], root / "project", harness.child_env(root / "cache", seed))
+        assert not [r for r in run.values() if "error" in r], run
+        keys.append({entry: r["key"] for entry, r in run.items()})
+    assert keys[0] == keys[1]
 
 
 @pytest.mark.slow

@@ -50,6 +50,7 @@ from fncache.code.usercode import (
     track,
     untrack,
     unwrap_memoized,
+    whole_module,
 )
 from fncache.code.walk import (
     IGNORED,
@@ -58,7 +59,6 @@ from fncache.code.walk import (
     SLOW_REHASH,
     STATE,
     Walk,
-    whole_module,
 )
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry

@@ -285,3 +285,24 @@ def user_accessors(names: set[str]) -> list[tuple[dict[str, Any], str, type, str
             if isinstance(cls, type) and is_user_code(cls):
                 found.append((d, name, cls, f"accessor {owner.__name__}.{name}"))
     return found
+
+
+#: What the import system sets on every module: where and how it was found, not code
+#: (``__file__`` names the checkout); the docstring, as everywhere, does not count.
+_MODULE_MADE = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__file__",
+                          "__cached__", "__builtins__", "__path__", "__annotations__",
+                          "__warningregistry__"})
+
+
+def whole_module(mod: types.ModuleType) -> set[str]:
+    """Every name a user module defines but what the import system set (its own ``__getattr__``
+    and ``__version__`` count)."""
+    return {n for n in vars(mod) if n not in _MODULE_MADE}
+
+
+def read_through(value: Any, name: str, passed: frozenset[str], names: set[str]) -> set[str] | None:
+    """The names of a module bound to ``name`` that the code can read: those it names, unless it
+    passes a user module on (then None: all of them, see ``Walk.code_reference``)."""
+    if name in passed and isinstance(value, types.ModuleType) and is_user_module(value.__name__):
+        return None
+    return names

@@ -40,9 +40,11 @@ from fncache.code.usercode import (
     is_user_code,
     is_user_module,
     library_location,
+    read_through,
     submodule,
     unwrap_memoized,
     user_accessors,
+    whole_module,
     wrapped_user_code,
 )
 from fncache.values import hasher as _hasher
@@ -81,20 +83,6 @@ def _unique(base: str, taken: set[str]) -> str:
         name = f"{base}#{n}"
     taken.add(name)
     return name
-
-def whole_module(mod: types.ModuleType) -> set[str]:
-    """Every name a user module defines but its dunders (``__file__`` names the checkout, not the
-    code; ``__getattr__`` is visited for the names it serves)."""
-    return {n for n in vars(mod) if not (n.startswith("__") and n.endswith("__"))}
-
-
-def _read_through(value: Any, name: str, passed: frozenset[str], names: set[str]) -> set[str] | None:
-    """The names of a module bound to ``name`` that the code can read: those it names, unless it
-    passes a user module on (then None: all of them, see :meth:`Walk.code_reference`)."""
-    if name in passed and isinstance(value, types.ModuleType) and is_user_module(value.__name__):
-        return None
-    return names
-
 
 class Walk:
     """One fingerprint computation, rooted at a function or class."""
@@ -355,8 +343,8 @@ class Walk:
             return
         seen |= names
         self.keep.append(mod)
-        missing = [attr for attr in sorted(names)
-                   if not self.visit_attr(md, ns, attr, None if whole else names)]
+        visit = functools.partial(self.visit_whole_attr, mod) if whole else self.visit_attr
+        missing = [attr for attr in sorted(names) if not visit(md, ns, attr, names)]
         if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
@@ -386,6 +374,25 @@ class Walk:
         if not self.read_once(label, v, names) and isinstance(v, types.ModuleType):
             self.read(v, label, names)  # a submodule seen before: these names read on through it
         return True
+
+    def visit_whole_attr(self, mod: types.ModuleType, md: dict[str, Any], ns: str, attr: str,
+                         names: set[str]) -> bool:
+        """:meth:`visit_attr` for a module counted whole (reached as a value). A module it imported
+        (``import settings``) is keyed by name, not walked whole in turn as its own submodules are
+        (``pkg.tools``); a value that cannot be keyed is keyed by type and name (``doctor``)."""
+        v = md[attr]
+        if isinstance(v, types.ModuleType) and not v.__name__.startswith(mod.__name__ + "."):
+            self.dict_watches.append((md, attr, v))
+            self.components.setdefault(f"attr {ns}.{attr}", _hasher.digest(("module", v.__name__)).hex())
+            return True
+        try:
+            return self.visit_attr(md, ns, attr, None)
+        except UnhashableArgument:
+            label = f"attr {ns}.{attr}"
+            report = f"{label} ({type(v).__module__}.{type(v).__qualname__})"
+            self.by_name[report] = None
+            self.components[label] = _hasher.digest(("by-name", self.library_ref(type(v)))).hex()
+            return True
 
     def read_once(self, label: str, value: Any, names: set[str] | None = None) -> bool:
         """Make component ``label``, the digest of ``value`` read there, unless it exists; whether
@@ -426,14 +433,10 @@ class Walk:
             return
         if hasattr(mod, "__path__"):
             self.watch_submodules(mod, name, imp.fromlist)
-        # ``import util`` binds the module to a local, which the code may pass on to other code
-        # (``helper(util)``), unseen by :func:`names_passed_on`: every name of it counts. From
-        # ``from util import helper`` only the names the code reads do.
-        reads = names if imp.fromlist else None
-        token = [self.reference(mod, reads)]
+        token = [self.reference(mod, names)]
         if not imp.fromlist and "." in name:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
-            token.append(self.reference(sys.modules.get(name.partition(".")[0]), reads))
+            token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
         self.components[label] = _hasher.digest(tuple(token)).hex()
 
     def library_import(self, label: str, name: str) -> bool:
@@ -482,7 +485,7 @@ class Walk:
         g = fn.__globals__
         written = globals_written(code)
         for name in names_read:
-            self.visit_global(g, name, written, _read_through(g.get(name), name, passed, all_names))
+            self.visit_global(g, name, written, read_through(g.get(name), name, passed, all_names))
         for imp in imports:
             self.visit_import(imp, g, all_names)
         for d, attr, cls, where in user_accessors(all_names):  # df.geo.area(): pandas' registry
@@ -515,7 +518,7 @@ class Walk:
             self.attr_watches.append((cell, "cell_contents", value))
             clabel = f"closure {qual}.{var}"
             token = ("unbound",) if value is MISSING else self.private_reference(
-                value, clabel, _read_through(value, var, passed, all_names))
+                value, clabel, read_through(value, var, passed, all_names))
             self.components[clabel] = _hasher.digest(token).hex()
 
     def visit_global(self, g: dict[str, Any], name: str, written: set[str] | frozenset[str],

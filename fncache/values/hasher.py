@@ -275,21 +275,53 @@ def _registered_token(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, A
     return _user_token
 
 
+_aliases = threading.local()  # ids of the type aliases being hashed in this thread
+
+
+def _type_alias_token(h: _Hasher, obj: Any) -> Any:
+    """A type alias (``type Small = Annotated[int, Field(le=5)]``, typing_extensions' on 3.11) by
+    what it stands for, which its pickle (by name) drops: a pydantic constraint may live only there."""
+    name = (getattr(obj, "__module__", None), getattr(obj, "__name__", None))
+    busy: set[int] = _aliases.__dict__.setdefault("busy", set())
+    if id(obj) in busy:  # a recursive alias met again inside its own value
+        return (_Token, ("type alias", name))
+    busy.add(id(obj))
+    try:
+        try:
+            value = obj.__value__
+        except Exception:  # a name its value uses is not defined yet: it cannot be used as it is
+            return (_Token, ("type alias", name, "unevaluated"))
+        return (_Token, ("type alias", name, _digest(value, h.root),
+                         _digest(tuple(getattr(obj, "__type_params__", ())), h.root)))
+    finally:
+        busy.discard(id(obj))
+
+
 def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any], Any] | None:
     """The registry's rule for what its table does not settle: ``__fncache_token__``, open streams,
-    callables that may wrap user code, and instances keyed with their attributes in sorted order."""
+    type aliases, callables that may wrap user code, and instances keyed with their attributes in
+    sorted order."""
     if entry is not None and entry.final:
         return entry.handler
     if callable(getattr(t, "__fncache_token__", None)):
         return _fncache_token_token
-    if _is_stream(t):
-        return _stream_token  # an open file: refused, reading it would consume it (see files)
+    special = _special(t)
+    if special is not None:
+        return special
     found = None if entry is None else entry.handler
     if _defines_call(t):
         return _wrapper_handler(found)
     if found is None and _default_reduce(t):
         return _instance_token
     return found
+
+
+def _special(t: type) -> Callable[[_Hasher, Any], Any] | None:
+    """The handler of a type alias, or of an open stream (refused: reading it would consume it,
+    see files); None for any other type."""
+    if t.__name__ == "TypeAliasType" and t.__module__ in ("typing", "typing_extensions"):
+        return _type_alias_token
+    return _stream_token if _is_stream(t) else None
 
 
 def _is_stream(t: type) -> bool:
