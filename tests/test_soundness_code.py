@@ -1145,6 +1145,11 @@ PROGRAMS["pydantic_models"] = {
             v: Small
 
 
+        # A global adapter keeps the core schema too (fncache.values.pydantic keys what it is
+        # made from).
+        POINTS = pydantic.TypeAdapter(list[Point])
+
+
         @pydantic.dataclasses.dataclass
         class Box:
             size: int = 3  #@v1
@@ -1202,6 +1207,11 @@ PROGRAMS["pydantic_models"] = {
 
 
         @fncache.memoize
+        def adapter(n):
+            return [p.x for p in models.POINTS.validate_python([{}] * n)]
+
+
+        @fncache.memoize
         def model_argument(p):
             return p.x * 10 + p.y
 
@@ -1215,6 +1225,7 @@ PROGRAMS["pydantic_models"] = {
             "field_type": (field_type, (1,)),
             "dataclass_default": (dataclass_default, (1,)),
             "type_alias": (type_alias, (10,)),
+            "adapter": (adapter, (2,)),
             "model_argument": (model_argument, (models.Point(y=1),)),
         }
     """,

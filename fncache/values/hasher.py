@@ -580,6 +580,7 @@ for _module, _libraries in (
         ("nibabel", ("nibabel",)),
         ("pandas", ("pandas",)),
         ("polars", ("polars",)),
+        ("pydantic", ("pydantic",)),
         ("scipy", ("scipy.sparse",)),
         ("torch", ("torch",)),
         ("xarray", ("xarray",)),
