@@ -1684,6 +1684,24 @@ def test_a_pydantic_model_keeps_its_key_when_pydantic_fills_its_caches(tmp_path)
     assert changed != before and fncache.key_for(m.f, 1) == before
 
 
+def test_a_module_counted_whole_keys_a_value_it_cannot_pickle_by_name_and_reports_it(tmp_path):
+    """A module reached as a value whose client object cannot be pickled: the call is keyed (no
+    error), the client by its type and the name it is read under, listed as keyed by name (what
+    ``fncache doctor`` reports); read off a global, code that never reads the client is not
+    affected by it."""
+    m = import_source("sound_modval_client", "import threading\n"
+                      "class Client:\n    def __init__(self):\n        self.lock = threading.Lock()\n"
+                      "CLIENT = Client()\n"
+                      "def helper(x):\n    return x + 1\n"
+                      "def default(x, m=None):\n    return m.helper(x)\n", tmp_path, keep=False)
+    m.default.__defaults__ = (m,)  # the module itself as the default
+    fp = fingerprint(m.default)
+    assert any("CLIENT" in item and "Client" in item for item in fp.infrastructure), fp.infrastructure
+    key = fncache.key_for(m.default, 1)
+    m.helper = lambda x: x + 2  # still the rest of the module counts
+    assert fncache.key_for(m.default, 1) != key
+
+
 def test_names_passed_on_are_the_loads_not_followed_by_an_attribute_read():
     """What ``names_passed_on`` finds in real bytecode, on this interpreter: a global or closure
     variable loaded and passed, returned or stored, never one only read through (``m.x``)."""

@@ -325,7 +325,7 @@ class Walk:
     def visit_module_attrs(self, mod: types.ModuleType, names: set[str], whole: bool = False) -> None:
         """The attributes ``names`` of user module ``mod``, each a component, watched. ``whole``:
         ``names`` are all it defines (see :func:`whole_module`): a name defined later counts
-        too, and a submodule among them counts whole as well."""
+        too (see :meth:`visit_whole_attr` for its submodules, imports and unpicklable values)."""
         md = vars(mod)
         if whole:
             self.len_watches.append((md, len(md)))
