@@ -336,3 +336,59 @@ def test_an_int_too_large_to_pickle_is_unhashable_not_a_crash(monkeypatch):
     with pytest.raises(fncache.UnhashableArgument):
         _hasher.digest(12345678901234567890)
     assert (int, 12345678901234567890) not in _hasher._scalars
+
+
+class _Setting:
+    """A singleton that pickles by its global's name (``__reduce__`` returns a string)."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+    def __reduce__(self):
+        return self.name
+
+
+SETTING_A = _Setting(name="SETTING_A", k=1, unit="m")
+SETTING_B = _Setting(name="SETTING_B", k=2, unit="m")
+SETTING_C = _Setting(unit="m", k=1, name="SETTING_A")  # SETTING_A's attributes, set in another order
+SETTING_LOCKED = _Setting(name="SETTING_LOCKED", lock=threading.Lock())
+SETTING_SELF = _Setting(name="SETTING_SELF", k=1)
+SETTING_SELF.me = SETTING_SELF
+
+
+def test_an_instance_pickled_by_name_is_keyed_by_its_attributes():
+    """Pickle writes such an instance as its name alone, which kept a global's key when an edit
+    changed what the code reads from it. Its attributes now count, in any order; one that holds a
+    lock is keyed by its name and class (no error), one that holds itself does not recurse."""
+    before = fncache.hash(SETTING_A)
+    SETTING_A.k = 5
+    try:
+        assert fncache.hash(SETTING_A) != before
+    finally:
+        SETTING_A.k = 1
+    assert fncache.hash(SETTING_A) == before == fncache.hash(SETTING_C)
+    assert fncache.hash(SETTING_B) != before
+    assert fncache.hash(SETTING_LOCKED) == fncache.hash(SETTING_LOCKED)  # by name, no error
+    assert fncache.hash(SETTING_SELF) == fncache.hash(SETTING_SELF)
+
+
+def _ascending(a, b):
+    return (a > b) - (a < b)
+
+
+def _descending(a, b):
+    return (a < b) - (a > b)
+
+
+def test_cmp_to_key_and_struct_are_keyed_by_what_they_hold():
+    """Neither can be pickled, so a global holding one was keyed by its name: the comparison
+    function (by its code) and the format count."""
+    import struct
+
+    up = fncache.hash(functools.cmp_to_key(_ascending))
+    assert up == fncache.hash(functools.cmp_to_key(_ascending))
+    assert up != fncache.hash(functools.cmp_to_key(_descending))
+    assert fncache.hash(functools.cmp_to_key(_ascending)(3)) != fncache.hash(
+        functools.cmp_to_key(_ascending)(4))
+    assert fncache.hash(struct.Struct("<i")) == fncache.hash(struct.Struct("<i"))
+    assert fncache.hash(struct.Struct("<i")) != fncache.hash(struct.Struct("<h"))

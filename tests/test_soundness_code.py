@@ -1553,6 +1553,126 @@ PROGRAMS["unpicklable_globals"] = {
 }
 
 
+PROGRAMS["by_name_values"] = {
+    "defaults.py": """
+        class Defaults:
+            def __init__(self):
+                self.k = 1  #@v1
+                self.k = 5  #@v2
+
+            def __reduce__(self):
+                return "DEFAULTS"
+
+
+        DEFAULTS = Defaults()
+    """,
+    "main.py": """
+        import functools
+        import struct
+        import sys
+        import threading
+
+        import defaults
+        import fncache
+
+
+        class Settings:
+            def __init__(self, k):
+                self.k = k
+
+            def __reduce__(self):
+                return "SETTINGS"
+
+
+        SETTINGS = Settings(1)  #@v1
+        SETTINGS = Settings(5)  #@v2
+
+
+        class Found:
+            def __init__(self, k):
+                self.k = k
+
+            def __reduce__(self):
+                return (getattr, (sys.modules[__name__], "FOUND"))
+
+
+        FOUND = Found(1)  #@v1
+        FOUND = Found(5)  #@v2
+
+
+        class Pool:
+            def __init__(self):
+                self.lock = threading.Lock()
+
+            def __reduce__(self):
+                return "POOL"
+
+            def run(self, x):
+                return x + 1  #@v1
+                return x + 5  #@v2
+
+
+        POOL = Pool()
+
+
+        def order(a, b):
+            return (a > b) - (a < b)  #@v1
+            return (b > a) - (b < a)  #@v2
+
+
+        KEY = functools.cmp_to_key(order)
+        PACKED = struct.Struct("<i")  #@v1
+        PACKED = struct.Struct("<h")  #@v2
+
+
+        @fncache.memoize
+        def singleton_global(x):
+            return x + SETTINGS.k
+
+
+        @fncache.memoize
+        def singleton_argument(x, s):
+            return x + s.k
+
+
+        @fncache.memoize
+        def singleton_of_another_module(x):
+            return x + defaults.DEFAULTS.k
+
+
+        @fncache.memoize
+        def singleton_by_getattr(x):
+            return x + FOUND.k
+
+
+        @fncache.memoize
+        def singleton_with_a_lock(x):
+            return POOL.run(x)
+
+
+        @fncache.memoize
+        def sort_key(x):
+            return sorted([3, 1, x], key=KEY)
+
+
+        @fncache.memoize
+        def struct_format(x):
+            return x + PACKED.size
+
+
+        CALLS = {
+            "singleton_global": (singleton_global, (1,)),
+            "singleton_argument": (singleton_argument, (1, SETTINGS)),
+            "singleton_of_another_module": (singleton_of_another_module, (1,)),
+            "singleton_by_getattr": (singleton_by_getattr, (1,)),
+            "singleton_with_a_lock": (singleton_with_a_lock, (1,)),
+            "sort_key": (sort_key, (2,)),
+            "struct_format": (struct_format, (1,)),
+        }
+    """,
+}
+
+
 def _write(dest: Path, files: dict[str, str], version: str) -> None:
     for rel, template in files.items():
         text = harness.render(textwrap.dedent(template).lstrip("\n"), version)
@@ -1585,7 +1705,7 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models"])
+@pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""

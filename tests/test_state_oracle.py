@@ -21,9 +21,11 @@ a handler registered without a corpus here fails :func:`test_every_handler_has_o
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import pathlib
 import re
+import struct
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -76,6 +78,14 @@ def _f(x: int) -> int:
     return x + 1
 
 
+def _cmp_up(a: Any, b: Any) -> int:
+    return (a > b) - (a < b)
+
+
+def _cmp_down(a: Any, b: Any) -> int:
+    return (a < b) - (a > b)
+
+
 def _builtin_corpus() -> dict[str, list[Case]]:
     ns = types.SimpleNamespace
     return {
@@ -90,6 +100,12 @@ def _builtin_corpus() -> dict[str, list[Case]]:
         "weakref.ReferenceType": [Case("a weak reference", lambda: weakref.ref(_Plain))],
         "types.SimpleNamespace": [Case("a namespace", lambda: ns(a=1, b=2),
                                        same=(lambda: ns(b=2, a=1),), edits=(lambda v: ns(a=1, b=3),))],
+        "functools.KeyWrapper": [Case("a cmp_to_key key", lambda: functools.cmp_to_key(_cmp_up),
+                                      same=(lambda: functools.cmp_to_key(_cmp_up),),
+                                      edits=(lambda k: functools.cmp_to_key(_cmp_down),))],
+        "_struct.Struct": [Case("a struct.Struct", lambda: struct.Struct("<i"),
+                                same=(lambda: struct.Struct("<i"),),
+                                edits=(lambda v: struct.Struct("<h"),))],
         **{f"pathlib.{c.__name__}": [Case(c.__name__, lambda c=c: c("data", "x.csv"),
                                           same=(lambda c=c: c("data//x.csv"),),
                                           edits=(lambda p, c=c: c("data", "y.csv"),))]

@@ -30,6 +30,7 @@ a global its code rebinds (``global n; n += 1``) and the values memoize saw it m
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 import types
@@ -116,6 +117,13 @@ def _register_code_tokens() -> None:
                                    (types.CodeType, _code_token, True),
                                    (types.ModuleType, _module_token, True)):
         _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
+    _registry.install_user_types(_is_user_type)
+
+
+def _is_user_type(t: type) -> bool:
+    # Of a module that is imported: a class of none (Cython's shared types) is not the user's here.
+    module = getattr(t, "__module__", None)
+    return isinstance(module, str) and module in sys.modules and is_user_module(module)
 
 
 _register_code_tokens()

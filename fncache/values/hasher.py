@@ -44,6 +44,7 @@ from __future__ import annotations
 import io
 import pathlib
 import pickle
+import struct
 import threading
 import types
 import weakref
@@ -55,6 +56,7 @@ import xxhash
 
 from fncache._errors import ArgumentTypeError, UnhashableArgument
 from fncache._hasher import Token
+from fncache.values import instances as _instances
 from fncache.values import registry as _registry
 
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
@@ -184,59 +186,6 @@ def _path_token(h: _Hasher, obj: Any) -> Any:
     return (type(obj), tuple(obj.parts))
 
 
-def _sorted_state(state: Any) -> Any:
-    """An instance's ``__dict__`` (or ``(__dict__, slots)``) with its attributes in sorted order:
-    the order attributes were set in is not content (as for a class's namespace)."""
-    if isinstance(state, tuple) and len(state) == 2:
-        first, second = _sorted_state(state[0]), _sorted_state(state[1])
-        return state if first is state[0] and second is state[1] else (first, second)
-    if type(state) is not dict or len(state) < 2:
-        return state
-    try:
-        items = sorted(state.items(), key=lambda kv: kv[0])
-    except TypeError:  # keys that do not sort (not strings): their order stays
-        return state
-    if [k for k, _ in items] == list(state):
-        return state  # already in order: the object's own dict (as pickle would write it)
-    return dict(items)
-
-
-def _instance_token(h: _Hasher, obj: Any) -> Any:
-    """An instance pickled by ``object``'s own reduce, its attributes in sorted order.
-
-    A re-ordered state is made once per object and hash, and kept until the hash ends: the pickler
-    finds a cycle (an instance holding its own memoized method) by meeting the same state object
-    again, which a fresh copy on every visit would hide.
-    """
-    rv = obj.__reduce_ex__(_PROTOCOL)
-    if type(rv) is not tuple or len(rv) < 3:
-        return rv
-    state = _sorted_state(rv[2])
-    if state is rv[2]:
-        return rv
-    kept = h.states.setdefault(id(obj), (obj, state))
-    return (*rv[:2], kept[1], *rv[3:])
-
-
-def _namespace_token(h: _Hasher, obj: Any) -> Any:
-    """A ``SimpleNamespace``: its attributes in sorted order (``SimpleNamespace(**d)`` from two
-    orders of one dict are one value, as their ``==`` says)."""
-    return (type(obj), (), _sorted_state(dict(vars(obj))))
-
-
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined by a class statement
-
-
-def _default_reduce(t: type) -> bool:
-    """Whether ``t``'s instances pickle by ``object``'s own reduce (``__dict__`` and slots): a class
-    defined in Python, without a reducer of its own or in the pickler's dispatch table."""
-    return (bool(t.__flags__ & _HEAPTYPE) and t not in cloudpickle.Pickler.dispatch_table
-            and getattr(t, "__reduce_ex__", None) is object.__reduce_ex__
-            and getattr(t, "__reduce__", None) is object.__reduce__
-            and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__
-            and not issubclass(t, type))
-
-
 def _wrapper_handler(
     rest: Callable[[_Hasher, Any], Any] | None,
 ) -> Callable[[_Hasher, Any], Any]:
@@ -310,10 +259,8 @@ def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any
         return special
     found = None if entry is None else entry.handler
     if _defines_call(t):
-        return _wrapper_handler(found)
-    if found is None and _default_reduce(t):
-        return _instance_token
-    return found
+        return _wrapper_handler(_instances.by_reduce(t, found, wrapper=True))
+    return _instances.by_reduce(t, found, wrapper=False)
 
 
 def _special(t: type) -> Callable[[_Hasher, Any], Any] | None:
@@ -344,7 +291,9 @@ def _register_builtins() -> None:
     builtin(types.ModuleType, _module_token, exact=True)
     builtin((set, frozenset), _set_subclass_token)
     builtin(weakref.ReferenceType, _weakref_token, exact=True)
-    builtin(types.SimpleNamespace, _namespace_token, exact=True)
+    builtin(_instances.KEY_WRAPPER, _instances.key_wrapper_token, exact=True)
+    builtin(struct.Struct, _instances.struct_token, exact=True)
+    builtin(types.SimpleNamespace, _instances.namespace_token, exact=True)
     builtin((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path,
              pathlib.PosixPath, pathlib.WindowsPath), _path_token, exact=True)
     _registry.add_rule(_protocols)
@@ -436,6 +385,10 @@ class _Hasher(cloudpickle.Pickler):
         if handler is None:
             return NotImplemented
         return handler(self, obj)  # type: ignore[operator]
+
+    def digest_of(self, obj: Any) -> bytes:
+        """The digest of a part of the value being hashed, classes named as this hash names them."""
+        return _digest(obj, self.root)
 
     def hash(self, obj: Any) -> bytes:
         sink = self._sink

@@ -44,8 +44,9 @@ from fncache import _forks
 from fncache._hasher import Token
 
 __all__ = ["Entry", "Handler", "add_rule", "entries", "entry_for", "guarded", "handlers_in", "has_ref",
-           "install_digest", "is_resolved", "lookup", "refs", "register_lazy", "register_type",
-           "register_user", "resolved", "token", "unregister_type", "unregister_user", "value_digest"]
+           "install_digest", "install_user_types", "is_resolved", "is_user_type", "lookup", "refs",
+           "register_lazy", "register_type", "register_user", "resolved", "token", "unregister_type",
+           "unregister_user", "value_digest"]
 
 _log = logging.getLogger("fncache")
 
@@ -95,6 +96,7 @@ refs: dict[int, tuple[Any, Any]] = {}
 # Rules the hasher applies to types no entry names (wrappers, ``__fncache_token__``...), in order.
 _rules: list[Callable[[type, Entry | None], Handler | None]] = []
 _digest: list[Callable[[Any], bytes]] = []
+_user_types: list[Callable[[type], bool]] = []
 
 
 def register_type(types_: type | Iterable[type], handler: Handler, *, exact: bool = False,
@@ -165,7 +167,8 @@ def _import_handlers(t: type) -> None:
     import importlib
 
     for base in t.__mro__:
-        parts = (getattr(base, "__module__", None) or "").split(".")
+        module = getattr(base, "__module__", None)  # a metatype's may be a descriptor (Cython's)
+        parts = module.split(".") if isinstance(module, str) else []
         for i in range(1, len(parts) + 1):
             for name in _modules.get(".".join(parts[:i]), ()):
                 importlib.import_module(name)
@@ -176,6 +179,17 @@ def add_rule(rule: Callable[[type, Entry | None], Handler | None]) -> None:
     (``entry`` is the table's, or None). Set once, by the hasher, for its protocols."""
     _rules.clear()
     _rules.append(rule)
+
+
+def install_user_types(fn: Callable[[type], bool]) -> None:
+    """Whether a class is the user's code (:func:`is_user_type`; set once, by the code wing, which
+    decides what is user code)."""
+    _user_types[:] = [fn]
+
+
+def is_user_type(t: type) -> bool:
+    """Whether ``t`` is defined in the user's code (False until the code wing is imported)."""
+    return bool(_user_types) and _user_types[0](t)
 
 
 def install_digest(fn: Callable[[Any], bytes]) -> None:
@@ -190,8 +204,8 @@ def value_digest(obj: Any) -> bytes:
 
 def _load_lazy(t: type) -> None:
     for base in t.__mro__:
-        module = getattr(base, "__module__", None) or ""
-        parts = module.split(".")
+        module = getattr(base, "__module__", None)
+        parts = module.split(".") if isinstance(module, str) else []
         for i in range(1, len(parts) + 1):
             pending = _lazy.pop(".".join(parts[:i]), None)
             for fn in pending or ():
