@@ -31,6 +31,15 @@ _SUBCLASSES = {
 
         value = np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]).view(Masked)
     """,
+    "numpy subclass": """
+        import numpy as np
+
+        class Signal(np.ndarray):
+            def scaled(self):
+                return self * 2  #@v1 ... #@v2 return self * 3
+
+        value = np.arange(3.0).view(Signal)
+    """,
     "torch": """
         import torch
 
@@ -115,6 +124,48 @@ def test_a_metadata_attribute_change_changes_the_key_across_processes(tmp_path):
     keys = _keys_over_versions(tmp_path, source)
     assert keys["v1"] != keys["v2"]
     assert keys["v1_again"] == keys["v1"]
+
+
+def test_an_ndarray_subclass_attribute_changes_the_key_across_processes(tmp_path):
+    """numpy's pickle of a subclass keeps the elements and drops the instance's attributes, so
+    ``Signal(x, fs=100)`` and ``Signal(x, fs=200)`` had one key: the second call was served the
+    first's result. 100, then 200, then 100 again."""
+    source = """
+        import numpy as np
+
+        class Signal(np.ndarray):
+            def __new__(cls, data, fs):
+                out = np.asarray(data, dtype=float).view(cls)
+                out.fs = fs
+                return out
+
+            def __array_finalize__(self, obj):
+                self.fs = getattr(obj, "fs", None)
+
+        value = Signal([1.0, 2.0, 3.0], fs=100)  #@v1 ... #@v2 value = Signal([1.0, 2.0, 3.0], fs=200)
+    """
+    keys = _keys_over_versions(tmp_path, source)
+    assert keys["v1"] != keys["v2"]
+    assert keys["v1_again"] == keys["v1"]
+
+
+def test_library_ndarray_subclasses_keep_their_pickle_and_a_user_view_is_its_own_value():
+    """np.matrix and np.recarray are keyed as they pickle (not as the user's subclasses); a plain
+    array and a user subclass's view of it are two values, and equal views are one."""
+    np = pytest.importorskip("numpy")
+    import pickle
+
+    class View(np.ndarray):
+        pass
+
+    plain = np.arange(4.0)
+    assert fncache.hash(plain.view(View)) == fncache.hash(np.arange(4.0).view(View))
+    assert fncache.hash(plain.view(View)) != fncache.hash(plain)
+    matrix = np.matrix([[1, 2]])
+    assert fncache.hash(matrix) == fncache.hash(pickle.loads(pickle.dumps(matrix)))
+    assert fncache.hash(matrix) != fncache.hash(np.array([[1, 2]]))
+    records = np.rec.array([(1, 2.0)], dtype=[("a", int), ("b", float)])
+    assert fncache.hash(records) == fncache.hash(pickle.loads(pickle.dumps(records)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,6 +113,10 @@ def _builtin_corpus() -> dict[str, list[Case]]:
     }
 
 
+class _Signal(np.ndarray):
+    fs: Any = None
+
+
 def _numpy_corpus(tmp: pathlib.Path) -> dict[str, list[Case]]:
     class Masked(np.ma.MaskedArray):
         pass
@@ -124,6 +128,11 @@ def _numpy_corpus(tmp: pathlib.Path) -> dict[str, list[Case]]:
         m = np.memmap(tmp / "m.bin", dtype="<i4", mode="w+", shape=(4,))
         m[:] = [1, 2, 3, 4]
         return m
+
+    def signal(fs: int, stop: float = 3.0) -> Any:
+        out = np.arange(stop).view(_Signal)
+        out.fs = fs
+        return out
 
     def tagged() -> Any:
         m = masked().view(Masked)
@@ -138,6 +147,9 @@ def _numpy_corpus(tmp: pathlib.Path) -> dict[str, list[Case]]:
                        + np.arange(6, dtype="<i8").reshape(2, 3)),
                  edits=(lambda a: a.astype("<i4"), lambda a: a.reshape(3, 2))),
             Case("structured", lambda: np.array([(1, 2.0)], dtype=[("a", "<i2"), ("b", "<f8")])),
+            Case("a user subclass with an attribute", lambda: signal(100),
+                 same=(lambda: signal(100),),
+                 edits=(lambda a: signal(200), lambda a: np.arange(3.0), lambda a: signal(100, 4.0))),
         ],
         "numpy.memmap": [Case("a memmap", memmap, same=(lambda: np.arange(1, 5, dtype="<i4"),))],
         "numpy.ufunc": [Case("frompyfunc", lambda: np.frompyfunc(_f, 1, 1),
