@@ -392,3 +392,72 @@ def test_cmp_to_key_and_struct_are_keyed_by_what_they_hold():
         functools.cmp_to_key(_ascending)(4))
     assert fncache.hash(struct.Struct("<i")) == fncache.hash(struct.Struct("<i"))
     assert fncache.hash(struct.Struct("<i")) != fncache.hash(struct.Struct("<h"))
+
+
+class _Registry(dict):
+    """A by-name dict subclass: its items are its content."""
+
+    def __reduce__(self):
+        return "REGISTRY"
+
+
+REGISTRY = _Registry(k=1)
+
+
+class _Cached:
+    """A by-name singleton whose ``__getstate__`` leaves its cache out, and that holds a lock."""
+
+    def __init__(self, k):
+        self.k, self.cache, self.lock = k, {}, threading.Lock()
+
+    def __getstate__(self):
+        return {"k": self.k, "lock": self.lock}
+
+    def __reduce__(self):
+        return "CACHED"
+
+
+CACHED = _Cached(1)
+
+
+class _Holder:
+    DEFAULT: _Holder
+
+    def __init__(self, k):
+        self.k = k
+
+    def __reduce__(self):
+        return (getattr, (_Holder, "DEFAULT"))
+
+
+_Holder.DEFAULT = _Holder(1)
+
+
+def test_by_name_content_is_what_getstate_declares_with_items_and_unhashable_parts_by_type():
+    """A by-name instance counts as its ``__getstate__`` says (a cache it leaves out does not move
+    the key), with the items of a builtin base, an attribute that cannot be hashed (a lock) by its
+    type while the others still count, and ``getattr(cls, name)`` is a name too."""
+    before = fncache.hash(REGISTRY)
+    REGISTRY["k"] = 2
+    try:
+        assert fncache.hash(REGISTRY) != before
+    finally:
+        REGISTRY["k"] = 1
+    assert fncache.hash(REGISTRY) == before
+    before = fncache.hash(CACHED)
+    CACHED.cache["filled"] = 1
+    assert fncache.hash(CACHED) == before
+    CACHED.k = 2
+    try:
+        assert fncache.hash(CACHED) != before
+    finally:
+        CACHED.k = 1
+    before = fncache.hash(_Holder.DEFAULT)
+    _Holder.DEFAULT.k = 2
+    try:
+        assert fncache.hash(_Holder.DEFAULT) != before
+    finally:
+        _Holder.DEFAULT.k = 1
+    looped = _Registry()
+    looped["me"] = looped
+    assert fncache.hash(looped) == fncache.hash(looped)

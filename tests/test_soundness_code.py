@@ -2224,3 +2224,40 @@ def test_numba_dispatcher_is_keyed_by_compile_options_not_compiled_signatures():
     assert fncache.hash([fast]) != before
     assert fncache.hash([numba.njit(g)]) != before
     assert fncache.hash([numba.njit(f)]) == before
+
+
+_BY_NAME_LOOP = """
+import json, sys
+import fncache
+
+@fncache.memoize(store="memory://by-name-loop")
+def helper(x):
+    return x + SETTINGS.k
+
+class Settings:
+    def __init__(self, k):
+        self.k = k
+        self.hook = helper
+
+    def __reduce__(self):
+        return "SETTINGS"
+
+SETTINGS = Settings(int(sys.argv[2]))
+if sys.argv[1] == "settings-first":
+    fncache.hash(SETTINGS)
+print(json.dumps(helper.key(1)))
+"""
+
+
+@pytest.mark.slow
+def test_a_by_name_instance_holding_a_function_that_reads_it_keys_alike_run_after_run(tmp_path):
+    """The one order-dependent case of by-name content (documented): each order keys alike in fresh
+    processes with other hash seeds, and an edit of the instance's attribute changes the key in
+    both orders."""
+    script = tmp_path / "loop.py"
+    script.write_text(_BY_NAME_LOOP)
+    for order in ("helper-first", "settings-first"):
+        keys = {(k, seed): last_json(run_py(script, order, k, seed=seed))
+                for k in ("1", "5") for seed in ("1", "2")}
+        assert keys[("1", "1")] == keys[("1", "2")] and keys[("5", "1")] == keys[("5", "2")], order
+        assert keys[("1", "1")] != keys[("5", "1")], order

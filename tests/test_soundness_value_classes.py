@@ -168,6 +168,57 @@ def test_library_ndarray_subclasses_keep_their_pickle_and_a_user_view_is_its_own
     assert fncache.hash(records) == fncache.hash(pickle.loads(pickle.dumps(records)))
 
 
+def test_ndarray_subclasses_that_declare_their_state_or_hold_a_map_or_themselves():
+    """A subclass with its own ``__reduce__`` (slots written by it, a cache and a lock left out) is
+    keyed as it pickles; a user's memmap subclass as the array it holds (not where its file is);
+    one whose attribute is itself is keyed, not refused."""
+    np = pytest.importorskip("numpy")
+    import threading
+
+    class Declared(np.ndarray):
+        __slots__ = ("fs", "cache", "lock")
+
+        def __reduce__(self):
+            base = super().__reduce__()
+            return (base[0], base[1], (base[2], self.fs))
+
+        def __setstate__(self, state):
+            super().__setstate__(state[0])
+            self.fs = state[1]
+
+    def declared(fs):
+        out = np.arange(3.0).view(Declared)
+        out.fs, out.cache, out.lock = fs, {}, threading.Lock()
+        return out
+
+    first = declared(100)
+    key = fncache.hash(first)
+    first.cache["spectrum"] = 1
+    assert fncache.hash(first) == key == fncache.hash(declared(100))
+    assert fncache.hash(declared(200)) != key
+
+    class Frames(np.memmap):
+        pass
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+        maps = []
+        for d in (d1, d2):
+            m = np.memmap(Path(d) / "f.bin", dtype="<f8", mode="w+", shape=(4,))
+            m[:] = [1, 2, 3, 4]
+            maps.append(m.view(Frames))
+        assert fncache.hash(maps[0]) == fncache.hash(maps[1])
+        del maps, m
+
+    class Looped(np.ndarray):
+        pass
+
+    looped = np.arange(3.0).view(Looped)
+    looped.me = looped
+    assert fncache.hash(looped) == fncache.hash(looped)
+
+
 # ---------------------------------------------------------------------------------------------
 # Equal values, one key
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ a global its code rebinds (``global n; n += 1``) and the values memoize saw it m
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 import types
@@ -118,12 +117,24 @@ def _register_code_tokens() -> None:
                                    (types.ModuleType, _module_token, True)):
         _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
     _registry.install_user_types(_is_user_type)
+    _registry.install_cycle_note(_note_cycle)
 
 
 def _is_user_type(t: type) -> bool:
-    # Of a module that is imported: a class of none (Cython's shared types) is not the user's here.
+    # Cython's shared types name a module that is not imported: compiled code, not the user's.
     module = getattr(t, "__module__", None)
-    return isinstance(module, str) and module in sys.modules and is_user_module(module)
+    return isinstance(module, str) and not module.startswith("_cython_") and is_user_module(module)
+
+
+# A depth no fingerprint computation has: marked, it makes every computation in progress (and the
+# ones around them) not cacheable, as a cycle back to an outer root does (see _compute).
+_UNROOTED = -1
+
+
+def _note_cycle() -> None:
+    cycles = getattr(_in_progress, "cycles", None)
+    if cycles is not None and getattr(_in_progress, "stack", None):
+        cycles.add(_UNROOTED)
 
 
 _register_code_tokens()

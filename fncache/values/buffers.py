@@ -25,6 +25,7 @@ from typing import Any
 
 import xxhash
 
+from fncache.values.instances import slot_names
 from fncache.values.registry import guarded, is_user_type, register_lazy, register_type, token
 
 __all__ = ["c_order_digest", "class_token", "masked_array_token", "ndarray_token"]
@@ -151,18 +152,39 @@ def _ndarray_token(h: Any, a: Any) -> Any:
 
 
 def _ndarray_subclass_token(h: Any, a: Any) -> Any:
-    """An ndarray, or a user's subclass of it (``class Signal(np.ndarray)`` with ``self.fs``): its
-    class by its code, the array, and its own attributes in sorted order, which numpy's pickle of a
-    subclass drops (``Signal(x, fs=100)`` and ``Signal(x, fs=200)`` had one key: a wrong hit).
-    Library subclasses (``np.matrix``, ``np.recarray``, astropy's ``Quantity``) take their pickle."""
+    """An ndarray, or a user's subclass of it that pickles as numpy pickles one (``class
+    Signal(np.ndarray)`` setting ``self.fs``): its class by its code and the array, and its own
+    attributes (``__dict__`` and slots, sorted) as the state, which numpy's pickle of a subclass
+    drops (``Signal(x, fs=100)`` and ``Signal(x, fs=200)`` had one key: a wrong hit). A subclass
+    with a ``__reduce__``, ``__reduce_ex__`` or ``__getstate__`` of its own declares its state:
+    its pickle decides, as do numpy's and other libraries' subclasses (``np.matrix``, astropy)."""
+    np = sys.modules["numpy"]
     t = type(a)
-    if t is sys.modules["numpy"].ndarray:
+    if t is np.ndarray:
         return token(*ndarray_token(a))
-    if not is_user_type(t):
+    if not is_user_type(t) or not _numpy_reduce(t, np):
         return NotImplemented
-    attrs = getattr(a, "__dict__", None) or {}
-    return token("ndarray-subclass", t, ndarray_token(a.view(sys.modules["numpy"].ndarray)),
-                 tuple(sorted(attrs.items())))
+    attrs = dict(getattr(a, "__dict__", None) or {})
+    if isinstance(a, np.memmap):  # where its bytes live is not content, as for a memmap
+        for name in _MEMMAP_STATE:
+            attrs.pop(name, None)
+    attrs.update((n, getattr(a, n)) for n in slot_names(t) if hasattr(a, n))
+    # The attributes as the state (after the array), a dict in sorted order made once per hash: one
+    # that holds the array itself is then met again as the same dict, a cycle the pickler finds
+    # (and its cyclic pass closes with its memo), as for an instance (instances.instance_token).
+    state = h.states.setdefault(id(a), (a, dict(sorted(attrs.items()))))[1]
+    return (*token("ndarray-subclass", t, ndarray_token(a.view(np.ndarray))), state)
+
+
+# What numpy's memmap keeps in an instance's __dict__: the open map and where it came from.
+_MEMMAP_STATE = ("_mmap", "filename", "offset", "mode")
+
+
+def _numpy_reduce(t: type, np: Any) -> bool:
+    """Whether ``t`` pickles by ndarray's own reduce (no reducer or state of its own)."""
+    return (getattr(t, "__reduce__", None) is np.ndarray.__reduce__
+            and getattr(t, "__reduce_ex__", None) is np.ndarray.__reduce_ex__
+            and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__)
 
 
 def _ufunc_token(h: Any, obj: Any) -> Any:

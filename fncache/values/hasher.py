@@ -142,24 +142,10 @@ def _module_token(h: _Hasher, obj: Any) -> Any:
     return (_Token, ("module", obj.__name__))
 
 
-def _slot_names(t: type) -> tuple[str, ...]:
-    """Attribute names of every ``__slots__`` entry along ``t``'s MRO (private names mangled)."""
-    names: list[str] = []
-    for c in t.__mro__:
-        slots = vars(c).get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name in ("__dict__", "__weakref__"):
-                continue
-            if name.startswith("__") and not name.endswith("__"):
-                name = f"_{c.__name__.lstrip('_')}{name}"
-            names.append(name)
-    return tuple(sorted(set(names)))
-
-
 def _set_subclass_token(h: _Hasher, obj: Any) -> Any:
     # The C pickler's own set path would drop slots; read them here (an unset slot is absent).
     state = getattr(obj, "__dict__", None) or None
-    slots = tuple((n, getattr(obj, n, _Token)) for n in _slot_names(type(obj)))
+    slots = tuple((n, getattr(obj, n, _Token)) for n in _instances.slot_names(type(obj)))
     return (_Token, ("set-subclass", type(obj), _set_token(obj, h.root), state, slots))
 
 

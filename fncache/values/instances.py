@@ -17,7 +17,7 @@ from fncache._hasher import Token as _Token
 from fncache.values import registry as _registry
 
 __all__ = ["KEY_WRAPPER", "by_name_token", "by_reduce", "default_reduce", "instance_token",
-           "key_wrapper_token", "namespace_token", "own_reduce", "sorted_state", "struct_token"]
+           "key_wrapper_token", "namespace_token", "own_reduce", "slot_names", "sorted_state", "struct_token"]
 
 _PROTOCOL = 5
 
@@ -30,7 +30,9 @@ def key_wrapper_token(h: Any, obj: Any) -> Any:
     held = [r for r in gc.get_referents(obj) if r is not type(obj)]
     if not held or not callable(held[0]):
         return NotImplemented
-    return (_Token, ("cmp_to_key", held[0], obj.obj))
+    if len(held) == 1:  # the key function itself
+        return (_Token, ("cmp_to_key", held[0]))
+    return (_Token, ("cmp_to_key", held[0], "of", obj.obj))
 
 
 def struct_token(h: Any, obj: Any) -> Any:
@@ -40,51 +42,97 @@ def struct_token(h: Any, obj: Any) -> Any:
 
 _by_name = threading.local()  # ids of the objects whose by-name state is being hashed, per thread
 
+# Builtin bases whose content a subclass's ``__getstate__`` leaves out, and how to read it.
+_BASE_CONTENT: tuple[tuple[type, Any], ...] = (
+    (dict, lambda o: sorted_state(dict(o))), (list, list), (tuple, tuple), (set, frozenset),
+    (frozenset, frozenset), (str, str.__str__), (bytes, bytes), (bytearray, bytes),
+    (int, int.__index__), (float, float.__float__), (complex, complex.__complex__))
+
 
 def by_name_token(h: Any, obj: Any) -> Any:
     """An instance whose ``__reduce__`` names a global (``return "SETTINGS"``, or
-    ``getattr(module, "SETTINGS")``): pickle writes the name alone. For an instance of a user class
-    that dropped what the code reads from it (``SETTINGS = Settings(k=1)`` edited to ``k=5`` kept
-    the key), so such an instance is keyed by the name and its attributes
-    (``object.__getstate__``), or by the name and its class's code where its attributes cannot be
-    hashed (a connection pool made picklable by name for that reason). Library objects keep their
-    name."""
+    ``getattr(module_or_class, "SETTINGS")``): pickle writes the name alone. For an instance of a
+    user class that dropped what the code reads from it (``SETTINGS = Settings(k=1)`` edited to
+    ``k=5`` kept the key), so such an instance is keyed by the name, its class's code and its
+    state: what its ``__getstate__`` gives (its attributes, unless it says otherwise), each
+    attribute that cannot be hashed (a lock) by its type, and the items of a builtin base (a dict
+    subclass). Library objects, and instances of classes that keep state in C, keep their name.
+
+    Met again inside its own state (it holds a function that reads it), it is a fixed marker, and
+    the fingerprints computed meanwhile are not cached (:func:`fncache.values.registry.note_cycle`):
+    they depend on where the hash started."""
     rv = obj.__reduce_ex__(_PROTOCOL)
     name = global_named(rv)
-    if name is None or not _registry.is_user_type(type(obj)):
+    t = type(obj)
+    if name is None or not _registry.is_user_type(t) or _c_state(t):
         return rv
     busy: set[int] = _by_name.__dict__.setdefault("busy", set())
-    if id(obj) in busy:  # met again inside its own attributes
-        return rv
-    busy.add(id(obj))
-    try:
-        content = _content(h, obj)
-    finally:
-        busy.discard(id(obj))
-    return rv if content is None else (_Token, ("by-name", name, content))
-
-
-def _content(h: Any, obj: Any) -> bytes | None:
-    """The digest of an instance's class (by its code) and attributes; of its class alone where
-    the attributes cannot be hashed (a lock); None where neither can (a compiled extension's)."""
-    for part in (lambda: sorted_state(object.__getstate__(obj)), lambda: "attributes not hashable"):
+    if id(obj) in busy:
+        _registry.note_cycle()
+        return (_Token, ("by-name", name, "recursive"))
+    kept = h.states.get(id(obj))
+    if kept is None:  # made once per hash: met again (a dict subclass holding itself), the same
+        busy.add(id(obj))  # state object is a cycle the pickler finds, as for an instance
         try:
-            found: bytes = h.digest_of((type(obj), part()))
-        except Exception:  # noqa: BLE001, S112 - what cannot be hashed is left to the name
-            continue
-        return found
+            kept = h.states[id(obj)] = (obj, (t, _state_parts(h, obj), _base_content(obj)))
+        finally:
+            busy.discard(id(obj))
+    return (_Token, ("by-name", name), kept[1])
+
+
+def _c_state(t: type) -> bool:
+    """Whether instances of ``t`` may hold state in C that neither ``__getstate__`` nor a builtin
+    base's items show (``decimal.Context``'s precision): the first base not defined in Python is
+    neither ``object`` nor one of :data:`_BASE_CONTENT`'s."""
+    for base in t.__mro__:
+        if not base.__flags__ & _HEAPTYPE:
+            return base is not object and not any(base is b for b, _ in _BASE_CONTENT)
+    return False
+
+
+def _base_content(obj: Any) -> Any:
+    for base, read in _BASE_CONTENT:
+        if isinstance(obj, base):
+            return read(obj)
     return None
 
 
-def global_named(rv: Any) -> tuple[str | None, str] | None:
-    """The (module, name) of the global a reduce value names: a name (``"SETTINGS"``) or
-    ``getattr(module, "SETTINGS")``; None for a reduce value that makes an object."""
+def _state_parts(h: Any, obj: Any) -> Any:
+    """The instance's ``__getstate__()`` in sorted order, each attribute as its digest, or as its
+    type where it cannot be hashed (a lock: the other attributes still count)."""
+    try:
+        state = sorted_state(obj.__getstate__())
+    except Exception:  # noqa: BLE001 - a __getstate__ that fails: its class's code alone
+        return "state not readable"
+    dicts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+    if not all(d is None or type(d) is dict for d in dicts):
+        return _part(h, state)
+    return tuple(None if d is None else tuple((k, _part(h, v)) for k, v in d.items())
+                 for d in dicts)
+
+
+def _part(h: Any, value: Any) -> Any:
+    try:
+        return h.digest_of(value)
+    except RecursionError:
+        raise
+    except Exception:  # noqa: BLE001 - keyed by its type, as infrastructure is
+        return ("not hashable", type(value).__module__, type(value).__qualname__)
+
+
+def global_named(rv: Any) -> Any:
+    """What global a reduce value names, or None for a reduce value that makes an object: a name
+    (``"SETTINGS"``), or ``getattr(holder, "SETTINGS")`` of a module (by the attribute's name: the
+    instance's class already says where it lives) or of a class (the class and the name)."""
     if type(rv) is str:
-        return (None, rv)
-    if type(rv) is tuple and len(rv) == 2 and rv[0] is getattr and type(rv[1]) is tuple \
-            and len(rv[1]) == 2 and isinstance(rv[1][0], types.ModuleType) and type(rv[1][1]) is str:
-        return (rv[1][0].__name__, rv[1][1])
-    return None
+        return rv
+    if not (type(rv) is tuple and len(rv) == 2 and rv[0] is getattr and type(rv[1]) is tuple
+            and len(rv[1]) == 2 and type(rv[1][1]) is str):
+        return None
+    holder, attribute = rv[1]
+    if isinstance(holder, types.ModuleType):
+        return attribute
+    return (holder, attribute) if isinstance(holder, type) else None
 
 
 def by_reduce(t: type, found: _registry.Handler | None, *, wrapper: bool) -> _registry.Handler | None:
@@ -105,6 +153,20 @@ def own_reduce(t: type) -> bool:
             and not issubclass(t, type)
             and (getattr(t, "__reduce_ex__", None) is not object.__reduce_ex__
                  or getattr(t, "__reduce__", None) is not object.__reduce__))
+
+
+def slot_names(t: type) -> tuple[str, ...]:
+    """Attribute names of every ``__slots__`` entry along ``t``'s MRO (private names mangled)."""
+    names: list[str] = []
+    for c in t.__mro__:
+        slots = vars(c).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{c.__name__.lstrip('_')}{name}"
+            names.append(name)
+    return tuple(sorted(set(names)))
 
 
 def sorted_state(state: Any) -> Any:

@@ -44,9 +44,9 @@ from fncache import _forks
 from fncache._hasher import Token
 
 __all__ = ["Entry", "Handler", "add_rule", "entries", "entry_for", "guarded", "handlers_in", "has_ref",
-           "install_digest", "install_user_types", "is_resolved", "is_user_type", "lookup", "refs",
-           "register_lazy", "register_type", "register_user", "resolved", "token", "unregister_type",
-           "unregister_user", "value_digest"]
+           "install_cycle_note", "install_digest", "install_user_types", "is_resolved",
+           "is_user_type", "lookup", "note_cycle", "refs", "register_lazy", "register_type",
+           "register_user", "resolved", "token", "unregister_type", "unregister_user", "value_digest"]
 
 _log = logging.getLogger("fncache")
 
@@ -97,6 +97,7 @@ refs: dict[int, tuple[Any, Any]] = {}
 _rules: list[Callable[[type, Entry | None], Handler | None]] = []
 _digest: list[Callable[[Any], bytes]] = []
 _user_types: list[Callable[[type], bool]] = []
+_cycle_note: list[Callable[[], None]] = []
 
 
 def register_type(types_: type | Iterable[type], handler: Handler, *, exact: bool = False,
@@ -185,6 +186,19 @@ def install_user_types(fn: Callable[[type], bool]) -> None:
     """Whether a class is the user's code (:func:`is_user_type`; set once, by the code wing, which
     decides what is user code)."""
     _user_types[:] = [fn]
+
+
+def install_cycle_note(fn: Callable[[], None]) -> None:
+    """What :func:`note_cycle` calls (set once, by the code wing: it marks the fingerprints being
+    computed in this thread as not to be cached)."""
+    _cycle_note[:] = [fn]
+
+
+def note_cycle() -> None:
+    """A value met again inside its own content was keyed by a marker: what is being computed
+    meanwhile depends on where the hash started."""
+    if _cycle_note:
+        _cycle_note[0]()
 
 
 def is_user_type(t: type) -> bool:
