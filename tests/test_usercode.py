@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+from fncache.code import usercode
 from fncache.code.distributions import distribution_versions
 from tests.helpers import fake_distribution
 
@@ -179,3 +180,15 @@ def test_owners_without_a_writable_or_wanted_memory(tmp_path):
             assert owners == [("fakelib", "1.0")]
             assert "fakelib-1.0.dist-info/RECORD" in opened
     assert not (tmp_path / "off").exists()
+
+
+def test_a_class_whose_module_is_not_text_is_library_code():
+    """A compiled metatype's class (Cython's shared types) reads ``__module__`` as a descriptor:
+    it is not the user's code, and asking does not fail."""
+
+    class Meta(type):
+        __module__ = property(lambda cls: 42)  # type: ignore[assignment]
+
+    odd = Meta("Odd", (), {})
+    assert not isinstance(odd.__module__, str)
+    assert usercode.is_user_code(odd) is False

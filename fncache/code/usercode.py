@@ -197,6 +197,8 @@ def is_user_code(obj: Any) -> bool:
     library's would key it by name alone.
     """
     module = getattr(obj, "__module__", None)
+    if module is not None and not isinstance(module, str):
+        return False  # a compiled metatype's class: its __module__ is a descriptor (Cython's)
     if is_user_module(module):
         return True
     if isinstance(obj, types.FunctionType):

@@ -135,7 +135,8 @@ def ref(obj: Any, token: Any) -> Any:
 
 
 def _qualname(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
+    module = t.__module__
+    return f"{module}.{t.__qualname__}" if isinstance(module, str) else t.__qualname__
 
 
 def _module_token(h: _Hasher, obj: Any) -> Any:
@@ -413,7 +414,7 @@ def _pool() -> list[_Hasher]:
 
 def _explain_failure(obj: Any, exc: BaseException) -> UnhashableArgument:
     return UnhashableArgument(
-        f"cannot hash a value of type {type(obj).__module__}.{type(obj).__qualname__}: {exc}",
+        f"cannot hash a value of type {_qualname(type(obj))}: {exc}",
         type_name=type(obj).__qualname__,
     )
 
