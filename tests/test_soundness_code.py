@@ -1600,6 +1600,22 @@ PROGRAMS["by_name_values"] = {
         FOUND = Found(5)  #@v2
 
 
+        def get_current():
+            return CURRENT
+
+
+        class Current:
+            def __init__(self, k):
+                self.k = k
+
+            def __reduce__(self):
+                return (get_current, ())
+
+
+        CURRENT = Current(1)  #@v1
+        CURRENT = Current(5)  #@v2
+
+
         class Pool:
             def __init__(self):
                 self.lock = threading.Lock()
@@ -1646,6 +1662,11 @@ PROGRAMS["by_name_values"] = {
 
 
         @fncache.memoize
+        def singleton_by_accessor(x):
+            return x + CURRENT.k
+
+
+        @fncache.memoize
         def singleton_with_a_lock(x):
             return POOL.run(x)
 
@@ -1665,6 +1686,7 @@ PROGRAMS["by_name_values"] = {
             "singleton_argument": (singleton_argument, (1, SETTINGS)),
             "singleton_of_another_module": (singleton_of_another_module, (1,)),
             "singleton_by_getattr": (singleton_by_getattr, (1,)),
+            "singleton_by_accessor": (singleton_by_accessor, (1,)),
             "singleton_with_a_lock": (singleton_with_a_lock, (1,)),
             "sort_key": (sort_key, (2,)),
             "struct_format": (struct_format, (1,)),

@@ -50,8 +50,9 @@ _BASE_CONTENT: tuple[tuple[type, Any], ...] = (
 
 
 def by_name_token(h: Any, obj: Any) -> Any:
-    """An instance whose ``__reduce__`` names a global (``return "SETTINGS"``, or
-    ``getattr(module_or_class, "SETTINGS")``): pickle writes the name alone. For an instance of a
+    """An instance whose ``__reduce__`` names a global (``return "SETTINGS"``,
+    ``getattr(module_or_class, "SETTINGS")``, or a call of an accessor with no state to set):
+    pickle writes the name alone. For an instance of a
     user class that dropped what the code reads from it (``SETTINGS = Settings(k=1)`` edited to
     ``k=5`` kept the key), so such an instance is keyed by the name, its class's code and its
     state: what its ``__getstate__`` gives (its attributes, unless it says otherwise), each
@@ -122,14 +123,33 @@ def _part(h: Any, value: Any) -> Any:
 
 def global_named(rv: Any) -> Any:
     """What global a reduce value names, or None for a reduce value that makes an object: a name
-    (``"SETTINGS"``), or ``getattr(holder, "SETTINGS")`` of a module (by the attribute's name: the
-    instance's class already says where it lives) or of a class (the class and the name)."""
+    (``"SETTINGS"``), ``getattr(holder, "SETTINGS")`` of a module (by the attribute's name: the
+    instance's class already says where it lives) or of a class (the class and the name), or a
+    call of a user function with no state to set (``(get_settings, ())``, a singleton's accessor:
+    by the function's name and arguments, not its code, which reads the instance back)."""
     if type(rv) is str:
         return rv
-    if not (type(rv) is tuple and len(rv) == 2 and rv[0] is getattr and type(rv[1]) is tuple
-            and len(rv[1]) == 2 and type(rv[1][1]) is str):
+    if not (type(rv) is tuple and len(rv) >= 2 and type(rv[1]) is tuple):
         return None
-    holder, attribute = rv[1]
+    if rv[0] is getattr:
+        return _attribute_named(rv[1]) if len(rv) == 2 else None
+    return _accessor_named(rv)
+
+
+def _accessor_named(rv: tuple[Any, ...]) -> Any:
+    """A call of a user function with nothing to set on what it returns: the function's name and
+    arguments."""
+    fn = rv[0]
+    if not isinstance(fn, types.FunctionType) or any(x is not None for x in rv[2:]):
+        return None
+    return ("call", fn.__module__, fn.__qualname__, rv[1]) if _registry.is_user_type(fn) else None  # type: ignore[arg-type]
+
+
+def _attribute_named(args: tuple[Any, ...]) -> Any:
+    """What ``getattr(*args)`` names: a module's attribute by its name, a class's with the class."""
+    if len(args) != 2 or type(args[1]) is not str:
+        return None
+    holder, attribute = args
     if isinstance(holder, types.ModuleType):
         return attribute
     return (holder, attribute) if isinstance(holder, type) else None
