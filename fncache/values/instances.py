@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import threading
 import types
+import weakref
 from typing import Any
 
 import cloudpickle
@@ -65,7 +66,8 @@ def by_name_token(h: Any, obj: Any) -> Any:
     rv = obj.__reduce_ex__(_PROTOCOL)
     name = global_named(rv)
     t = type(obj)
-    if name is None or not _registry.is_user_type(t) or _c_state(t):
+    base = _base_of(t)
+    if name is None or base is _C_STATE or not _registry.is_user_type(t):
         return rv
     busy: set[int] = _by_name.__dict__.setdefault("busy", set())
     if id(obj) in busy:
@@ -75,36 +77,53 @@ def by_name_token(h: Any, obj: Any) -> Any:
     if kept is None:  # made once per hash: met again (a dict subclass holding itself), the same
         busy.add(id(obj))  # state object is a cycle the pickler finds, as for an instance
         try:
-            kept = h.states[id(obj)] = (obj, (t, _state_parts(h, obj), _base_content(obj)))
+            items = None if base is None else base(obj)
+            kept = h.states[id(obj)] = (obj, (t, _state_parts(h, obj), items))
         finally:
             busy.discard(id(obj))
     return (_Token, ("by-name", name), kept[1])
 
 
-def _c_state(t: type) -> bool:
-    """Whether instances of ``t`` may hold state in C that neither ``__getstate__`` nor a builtin
-    base's items show (``decimal.Context``'s precision): the first base not defined in Python is
-    neither ``object`` nor one of :data:`_BASE_CONTENT`'s."""
+_C_STATE: Any = object()  # _base_of: the class may keep state in C
+_bases: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()  # per class (bases do not change)
+
+
+def _base_of(t: type) -> Any:
+    """How to read the items of ``t``'s builtin base (a dict subclass's), None for a class whose
+    first base not defined in Python is ``object``, or :data:`_C_STATE` where it is another C type,
+    whose state neither ``__getstate__`` nor items show (``decimal.Context``'s precision)."""
+    if t in _bases:
+        return _bases[t]
+    found = None
     for base in t.__mro__:
         if not base.__flags__ & _HEAPTYPE:
-            return base is not object and not any(base is b for b, _ in _BASE_CONTENT)
-    return False
+            if base is not object:
+                found = next((read for b, read in _BASE_CONTENT if b is base), _C_STATE)
+            break
+    _bases[t] = found
+    return found
 
 
-def _base_content(obj: Any) -> Any:
-    for base, read in _BASE_CONTENT:
-        if isinstance(obj, base):
-            return read(obj)
-    return None
+# Exact types whose values the pickler always writes (no reducer of theirs can fail).
+_PLAIN = frozenset({int, float, str, bytes, bool, type(None), complex})
 
 
 def _state_parts(h: Any, obj: Any) -> Any:
-    """The instance's ``__getstate__()`` in sorted order, each attribute as its digest, or as its
-    type where it cannot be hashed (a lock: the other attributes still count)."""
+    """The instance's ``__getstate__()`` in sorted order: as it is where nothing in it can fail to
+    pickle, else its digest, or where that cannot be hashed :func:`_by_attribute`."""
     try:
         state = sorted_state(obj.__getstate__())
     except Exception:  # noqa: BLE001 - a __getstate__ that fails: its class's code alone
         return "state not readable"
+    if type(state) is dict and all(type(v) in _PLAIN for v in state.values()):
+        return state  # the pickler writes it as it is (no second pass)
+    whole = _part(h, state)
+    return whole if type(whole) is bytes else _by_attribute(h, state)
+
+
+def _by_attribute(h: Any, state: Any) -> Any:
+    """Each attribute of a ``__dict__`` (or ``(__dict__, slots)``) state as its digest, or as its
+    type where it cannot be hashed (a lock: the other attributes still count)."""
     dicts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
     if not all(d is None or type(d) is dict for d in dicts):
         return _part(h, state)
