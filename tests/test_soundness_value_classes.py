@@ -171,7 +171,8 @@ def test_library_ndarray_subclasses_keep_their_pickle_and_a_user_view_is_its_own
 def test_ndarray_subclasses_that_declare_their_state_or_hold_a_map_or_themselves():
     """A subclass with its own ``__reduce__`` (slots written by it, a cache and a lock left out) is
     keyed as it pickles; a user's memmap subclass as the array it holds (not where its file is);
-    one whose attribute is itself is keyed, not refused."""
+    one made by exec'd code (user code of no file) keys its attributes; one whose attribute is
+    itself is keyed, not refused."""
     np = pytest.importorskip("numpy")
     import threading
 
@@ -210,6 +211,12 @@ def test_ndarray_subclasses_that_declare_their_state_or_hold_a_map_or_themselves
             maps.append(m.view(Frames))
         assert fncache.hash(maps[0]) == fncache.hash(maps[1])
         del maps, m
+
+    namespace: dict[str, object] = {"__name__": "sandbox"}  # code exec'd under a module of no file
+    exec("import numpy as np\nclass Signal(np.ndarray):\n    pass\n", namespace)
+    made = [np.arange(3.0).view(namespace["Signal"]) for _ in range(2)]
+    made[0].fs, made[1].fs = 100, 200
+    assert fncache.hash(made[0]) != fncache.hash(made[1])
 
     class Looped(np.ndarray):
         pass

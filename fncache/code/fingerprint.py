@@ -116,14 +116,15 @@ def _register_code_tokens() -> None:
                                    (types.CodeType, _code_token, True),
                                    (types.ModuleType, _module_token, True)):
         _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
-    _registry.install_user_types(_is_user_type)
+    _registry.install_user_code(_user_code_for_values)
     _registry.install_cycle_note(_note_cycle)
 
 
-def _is_user_type(t: type) -> bool:
-    # Cython's shared types name a module that is not imported: compiled code, not the user's.
-    module = getattr(t, "__module__", None)
-    return isinstance(module, str) and not module.startswith("_cython_") and is_user_module(module)
+def _user_code_for_values(obj: Any) -> bool:
+    # is_user_code, for the value handlers: not for a class of no module, nor Cython's shared types
+    # (they name a module that is not imported: compiled code, not the user's).
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and not module.startswith("_cython_") and is_user_code(obj)
 
 
 # A depth no fingerprint computation has: marked, it makes every computation in progress (and the

@@ -26,7 +26,7 @@ from typing import Any
 import xxhash
 
 from fncache.values.instances import slot_names
-from fncache.values.registry import guarded, is_user_type, register_lazy, register_type, token
+from fncache.values.registry import guarded, is_user_code, register_lazy, register_type, token
 
 __all__ = ["c_order_digest", "class_token", "masked_array_token", "ndarray_token"]
 
@@ -162,7 +162,7 @@ def _ndarray_subclass_token(h: Any, a: Any) -> Any:
     t = type(a)
     if t is np.ndarray:
         return token(*ndarray_token(a))
-    if not is_user_type(t) or not _numpy_reduce(t, np):
+    if not is_user_code(t) or not _numpy_reduce(t, np):
         return NotImplemented
     attrs = dict(getattr(a, "__dict__", None) or {})
     if isinstance(a, np.memmap):  # where its bytes live is not content, as for a memmap

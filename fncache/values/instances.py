@@ -53,21 +53,23 @@ _BASE_CONTENT: tuple[tuple[type, Any], ...] = (
 def by_name_token(h: Any, obj: Any) -> Any:
     """An instance whose ``__reduce__`` names a global (``return "SETTINGS"``,
     ``getattr(module_or_class, "SETTINGS")``, or a call of an accessor with no state to set):
-    pickle writes the name alone. For an instance of a
-    user class that dropped what the code reads from it (``SETTINGS = Settings(k=1)`` edited to
-    ``k=5`` kept the key), so such an instance is keyed by the name, its class's code and its
-    state: what its ``__getstate__`` gives (its attributes, unless it says otherwise), each
-    attribute that cannot be hashed (a lock) by its type, and the items of a builtin base (a dict
-    subclass). Library objects, and instances of classes that keep state in C, keep their name.
+    pickle writes the name alone, which for an instance of a user class dropped what the code
+    reads from it (``SETTINGS = Settings(k=1)`` edited to ``k=5`` kept the key). Such an instance
+    is keyed by the name, its class's code and its state: what its ``__getstate__`` gives (its
+    attributes, unless it says otherwise), each attribute that cannot be hashed (a lock) by its
+    type, and the items of a builtin base (a dict subclass). Library objects, and instances of
+    classes that keep state in C, keep their name.
 
     Met again inside its own state (it holds a function that reads it), it is a fixed marker, and
     the fingerprints computed meanwhile are not cached (:func:`fncache.values.registry.note_cycle`):
     they depend on where the hash started."""
     rv = obj.__reduce_ex__(_PROTOCOL)
     name = global_named(rv)
+    if name is None:  # a reduce value that makes the object (an enum member): as pickle writes it
+        return rv
     t = type(obj)
     base = _base_of(t)
-    if name is None or base is _C_STATE or not _registry.is_user_type(t):
+    if base is _C_STATE or not _registry.is_user_code(t):
         return rv
     busy: set[int] = _by_name.__dict__.setdefault("busy", set())
     if id(obj) in busy:
@@ -85,6 +87,7 @@ def by_name_token(h: Any, obj: Any) -> Any:
 
 
 _C_STATE: Any = object()  # _base_of: the class may keep state in C
+_UNKNOWN: Any = object()
 _bases: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()  # per class (bases do not change)
 
 
@@ -92,8 +95,9 @@ def _base_of(t: type) -> Any:
     """How to read the items of ``t``'s builtin base (a dict subclass's), None for a class whose
     first base not defined in Python is ``object``, or :data:`_C_STATE` where it is another C type,
     whose state neither ``__getstate__`` nor items show (``decimal.Context``'s precision)."""
-    if t in _bases:
-        return _bases[t]
+    found = _bases.get(t, _UNKNOWN)
+    if found is not _UNKNOWN:
+        return found
     found = None
     for base in t.__mro__:
         if not base.__flags__ & _HEAPTYPE:
@@ -161,7 +165,7 @@ def _accessor_named(rv: tuple[Any, ...]) -> Any:
     fn = rv[0]
     if not isinstance(fn, types.FunctionType) or any(x is not None for x in rv[2:]):
         return None
-    return ("call", fn.__module__, fn.__qualname__, rv[1]) if _registry.is_user_type(fn) else None  # type: ignore[arg-type]
+    return ("call", fn.__module__, fn.__qualname__, rv[1]) if _registry.is_user_code(fn) else None
 
 
 def _attribute_named(args: tuple[Any, ...]) -> Any:

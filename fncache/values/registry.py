@@ -44,8 +44,8 @@ from fncache import _forks
 from fncache._hasher import Token
 
 __all__ = ["Entry", "Handler", "add_rule", "entries", "entry_for", "guarded", "handlers_in", "has_ref",
-           "install_cycle_note", "install_digest", "install_user_types", "is_resolved",
-           "is_user_type", "lookup", "note_cycle", "refs", "register_lazy", "register_type",
+           "install_cycle_note", "install_digest", "install_user_code", "is_resolved",
+           "is_user_code", "lookup", "note_cycle", "refs", "register_lazy", "register_type",
            "register_user", "resolved", "token", "unregister_type", "unregister_user", "value_digest"]
 
 _log = logging.getLogger("fncache")
@@ -96,7 +96,7 @@ refs: dict[int, tuple[Any, Any]] = {}
 # Rules the hasher applies to types no entry names (wrappers, ``__fncache_token__``...), in order.
 _rules: list[Callable[[type, Entry | None], Handler | None]] = []
 _digest: list[Callable[[Any], bytes]] = []
-_user_types: list[Callable[[type], bool]] = []
+_user_code: list[Callable[[Any], bool]] = []
 _cycle_note: list[Callable[[], None]] = []
 
 
@@ -168,8 +168,7 @@ def _import_handlers(t: type) -> None:
     import importlib
 
     for base in t.__mro__:
-        module = getattr(base, "__module__", None)  # a metatype's may be a descriptor (Cython's)
-        parts = module.split(".") if isinstance(module, str) else []
+        parts = _module_parts(base)
         for i in range(1, len(parts) + 1):
             for name in _modules.get(".".join(parts[:i]), ()):
                 importlib.import_module(name)
@@ -182,10 +181,10 @@ def add_rule(rule: Callable[[type, Entry | None], Handler | None]) -> None:
     _rules.append(rule)
 
 
-def install_user_types(fn: Callable[[type], bool]) -> None:
-    """Whether a class is the user's code (:func:`is_user_type`; set once, by the code wing, which
-    decides what is user code)."""
-    _user_types[:] = [fn]
+def install_user_code(fn: Callable[[Any], bool]) -> None:
+    """Whether a class or function is the user's code (:func:`is_user_code`; set once, by the code
+    wing, which decides what is user code)."""
+    _user_code[:] = [fn]
 
 
 def install_cycle_note(fn: Callable[[], None]) -> None:
@@ -201,9 +200,9 @@ def note_cycle() -> None:
         _cycle_note[0]()
 
 
-def is_user_type(t: type) -> bool:
-    """Whether ``t`` is defined in the user's code (False until the code wing is imported)."""
-    return bool(_user_types) and _user_types[0](t)
+def is_user_code(obj: Any) -> bool:
+    """Whether a class or function is the user's code (False until the code wing is imported)."""
+    return bool(_user_code) and _user_code[0](obj)
 
 
 def install_digest(fn: Callable[[Any], bytes]) -> None:
@@ -216,10 +215,16 @@ def value_digest(obj: Any) -> bytes:
     return _digest[0](obj)
 
 
+def _module_parts(cls: type) -> list[str]:
+    """The dotted parts of the module ``cls`` is defined in; none where ``__module__`` is not text
+    (a compiled metatype's is a descriptor, Cython's)."""
+    module = getattr(cls, "__module__", None)
+    return module.split(".") if isinstance(module, str) else []
+
+
 def _load_lazy(t: type) -> None:
     for base in t.__mro__:
-        module = getattr(base, "__module__", None)
-        parts = module.split(".") if isinstance(module, str) else []
+        parts = _module_parts(base)
         for i in range(1, len(parts) + 1):
             pending = _lazy.pop(".".join(parts[:i]), None)
             for fn in pending or ():
