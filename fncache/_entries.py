@@ -242,6 +242,13 @@ class Entries:
         usage.note(self.function, key)  # batched in-process: no write here (see fncache._usage)
         return True, value
 
+    def note_use(self, key: str) -> None:
+        """A use of the entry at ``key`` that :meth:`lookup` did not make (a shelved result)."""
+        usage = self._usage
+        if usage is None:
+            usage = self._usage = log_for(self.store)
+        usage.note(self.function, key)
+
     def usable(self, key: str) -> bool:
         """Whether a verified, accepted entry is at ``key``, reading its header only (nothing is
         unpickled); an entry :meth:`accept` refuses is removed."""

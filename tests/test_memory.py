@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import fncache
+from fncache import _usage
 from fncache.joblib.memory import (
     AsyncMemorizedFunc,
     AsyncNotMemorizedFunc,
@@ -324,6 +325,54 @@ def test_call_always_runs_and_returns_metadata(memory):
     assert result == 2 and CALLS["call"] == 2
     assert meta["duration"] >= 0 and meta["time"] >= before
     assert f(1) == 2 and CALLS["call"] == 2
+
+
+class _Hashed:
+    """An argument whose hash handler counts how often a key is made from it."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __add__(self, other):
+        return self.n + other
+
+
+_KEYED = collections.Counter()
+
+
+def _hashed_token(value):
+    _KEYED["keys"] += 1
+    return value.n
+
+
+def test_call_and_shelve_counts_its_hits_and_misses_and_makes_one_key(memory):
+    """A shelving call is a miss or a hit in cache_info() as a call is (a hit was not counted);
+    each makes the call's key once (a miss made it three times, a hit twice); a hit is a use of
+    its entry in the usage records; with caching disabled the result comes back unshelved."""
+    fncache.register(_Hashed, _hashed_token)
+    try:
+        f = memory.cache(counted("shelve-counts"))
+        _KEYED.clear()
+        first = f.call_and_shelve(_Hashed(4))
+        assert first.get() == 5 and CALLS["shelve-counts"] == 1
+        assert f.cache_info()[:2] == (0, 1) and _KEYED["keys"] == 1
+        again = f.call_and_shelve(_Hashed(4))
+        assert again.get() == 5 and CALLS["shelve-counts"] == 1
+        assert f.cache_info()[:2] == (1, 1) and _KEYED["keys"] == 2
+        assert again.args_id == first.args_id
+        _usage.flush_all()
+        (entry,) = [e for e in f.store.entries() if e.key.endswith(first.args_id)]
+        assert entry.uses == 1
+        fncache.disable()
+        try:
+            off = f.call_and_shelve(_Hashed(6))
+        finally:
+            fncache.enable()
+        assert isinstance(off, NotMemorizedResult) and off.get() == 7
+        assert CALLS["shelve-counts"] == 2 and f.cache_info()[:2] == (1, 1)
+        assert not f.check_call_in_cache(_Hashed(6))
+    finally:
+        fncache.unregister(_Hashed)
 
 
 def test_call_and_shelve_gives_a_picklable_handle(memory):

@@ -21,7 +21,8 @@ from fncache import _codec
 from fncache._entries import Strategies
 from fncache._errors import ConfigError
 from fncache._memoize import Memoized
-from fncache._options import Options
+from fncache._miss import threads_besides_main
+from fncache._options import DISABLED, Options
 from fncache.code.targets import importable
 from fncache.joblib.results import (
     MemorizedResult,
@@ -212,21 +213,46 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
 
     def check_call_in_cache(self, *args: Any, **kwargs: Any) -> bool:
         """Whether this call would be a hit now, validation callback included; nothing is run."""
-        if self.cache_validation_callback is None:
-            revive(self.store)
-            return super().check_call_in_cache(*args, **kwargs)
         revive(self.store)
-        return self._entries.usable(self.key(*args, **kwargs))
+        return self._in_cache(self.key(*args, **kwargs))
+
+    def _in_cache(self, key: str) -> bool:
+        """Whether an entry is at ``key``: one the callback accepts if there is a callback (its
+        header read), else any (not read: a large result is not loaded to be shelved)."""
+        if self.cache_validation_callback is None:
+            return self._entries.contains(key)
+        return self._entries.usable(key)
+
+    def _shelving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool, Any]:
+        """The call key of a shelving call and whether it is a hit, counted as a call's are (a hit
+        is also a use of its entry), with what a miss passes on to the miss path."""
+        solo = threads_besides_main() == 0  # as Memoized.__call__ takes it, before the key
+        revive(self.store)
+        ck = self._keys.build(args, kwargs)
+        finished = self._miss.finished
+        if self._in_cache(ck.key):
+            self._counters.hits += 1
+            self._entries.report("hit", ck.key)
+            self._entries.note_use(ck.key)
+            return ck, True, None
+        self._counters.misses += 1
+        return ck, False, (finished, solo)
 
     def _shelve(self, key: str) -> MemorizedResult:
         return MemorizedResult(self.store, (self.function_id, key), mmap_mode=self.mmap_mode,
                                verbose=max(self._verbose - 1, 0), timestamp=self.timestamp)
 
-    def call_and_shelve(self, *args: Any, **kwargs: Any) -> MemorizedResult:
-        """Compute (if needed) and cache the call; return a :class:`MemorizedResult` handle."""
-        if not self.check_call_in_cache(*args, **kwargs):
-            self(*args, **kwargs)
-        return self._shelve(self.key(*args, **kwargs))
+    def call_and_shelve(self, *args: Any, **kwargs: Any) -> MemorizedResult | NotMemorizedResult:
+        """Compute (if needed) and cache the call; return a :class:`MemorizedResult` handle.
+
+        One key for the whole call, and a hit or a miss in :meth:`cache_info` as a call makes.
+        With caching disabled (``FNCACHE_DISABLE``), the result itself in a NotMemorizedResult."""
+        if DISABLED[0]:
+            return NotMemorizedResult(self.__wrapped__(*args, **kwargs))
+        ck, hit, passed = self._shelving(args, kwargs)
+        if not hit:
+            self._miss.call(ck, args, kwargs, *passed)
+        return self._shelve(ck.key)
 
     def clear(self, warn: bool = True) -> int:
         """Remove every cached result of this function (all versions of its code)."""
@@ -282,10 +308,14 @@ class AsyncMemorizedFunc(MemorizedFunc):
         value = await Memoized.call(self, *args, **kwargs)
         return value, {"duration": time.time() - start, "time": time.time()}
 
-    async def call_and_shelve(self, *args: Any, **kwargs: Any) -> MemorizedResult:  # type: ignore[override]
-        if not self.check_call_in_cache(*args, **kwargs):
-            await self(*args, **kwargs)
-        return self._shelve(self.key(*args, **kwargs))
+    async def call_and_shelve(self, *args: Any, **kwargs: Any  # type: ignore[override]
+                              ) -> MemorizedResult | NotMemorizedResult:
+        if DISABLED[0]:
+            return NotMemorizedResult(await self.__wrapped__(*args, **kwargs))
+        ck, hit, passed = self._shelving(args, kwargs)
+        if not hit:
+            await self._miss.acall(ck, args, kwargs, *passed)
+        return self._shelve(ck.key)
 
 
 class NotMemorizedFunc:
