@@ -30,18 +30,31 @@ from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
 from fncache._errors import LockTimeout
 from fncache.code.fingerprint import Fingerprint, mark_state
-from fncache.stores import LeaseLock
+from fncache.stores import LeaseLock, _checkpoint
 
 __all__ = ["COMPUTE", "Compute", "Enter", "MissPath", "Verdict", "arun", "run", "threads_besides_main",
            "verdict"]
 
 log = logging.getLogger("fncache")
 
-#: How many threads run besides the main thread. ``_thread._count()`` (in CPython since 2.x, counted in C
-#: from before a thread runs any Python code until after it ran its last): a tenth of the cost of
-#: ``threading.active_count()``, which takes a lock. Read on every call (see :meth:`MissPath._before`);
-#: a test pins what it is assumed to count.
-threads_besides_main: Callable[[], int] = _thread._count
+# How many threads run besides the main thread. ``_thread._count()`` (in CPython since 2.x, counted in C
+# from before a thread runs any Python code until after it ran its last): a tenth of the cost of
+# ``threading.active_count()``, which takes a lock. Read on every call (see :meth:`MissPath._before`);
+# a test pins what it is assumed to count.
+_count = _thread._count
+_checkpointers = _checkpoint.live
+
+
+def threads_besides_main() -> int:
+    """Threads besides the main one that could run user code: fncache's checkpoint threads
+    (:mod:`fncache.stores._checkpoint`) never do, and are not counted. The two counts are read
+    under the lock the checkpoint threads change theirs under (read apart, a thread that started
+    in between would be subtracted without having been counted)."""
+    others = _count()
+    if others == 0:  # no thread at all: none to subtract
+        return 0
+    with _checkpoint.live_lock:
+        return _count() - _checkpointers[0]
 
 
 class Compute:
@@ -478,7 +491,9 @@ def _depends_changed(keys: KeyBuilder, before: bytes) -> bool:
 # Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
 # IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
 # always has them, so counting them would keep every function that writes state from ever storing.
-_SERVICE_THREAD_MODULES = ("ipykernel.", "IPython.", "zmq.", "jupyter_client.", "tornado.", "debugpy.")
+# fncache's own checkpoint threads (see threads_besides_main) are among them.
+_SERVICE_THREAD_MODULES = ("fncache.stores._checkpoint.", "ipykernel.", "IPython.", "zmq.",
+                           "jupyter_client.", "tornado.", "debugpy.")
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
@@ -502,6 +517,13 @@ def _is_service_thread(t: threading.Thread) -> bool:
     return (module + ".").startswith(_SERVICE_THREAD_MODULES)
 
 
+def _others_active() -> bool:
+    """Whether threading counts more active threads than this one and the checkpoint threads
+    (each counts itself only while threading counts it active; both read under its lock)."""
+    with _checkpoint.live_lock:
+        return threading.active_count() - _checkpointers[0] != 1
+
+
 def _alone(loop: Any = None) -> bool:
     """Whether no other thread that can run user code exists (and, given an event loop, the current
     task is the loop's only one): then no other code can change what the function reads meanwhile.
@@ -509,7 +531,7 @@ def _alone(loop: Any = None) -> bool:
     Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
     the docs ("What invalidates a cache entry"), that they never run the user's code.
     """
-    if threading.active_count() != 1:
+    if threading.active_count() != 1 and _others_active():
         me = threading.current_thread()
         if any(t is not me and not _is_service_thread(t) for t in threading.enumerate()):
             return False

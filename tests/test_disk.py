@@ -4,6 +4,7 @@ a database file overwritten or truncated, a umask of 000."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -170,6 +171,251 @@ def test_a_journal_mode_a_wal_store_cannot_switch_to_is_refused_at_open(tmp_path
         assert reopened.get("a" * 32) == b"one"
         assert reopened.add("b" * 32 if not options else "c" * 32, b"two", {"function": "m:f"})
         reopened.close()
+
+
+def _until(condition, what: str, limit: float = 60.0) -> None:
+    """Wait for ``condition()`` (another thread's work); fail naming ``what`` after ``limit`` s."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"still not: {what}"
+        time.sleep(0.01)
+
+
+def _rows_in_database_file(directory: Path, tmp: Path) -> int:
+    """Entries in the store's database file alone (a copy without its log): what checkpoints
+    have copied there."""
+    import shutil
+    import sqlite3
+
+    tmp.mkdir()
+    shutil.copy(directory / "cache.db", tmp / "cache.db")
+    con = sqlite3.connect(tmp / "cache.db")
+    try:
+        return int(con.execute("SELECT count(*) FROM Cache").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _checkpointed(store: DiskStore) -> bool:
+    """Whether the store's thread has completed a checkpoint; if not, asks it for one more."""
+    checkpointer = store.db.checkpointer
+    if checkpointer.done >= 1:
+        return True
+    checkpointer._request()
+    return False
+
+
+_CHECKPOINT_THREAD = r"""
+import json, sys, threading, time
+import fncache
+from fncache._miss import _alone, threads_besides_main
+from fncache.stores.disk import DiskStore
+
+LOGS = {"a": [], "b": [], "c": []}
+
+
+def appends_a(x):  # changes what it reads: stored only when no other thread could have
+    LOGS["a"].append(x)
+    return len(LOGS["a"])
+
+
+def appends_b(x):  # the same, a function of its own (a function's state is marked once)
+    LOGS["b"].append(x)
+    return len(LOGS["b"])
+
+
+def appends_c(x):
+    LOGS["c"].append(x)
+    return len(LOGS["c"])
+
+
+def calls(appends):
+    f = fncache.memoize(store=f"memory://{appends.__name__}")(appends)
+    return [f(1), f(1), f(1), f.cache_info().stores]
+
+
+out = {"alone": calls(appends_a)}  # no thread at all
+store = DiskStore(sys.argv[1], sqlite_wal_autocheckpoint=320)  # every 10 commits
+for i in range(10):
+    store.add(f"{i:032x}", b"v", {"function": "m:f"})
+checkpointer = store.db.checkpointer
+deadline = time.monotonic() + 60
+while checkpointer.done < 1 and time.monotonic() < deadline:
+    time.sleep(0.01)
+thread = checkpointer._thread
+out.update(done=checkpointer.done, alive=thread is not None and thread.is_alive(),
+           threads=threading.active_count(), besides=threads_besides_main(), alone_now=_alone(),
+           beside_checkpoints=calls(appends_b))
+worker = threading.Thread(target=time.sleep, args=(1.0,))
+worker.start()
+out.update(besides_with_a_worker=threads_besides_main(), beside_a_worker=calls(appends_c))
+worker.join()
+print(json.dumps(out))
+"""
+
+def test_checkpoints_run_on_a_thread_of_their_own_that_runs_no_user_code(tmp_path):
+    """A writing process's checkpoints (copying the write-ahead log into the database file) run
+    on a thread of the store's, woken every sqlite_wal_autocheckpoint/32 commits; SQLite's own
+    checkpoint in a commit stays as the backstop at that many pages, on every connection of the
+    process, and is not stored for other programs on the directory. The thread is not one that
+    could change what a function reads: a function that changes a global it reads is stored as
+    in a process of one thread (in a fresh process: no other test's threads)."""
+    from fncache.stores._diskcache import WAL_AUTOCHECKPOINT
+
+    assert WAL_AUTOCHECKPOINT == 16_000
+    store = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=320)  # every 10 commits
+    for i in range(9):
+        store.add(f"{i:032x}", b"v", {"function": "m:f"})
+    checkpointer = store.db.checkpointer
+    assert checkpointer is not None and checkpointer.done == 0
+    assert _rows_in_database_file(tmp_path / "s", tmp_path / "copy0") == 0  # all in the log
+    store.add(f"{9:032x}", b"v", {"function": "m:f"})
+    _until(functools.partial(_checkpointed, store), "a checkpoint")
+    assert _rows_in_database_file(tmp_path / "s", tmp_path / "copy1") == 10
+    thread = checkpointer._thread
+    assert thread is not None and thread.is_alive() and thread.name == "fncache-checkpoint"
+    assert store.db.cache._con.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 320
+    assert store.db._reader().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 320
+    with diskcache.Cache(str(tmp_path / "s")) as plain:  # SQLite's default for other programs
+        assert plain._con.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    store.close()
+    assert not thread.is_alive()
+    default = DiskStore(str(tmp_path / "d"))
+    default.add("a" * 32, b"v", {"function": "m:f"})
+    assert default.db.checkpointer.every == WAL_AUTOCHECKPOINT // 32
+    assert default.db.cache._con.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 16_000
+    default.close()
+    script = tmp_path / "thread.py"
+    script.write_text(_CHECKPOINT_THREAD)
+    out = json.loads(run_py(script, str(tmp_path / "p")).stdout)
+    assert out["done"] >= 1 and out["alive"] and out["threads"] == 2
+    assert out["besides"] == 0 and out["alone_now"]
+    assert out["beside_checkpoints"] == out["alone"]  # as with no thread at all
+    assert out["besides_with_a_worker"] == 1
+    assert out["beside_a_worker"] != out["alone"]  # a thread that could run user code counts
+
+
+def test_a_checkpoint_thread_ends_when_idle_and_starts_again(tmp_path, monkeypatch):
+    """The thread ends after IDLE seconds without work (a store left open holds no thread for
+    good) and the next commits that need it start another."""
+    from fncache.stores import _checkpoint
+
+    monkeypatch.setattr(_checkpoint, "IDLE", 0.05)
+    store = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=64)  # every 2 commits
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    store.add("b" * 32, b"v", {"function": "m:f"})
+    checkpointer = store.db.checkpointer
+    _until(lambda: checkpointer.done == 1 and checkpointer._thread is None, "idle end")
+    store.add("c" * 32, b"v", {"function": "m:f"})
+    store.add("d" * 32, b"v", {"function": "m:f"})
+    _until(lambda: checkpointer.done == 2, "a second thread's checkpoint")
+    assert _rows_in_database_file(tmp_path / "s", tmp_path / "copy") == 4
+    store.close()
+
+
+def test_a_write_at_interpreter_shutdown_starts_no_checkpoint_thread_and_succeeds(tmp_path,
+                                                                                 monkeypatch):
+    """Where no thread can be started (Python refuses new threads once it shuts down), the write
+    that would have started one succeeds without it: SQLite's backstop checkpoints instead."""
+    def refused(self):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    store = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=64)  # every 2 commits
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    store.add("b" * 32, b"v", {"function": "m:f"})
+    assert store.get("b" * 32) == b"v" and store.db.checkpointer._thread is None
+    monkeypatch.undo()
+    store.add("c" * 32, b"v", {"function": "m:f"})
+    store.add("d" * 32, b"v", {"function": "m:f"})
+    checkpointer = store.db.checkpointer
+    _until(lambda: checkpointer.done >= 1, "a checkpoint once threads start again")
+    store.close()
+
+
+def test_the_checkpoint_setting_is_checked_and_reaches_diskcache(tmp_path):
+    """sqlite_wal_autocheckpoint is a disk store option (memoize's store_options take it); a
+    value that is not a page count is refused naming it, the store untouched; 0 turns
+    checkpoints off as SQLite's pragma does (no thread)."""
+    from fncache._errors import ConfigError
+
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"kept", {"function": "m:f"})
+    store.close()
+    for bad in (-1, "4000", 1.5, True):
+        with pytest.raises(ConfigError, match="sqlite_wal_autocheckpoint"):
+            DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=bad).get("a" * 32)
+        with pytest.raises(ConfigError, match="sqlite_wal_autocheckpoint"):
+            fncache.memoize(store=str(tmp_path / "s"),
+                            store_options={"sqlite_wal_autocheckpoint": bad})(len)
+    f = fncache.memoize(store=str(tmp_path / "s"),
+                        store_options={"sqlite_wal_autocheckpoint": 100})(len)
+    assert f([1, 2]) == 2 and f([1, 2]) == 2 and f.cache_info().hits == 1
+    off = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=0)
+    assert off.get("a" * 32) == b"kept"
+    off.add("b" * 32, b"v", {"function": "m:f"})
+    assert off.db.checkpointer is None
+    off.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_while_checkpoints_run_uses_the_store(tmp_path):
+    """A fork stops the checkpoint threads first, after the checkpoint they may be in, and the
+    parent starts one again when it needs one; each
+    child writes, checkpoints and reads the store, and exits. (Forking while the thread was inside
+    SQLite hung children on the locks SQLite keeps in memory: some children of some runs of this
+    test waited for ever.)"""
+    store = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=32)  # every commit
+    children = []
+    for n in range(6):
+        for i in range(20):
+            store.add(f"{n:04x}{i:028x}", b"v", {"function": "m:f"})
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                child = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=32)
+                for i in range(20):
+                    child.add(f"c{n:03x}{i:028x}", b"c", {"function": "m:f"})
+                ok = child.get(f"c{n:03x}{19:028x}") == b"c" and child.get(f"{n:04x}{0:028x}") == b"v"
+                # The child's own thread checkpoints (a lock inherited held would stop it).
+                # (one may be refused as busy while the parent's thread checkpoints: asked again)
+                _until(functools.partial(_checkpointed, child), "a checkpoint in the child")
+                child.close()
+                code = 0 if ok else 1
+            finally:
+                os._exit(code)
+        children.append(pid)
+    deadline = time.monotonic() + 120
+    for pid in children:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                pytest.fail("a forked child hung")
+            time.sleep(0.01)
+        assert os.waitstatus_to_exitcode(status) == 0
+    assert len(store) == 6 * 40
+    store.close()
+
+
+def test_a_process_that_writes_exits_with_its_log_copied(tmp_path):
+    """A writing process ends its checkpoint thread at exit (after the checkpoint it is in), and
+    its last connection copies the rest of the log: the database file alone holds every entry."""
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import sys\n"
+        "from fncache.stores.disk import DiskStore\n"
+        "s = DiskStore(sys.argv[1], sqlite_wal_autocheckpoint=64)\n"
+        "for i in range(400):\n"
+        "    s.add(f'{i:032x}', b'v', {'function': 'm:f'})\n"
+    )
+    run_py(script, str(tmp_path / "s"))
+    assert not (tmp_path / "s" / "cache.db-wal").exists() or \
+        (tmp_path / "s" / "cache.db-wal").stat().st_size == 0
+    assert _rows_in_database_file(tmp_path / "s", tmp_path / "copy") == 400
 
 
 def test_a_write_that_fails_midway_leaves_nothing_and_the_lock_free(tmp_path):

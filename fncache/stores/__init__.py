@@ -420,10 +420,12 @@ def _check_disk_options(options: dict[str, Any]) -> None:
     """A disk store's options: ``size_limit``, ``timeout``, diskcache's settings, ``disk_*``."""
     import diskcache
 
+    from fncache.stores._diskcache import check_wal_autocheckpoint
     from fncache.stores.disk import check_size_limit
 
     check_size_limit(options.get("size_limit"))
-    known = set(diskcache.DEFAULT_SETTINGS) | {"timeout"}
+    check_wal_autocheckpoint(options.get("sqlite_wal_autocheckpoint"))
+    known = set(diskcache.DEFAULT_SETTINGS) | {"timeout", "sqlite_wal_autocheckpoint"}
     unknown = sorted(k for k in options if k not in known and not str(k).startswith("disk_"))
     if unknown:
         raise ConfigError(

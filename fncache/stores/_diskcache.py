@@ -20,6 +20,7 @@ import fncache.stores._disksql as q
 from fncache import _forks
 from fncache.stores import _diskbulk
 from fncache.stores._base import FunctionSummary
+from fncache.stores._checkpoint import Checkpointer
 from fncache.stores._diskfs import ValueFiles
 from fncache.stores._diskopen import (
     BoundedCache,
@@ -73,6 +74,36 @@ def _min_file_size(value: object) -> int:
 # inside a write (Ctrl-Z, a debugger, an ``sqlite3`` shell in ``BEGIN IMMEDIATE``) hang all others.
 DEFAULT_TIMEOUT = 10.0
 
+# Pages the write-ahead log may hold before a commit checkpoints it itself (SQLite's
+# ``wal_autocheckpoint``, default 1,000). fncache leaves checkpoints to a thread
+# (:mod:`fncache.stores._checkpoint`) woken every 1/32 of this many commits (about 3,000 log pages);
+# this is the backstop, met when writes never pause long enough for the thread to copy the whole
+# log: the log grows to about 64 MiB. ``sqlite_wal_autocheckpoint=N``: another (0: none at all).
+WAL_AUTOCHECKPOINT = 16_000
+# Commits per background checkpoint, as a fraction of the backstop.
+_CHECKPOINT_SHARE = 32
+
+
+def check_wal_autocheckpoint(pages: Any) -> None:
+    """The one check of a disk store's ``sqlite_wal_autocheckpoint``: an int of pages, 0 or more."""
+    if pages is not None and (type(pages) is not int or pages < 0):
+        from fncache._errors import ConfigError
+
+        raise ConfigError(f"sqlite_wal_autocheckpoint: expected a number of pages (an int, 0 or"
+                          f" more), got {pages!r}")
+
+
+def _autocheckpoint(opts: dict[str, Any]) -> int:
+    """The store's ``sqlite_wal_autocheckpoint`` (checked), taken out of ``opts``: it is this
+    process's, set on each of its connections, never stored in the Settings table (where a plain
+    diskcache or an older fncache on the directory, which have no checkpoint thread, would take
+    it for theirs)."""
+    pages = opts.pop("sqlite_wal_autocheckpoint", None)
+    if pages is None:
+        return WAL_AUTOCHECKPOINT
+    check_wal_autocheckpoint(pages)
+    return int(pages)
+
 
 class Diskcache:
     """The one place that uses diskcache's private API (checked against diskcache 5.4 to 5.6).
@@ -101,6 +132,8 @@ class Diskcache:
 
         opts = dict(options)
         opts.setdefault("eviction_policy", "least-recently-used" if size_limit else "none")
+        #: Applied to every connection that may commit (diskcache's own get it from Settings).
+        self._autocheckpoint = _autocheckpoint(opts)
         self.timeout = float(opts.pop("timeout", DEFAULT_TIMEOUT))
         self._options = opts
         self._size_limit = size_limit or _UNLIMITED
@@ -110,6 +143,8 @@ class Diskcache:
         self._readers = threading.local()
         self._rowids: dict[str, int] = {}
         self._keeper: sqlite3.Connection | None = None  # see _keep_wal
+        #: Runs this process's checkpoints once it writes (see fncache.stores._checkpoint).
+        self.checkpointer: Checkpointer | None = None
         self._wal = False  # until the settings are read (below)
         _forks.track(self)
         self._cache: Any = None
@@ -136,6 +171,8 @@ class Diskcache:
         #: Whether a read records anything (:meth:`record_read`): not by default.
         self.records_reads = self._statistics or self._on_read is not None
         self.tracks_reads = opts["eviction_policy"] == "least-recently-used"
+        if self._cache is not None:  # a new database: its writer is open already
+            self._start_checkpoints()
 
     def _settings_at_open(self) -> dict[str, Any]:
         """The store's settings as stored; a new (or not fncache-ready) database gets its schema
@@ -201,6 +238,9 @@ class Diskcache:
             con.text_factory = text_of
             con.execute(f"PRAGMA mmap_size = {_READER_MMAP}")
             con.execute(f"PRAGMA cache_size = -{_READER_CACHE_KIB}")
+            # A reader commits usage records (a hit-only process's exit): it must not checkpoint
+            # a log the writers let grow past SQLite's default.
+            con.execute(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}")
             local.con, local.cursor = con, con.cursor()
         return con
 
@@ -240,6 +280,7 @@ class Diskcache:
     def _open_cache(self, wait: float | None = None) -> None:
         wait = self.timeout if wait is None else wait
         cache = BoundedCache(self.directory, deadline=time.monotonic() + wait,
+                             autocheckpoint=self._autocheckpoint,
                              size_limit=self._size_limit, tag_index=True,
                              timeout=self.timeout, **self._options)
         try:
@@ -250,10 +291,17 @@ class Diskcache:
             keeper, self._keeper = self._keeper, None
             if keeper is not None:  # a writing process's exit checkpoints (see _keep_wal)
                 keeper.close()
+            self._start_checkpoints()
         except BaseException:
             self._cache = None
             cache.close()
             raise
+
+    def _start_checkpoints(self) -> None:
+        """Leave this process's checkpoints to a thread (WAL mode, checkpoints on; once the
+        settings are read: a new database's writer is opened before)."""
+        if self._wal and self._autocheckpoint > 0 and self.checkpointer is None:
+            self.checkpointer = Checkpointer(self._path, self._autocheckpoint // _CHECKPOINT_SHARE)
 
     def rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
         """All rows of one read-only statement."""
@@ -535,6 +583,9 @@ class Diskcache:
             sql(q.DELETE_LEASE, (name, q.MODE_RAW, sqlite3.Binary(token.encode())))
 
     def close(self) -> None:
+        checkpointer, self.checkpointer = self.checkpointer, None
+        if checkpointer is not None:  # first: the last connection to close checkpoints
+            checkpointer.close()
         keeper, self._keeper = self._keeper, None
         if keeper is not None:
             keeper.close()

@@ -165,14 +165,19 @@ def _bounded_cache_class() -> type:
         """``diskcache.Cache`` whose opening gives up at a deadline instead of retrying each
         statement for 60 s (``Cache.__init__`` writes its settings on every open)."""
 
-        def __init__(self, directory: str, *, deadline: float, **kwargs: Any) -> None:
+        def __init__(self, directory: str, *, deadline: float, autocheckpoint: int,
+                     **kwargs: Any) -> None:
             self._fncache_deadline = deadline
+            self._fncache_autocheckpoint = autocheckpoint
             super().__init__(directory, **kwargs)
 
         @property
         def _con(self) -> Any:  # diskcache's connection of this thread (a new one after a fork)
+            before = getattr(self._local, "con", None)
             con = connection(self)
             con.text_factory = text_of
+            if con is not before:  # new: after diskcache's pragmas from Settings, the store's own
+                con.execute(f"PRAGMA wal_autocheckpoint = {self._fncache_autocheckpoint}")
             return con
 
         @property
@@ -303,12 +308,19 @@ class Transaction:
                         raise
         finally:
             self._restore_timeout()
-        if kind is not None:
-            return
+        if kind is None:
+            self._after_commit()
+
+    def _after_commit(self) -> None:
+        """What a body that ended well leaves to do: count the commit for the checkpoint thread,
+        send the thread's next read to the writer, remove the files of replaced entries."""
         db = self._db
+        checkpointer = db.checkpointer  # once: another thread may close the store meanwhile
+        if self._begun and checkpointer is not None:
+            checkpointer.committed()
         if db._wal:  # the next read of this thread goes to the connection that wrote
             local = db._readers
-            local.after_write = getattr(local, "own", None) or con.cursor()
+            local.after_write = getattr(local, "own", None) or self._con.cursor()
             local.own = local.after_write
         for name in self._doomed:
             if name is not None:

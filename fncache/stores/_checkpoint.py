@@ -1,0 +1,210 @@
+"""A disk store's checkpoints, run on a thread of their own instead of inside a write.
+
+SQLite writes a WAL database's changes to its write-ahead log and copies them into the database
+file at a *checkpoint*, which a commit runs once the log holds ``wal_autocheckpoint`` pages: that
+commit then syncs the log, writes back every page the log holds and syncs the database. On these
+machines that was 10-25 ms every few hundred writes, a third of a small miss's time: 118 us
+against 87 us for writes that checkpoint nothing, and at a million entries (where each write
+dirties an index page of its own) 165 us against 110 us.
+
+So the process that writes runs the checkpoints on one thread per store (:class:`Checkpointer`):
+every ``every`` commits it is woken for one ``PRAGMA wal_checkpoint(PASSIVE)`` on a connection of
+its own, which neither waits for writers nor holds them up; the write that woke it only sets a
+flag. SQLite's own checkpoint stays as the backstop at ``wal_autocheckpoint`` pages (the log
+restarts from its beginning only once all of it is in the database, which a writer that never
+pauses would otherwise never let the thread reach). The thread ends after :data:`IDLE` seconds
+without work (started again by the next commit that needs it), when its store is closed, at
+interpreter exit, and before a fork. It runs only this module's code and SQLite's (and whatever
+trace hooks or ``fncache`` log handlers the program installs), never a memoized function's, so
+it does not count as a thread that could change what one reads (:func:`running`,
+:func:`fncache._miss.threads_besides_main`).
+
+Before a fork every checkpoint thread is stopped and waited for (after the checkpoint it is in),
+and none starts until the fork is done: SQLite keeps a process's locks (its mutexes, the log's
+file locks) in memory, and a child forked while the thread was inside SQLite would wait for
+ever on a lock held by a thread it does not have. So a child never inherits one, and Python's
+warning about forking a process with threads is not given for it. The parent starts a new
+thread at the next commit that needs one, the child when it writes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import pathlib
+import threading
+import weakref
+from typing import TYPE_CHECKING
+
+from fncache import _forks
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["IDLE", "Checkpointer", "running"]
+
+log = logging.getLogger("fncache")
+
+#: Seconds a checkpoint thread waits for work before it ends.
+IDLE = 30.0
+
+#: Checkpoint threads of this process between the first and last line of their run, changed
+#: under :data:`live_lock` only: a thread is counted by ``_thread._count()`` and
+#: ``threading.active_count()`` all the while it is counted here (see running).
+live = [0]
+live_lock = threading.Lock()
+_all: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+# [exiting, forking]: no thread is started at interpreter exit, nor while a fork is made.
+_no_start = [False, False]
+
+
+def running() -> int:
+    """How many checkpoint threads run now. Read it with ``live_lock`` held, together with the
+    count it is subtracted from: each thread counts itself only once it runs and stops before it
+    ends, so the difference then never leaves out a thread that could run user code."""
+    return live[0]
+
+
+class Checkpointer:
+    """Runs the checkpoints of the database at ``path`` on a thread, one every ``every`` commits
+    reported with :meth:`committed` (by the writer of this process)."""
+
+    def __init__(self, path: str, every: int) -> None:
+        self.path = path
+        self.every = max(int(every), 1)
+        #: Checkpoints this object's threads completed (SQLite did not refuse them as busy).
+        self.done = 0
+        self._commits = 0
+        self._fresh()
+        _all.add(self)
+        _forks.track(self)
+
+    def _fresh(self) -> None:
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._wanted = False
+        self._closed = False
+
+    def committed(self) -> None:
+        """One commit of this process's writer: wakes (or starts) the thread every ``every``."""
+        self._commits += 1
+        if self._commits >= self.every:
+            self._commits = 0
+            self._request()
+
+    def _request(self) -> None:
+        with self._lock:
+            if self._closed or any(_no_start):
+                return
+            self._wanted = True
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="fncache-checkpoint", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # no new thread at interpreter shutdown: the backstop
+                    self._wanted = False
+                    return
+                self._thread = thread
+            else:
+                self._work.notify()
+
+    def _run(self) -> None:
+        import sqlite3  # imported by the store that made this object (not by fncache._miss's import)
+
+        with live_lock:
+            live[0] += 1
+        try:
+            try:
+                # Never made (mode=rw): a database moved aside or deleted since is not created again.
+                con = sqlite3.connect(pathlib.Path(self.path).absolute().as_uri() + "?mode=rw",
+                                      uri=True, timeout=0, isolation_level=None)
+            except sqlite3.Error as e:
+                log.debug("checkpoints of %s: cannot open it: %s", self.path, e)
+                return
+            try:
+                while self._next():
+                    self._checkpoint(con)
+            finally:
+                con.close()
+        finally:
+            with live_lock:
+                live[0] -= 1
+
+    def _next(self) -> bool:
+        """Wait for a request; False when the thread is to end (it is then no longer this object's)."""
+        with self._lock:
+            if not (self._wanted or self._closed or self._thread is not threading.current_thread()):
+                self._work.wait(IDLE)
+            if self._closed or not self._wanted or self._thread is not threading.current_thread():
+                if self._thread is threading.current_thread():
+                    self._thread = None
+                return False
+            self._wanted = False
+            return True
+
+    def _checkpoint(self, con: sqlite3.Connection) -> None:
+        try:
+            busy, _, _ = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except Exception as e:  # sqlite3.Error: the file is gone, the database damaged
+            log.debug("checkpoint of %s failed: %s", self.path, e)
+            return
+        if busy:  # another connection (another process) is checkpointing
+            log.debug("checkpoint of %s skipped: another one runs", self.path)
+            return
+        self.done += 1
+
+    def stop(self, wait: float | None = 10.0) -> None:
+        """End the thread after the checkpoint it may be in; waits at most ``wait`` seconds (None:
+        as long as it takes). A later request starts another, unless the object is closed."""
+        with self._lock:
+            thread = self._thread
+            self._thread = None  # the thread sees it is no longer this object's, and ends
+            self._work.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(wait)
+
+    def close(self, wait: float = 10.0) -> None:
+        """Stop the thread for good (the store is closed)."""
+        with self._lock:
+            self._closed = True
+        self.stop(wait)
+
+    def reset_after_fork(self) -> None:
+        """A forked child has none of its parent's threads: it starts its own when needed."""
+        closed = self._closed
+        self._fresh()
+        self._closed = closed
+        self._commits = 0
+
+
+def _close_all() -> None:
+    _no_start[0] = True
+    for checkpointer in list(_all):
+        checkpointer.close()
+
+
+def _before_fork() -> None:
+    # No thread starts from here on (a request checks under the object's lock, which stop takes
+    # after this), and every running one ends before the fork.
+    _no_start[1] = True
+    for checkpointer in list(_all):
+        checkpointer.stop(60.0)  # a checkpoint stalled past this is left running: the fork goes on
+
+
+def _after_fork_in_parent() -> None:
+    _no_start[1] = False
+
+
+def _after_fork_in_child() -> None:
+    global live_lock
+    live_lock = threading.Lock()
+    live[0] = 0
+    _no_start[1] = False
+
+
+atexit.register(_close_all)
+_forks.on_fork(_after_fork_in_child)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
