@@ -50,8 +50,7 @@ def threads_besides_main() -> int:
     (:mod:`fncache.stores._checkpoint`) never do, and are not counted. The two counts are read
     under the lock the checkpoint threads change theirs under (read apart, a thread that started
     in between would be subtracted without having been counted)."""
-    others = _count()
-    if others == 0:  # no thread at all: none to subtract
+    if _count() == 0:  # no thread at all: none to subtract
         return 0
     with _checkpoint.live_lock:
         return _count() - _checkpointers[0]

@@ -333,7 +333,7 @@ def test_a_write_at_interpreter_shutdown_starts_no_checkpoint_thread_and_succeed
     store.close()
 
 
-def test_the_checkpoint_setting_is_checked_and_reaches_diskcache(tmp_path):
+def test_the_checkpoint_setting_is_checked_and_applied(tmp_path):
     """sqlite_wal_autocheckpoint is a disk store option (memoize's store_options take it); a
     value that is not a page count is refused naming it, the store untouched; 0 turns
     checkpoints off as SQLite's pragma does (no thread)."""

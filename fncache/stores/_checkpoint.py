@@ -16,7 +16,7 @@ pauses would otherwise never let the thread reach). The thread ends after :data:
 without work (started again by the next commit that needs it), when its store is closed, at
 interpreter exit, and before a fork. It runs only this module's code and SQLite's (and whatever
 trace hooks or ``fncache`` log handlers the program installs), never a memoized function's, so
-it does not count as a thread that could change what one reads (:func:`running`,
+it does not count as a thread that could change what one reads (:data:`live`,
 :func:`fncache._miss.threads_besides_main`).
 
 Before a fork every checkpoint thread is stopped and waited for (after the checkpoint it is in),
@@ -42,7 +42,7 @@ from fncache import _forks
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["IDLE", "Checkpointer", "running"]
+__all__ = ["IDLE", "Checkpointer", "live", "live_lock"]
 
 log = logging.getLogger("fncache")
 
@@ -51,19 +51,14 @@ IDLE = 30.0
 
 #: Checkpoint threads of this process between the first and last line of their run, changed
 #: under :data:`live_lock` only: a thread is counted by ``_thread._count()`` and
-#: ``threading.active_count()`` all the while it is counted here (see running).
+#: ``threading.active_count()`` all the while it is counted here. So, read with ``live_lock`` held
+#: together with the count it is subtracted from (:func:`fncache._miss.threads_besides_main`), the
+#: difference never leaves out a thread that could run user code.
 live = [0]
 live_lock = threading.Lock()
 _all: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
 # [exiting, forking]: no thread is started at interpreter exit, nor while a fork is made.
 _no_start = [False, False]
-
-
-def running() -> int:
-    """How many checkpoint threads run now. Read it with ``live_lock`` held, together with the
-    count it is subtracted from: each thread counts itself only once it runs and stops before it
-    ends, so the difference then never leaves out a thread that could run user code."""
-    return live[0]
 
 
 class Checkpointer:
@@ -134,11 +129,12 @@ class Checkpointer:
 
     def _next(self) -> bool:
         """Wait for a request; False when the thread is to end (it is then no longer this object's)."""
+        me = threading.current_thread()
         with self._lock:
-            if not (self._wanted or self._closed or self._thread is not threading.current_thread()):
+            if self._thread is me and not (self._wanted or self._closed):
                 self._work.wait(IDLE)
-            if self._closed or not self._wanted or self._thread is not threading.current_thread():
-                if self._thread is threading.current_thread():
+            if self._thread is not me or self._closed or not self._wanted:
+                if self._thread is me:
                     self._thread = None
                 return False
             self._wanted = False

@@ -132,7 +132,7 @@ class Diskcache:
 
         opts = dict(options)
         opts.setdefault("eviction_policy", "least-recently-used" if size_limit else "none")
-        #: Applied to every connection that may commit (diskcache's own get it from Settings).
+        #: Set on every connection of this process that may commit (its readers, diskcache's).
         self._autocheckpoint = _autocheckpoint(opts)
         self.timeout = float(opts.pop("timeout", DEFAULT_TIMEOUT))
         self._options = opts
