@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fncache._errors import StoreError
+from fncache._errors import LockTimeout, StoreError
 from fncache.stores import open_store
 from fncache.stores._s3_errors import http_status as _http_status
 
@@ -146,6 +146,32 @@ def test_killed_lock_holder_redis(redis_server):
 def test_killed_lock_holder_s3(s3_env):
     """An S3 lease whose holder was SIGKILLed is taken over once its expiry time passed."""
     _assert_dead_holder_expires(open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url))
+
+
+@pytest.mark.s3
+def test_s3_lease_read_as_missing_for_a_moment_is_not_taken_over(s3_env, monkeypatch):
+    """A lease the server says exists (the create is refused) but then reads as not found, as
+    SeaweedFS answers now and then under load, is not deleted and taken: the second holder
+    creates again, is refused again and waits; the first holder's lease is left in place."""
+    store = open_store(s3_env.url(), endpoint_url=s3_env.endpoint_url)
+    key = new_key()
+    call = store._call
+    missing = [1]  # the next read of the lease only
+
+    def flaky(method, *args, **kwargs):
+        if method == "cat_file" and missing and args[0] == store.paths.lock(key):
+            missing.pop()
+            raise FileNotFoundError(args[0])
+        return call(method, *args, **kwargs)
+
+    with store.lock(key, timeout=60) as held:
+        monkeypatch.setattr(store, "_call", flaky)
+        with pytest.raises(LockTimeout):
+            with store.lock(key, timeout=0.3):
+                pass
+        monkeypatch.undo()
+        assert not missing  # the read did fail once
+        assert held.holder() == held.token  # the first holder's lease is still there
 
 
 # -- Redis: dead, hung and full servers ----------------------------------------------------------

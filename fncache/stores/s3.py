@@ -555,9 +555,14 @@ class S3Store(Store):
                         if http_status(e) not in EXISTS:
                             raise
                     held = read_lease()
-                    expires = (held or {}).get("expires")
-                    if held is not None and isinstance(expires, (int, float)) \
-                            and not isinstance(expires, bool) and expires > now():
+                    if held is None:
+                        # Gone since the create was refused (released), or not found for a moment
+                        # (a server that just said it exists): create again, never delete what
+                        # may be a live holder's lease.
+                        continue
+                    expires = held.get("expires")
+                    if isinstance(expires, (int, float)) and not isinstance(expires, bool) \
+                            and expires > now():
                         return False
                     # Expired or unreadable: its holder died or overran; take the lease over.
                     self._remove([path])
