@@ -295,6 +295,34 @@ def test_checkpoints_run_on_a_thread_of_their_own_that_runs_no_user_code(tmp_pat
     assert out["beside_a_worker"] != out["alone"]  # a thread that could run user code counts
 
 
+def test_the_writers_page_cache_is_small_unless_asked_and_not_stored(tmp_path):
+    """The writer's page cache is WRITER_CACHE_KIB (each commit after a page split walks it at a
+    million entries) on the first connection and on another thread's; ``sqlite_cache_size``
+    passed at open is used instead; diskcache's stored setting stays its own for other programs."""
+    from fncache.stores._diskopen import WRITER_CACHE_KIB
+
+    store = DiskStore(str(tmp_path / "s"))
+    store.add("a" * 32, b"v", {"function": "m:f"})
+    on_thread: list[int] = []
+
+    def read_on_thread() -> None:
+        on_thread.append(store.db.cache._con.execute("PRAGMA cache_size").fetchone()[0])
+
+    worker = threading.Thread(target=read_on_thread)
+    worker.start()
+    worker.join()
+    assert store.db.cache._con.execute("PRAGMA cache_size").fetchone()[0] == -WRITER_CACHE_KIB
+    assert on_thread == [-WRITER_CACHE_KIB]
+    assert store.get("a" * 32) == b"v"
+    store.close()
+    with diskcache.Cache(str(tmp_path / "s")) as plain:
+        assert plain._con.execute("PRAGMA cache_size").fetchone()[0] == 2**13
+    asked = DiskStore(str(tmp_path / "s"), sqlite_cache_size=1234)
+    asked.add("b" * 32, b"w", {"function": "m:f"})
+    assert asked.db.cache._con.execute("PRAGMA cache_size").fetchone()[0] == 1234
+    asked.close()
+
+
 def test_a_checkpoint_thread_ends_when_idle_and_starts_again(tmp_path, monkeypatch):
     """The thread ends after IDLE seconds without work (a store left open holds no thread for
     good) and the next commits that need it start another."""

@@ -156,6 +156,15 @@ def _repair_settings(path: str, timeout: float) -> None:
         con.close()
 
 
+# The writer's page cache, in KiB, unless the store is opened with ``sqlite_cache_size``
+# (diskcache's default is 32 MiB). A write that splits a B-tree page renumbers pages through a
+# placeholder page number (SQLite's pending-byte page, 1 GiB into the file), and the commit after
+# it then walks the writer's whole page cache to drop pages past the end of a file smaller than
+# that. With random keys splits are frequent, so the walk grew with the cache: a miss at a million
+# entries spent 12 us in it with 32 MiB, and the small index pages a write needs fit in 4 MiB.
+WRITER_CACHE_KIB = 4096
+
+
 def _bounded_cache_class() -> type:
     import diskcache
 
@@ -168,8 +177,17 @@ def _bounded_cache_class() -> type:
         def __init__(self, directory: str, *, deadline: float, autocheckpoint: int,
                      **kwargs: Any) -> None:
             self._fncache_deadline = deadline
-            self._fncache_autocheckpoint = autocheckpoint
+            pragmas = [f"PRAGMA wal_autocheckpoint = {autocheckpoint}"]
+            if "sqlite_cache_size" not in kwargs:
+                pragmas.append(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+            #: Set on each connection after diskcache's own pragmas (from its Settings table).
+            self._fncache_pragmas = pragmas
             super().__init__(directory, **kwargs)
+            self._fncache_set(self._con)  # Cache.__init__ set its pragmas again after connecting
+
+        def _fncache_set(self, con: Any) -> None:
+            for pragma in self._fncache_pragmas:
+                con.execute(pragma)
 
         @property
         def _con(self) -> Any:  # diskcache's connection of this thread (a new one after a fork)
@@ -177,7 +195,7 @@ def _bounded_cache_class() -> type:
             con = connection(self)
             con.text_factory = text_of
             if con is not before:  # new: after diskcache's pragmas from Settings, the store's own
-                con.execute(f"PRAGMA wal_autocheckpoint = {self._fncache_autocheckpoint}")
+                self._fncache_set(con)
             return con
 
         @property
