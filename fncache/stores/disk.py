@@ -111,8 +111,11 @@ class DiskStore(Store):
 
     Options: ``size_limit`` (bytes; least recently used entries are evicted past it, default
     unlimited), ``timeout`` (seconds a write waits for the database's write lock before it fails,
-    default 10; reads and opening an existing store never wait for it), and any other keyword is
-    passed to :class:`diskcache.Cache`.
+    default 10; reads and opening an existing store never wait for it),
+    ``sqlite_wal_autocheckpoint`` (pages the write-ahead log may hold before a write checkpoints
+    it itself, default 16,000; a thread does it before that), and any other keyword is passed to
+    :class:`diskcache.Cache`. The writer's page cache is 4 MiB unless ``sqlite_cache_size`` is
+    given (diskcache's 32 MiB made each write of a large store slower; see docs/performance.md).
     """
 
     kind = "disk"
