@@ -297,30 +297,80 @@ def test_checkpoints_run_on_a_thread_of_their_own_that_runs_no_user_code(tmp_pat
 
 def test_the_writers_page_cache_is_small_unless_asked_and_not_stored(tmp_path):
     """The writer's page cache is WRITER_CACHE_KIB (each commit after a page split walks it at a
-    million entries) on the first connection and on another thread's; ``sqlite_cache_size``
-    passed at open is used instead; diskcache's stored setting stays its own for other programs."""
+    million entries) on the first connection, on another thread's and on a forked child's; a
+    ``sqlite_cache_size`` given at open is used instead, as is one stored by an earlier open;
+    diskcache's stored setting stays its own for other programs."""
     from fncache.stores._diskopen import WRITER_CACHE_KIB
+
+    def cache_size(store: DiskStore) -> int:
+        return int(store.db.cache._con.execute("PRAGMA cache_size").fetchone()[0])
 
     store = DiskStore(str(tmp_path / "s"))
     store.add("a" * 32, b"v", {"function": "m:f"})
     on_thread: list[int] = []
-
-    def read_on_thread() -> None:
-        on_thread.append(store.db.cache._con.execute("PRAGMA cache_size").fetchone()[0])
-
-    worker = threading.Thread(target=read_on_thread)
+    worker = threading.Thread(target=lambda: on_thread.append(cache_size(store)))
     worker.start()
     worker.join()
-    assert store.db.cache._con.execute("PRAGMA cache_size").fetchone()[0] == -WRITER_CACHE_KIB
-    assert on_thread == [-WRITER_CACHE_KIB]
+    assert cache_size(store) == -WRITER_CACHE_KIB and on_thread == [-WRITER_CACHE_KIB]
+    if hasattr(os, "fork"):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child writes through a connection of its own
+            try:
+                store.add("c" * 32, b"child", {"function": "m:f"})
+                os.write(write, str(cache_size(store)).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        assert os.read(read, 64) == str(-WRITER_CACHE_KIB).encode()
+        os.close(read)
+        os.waitpid(pid, 0)
     assert store.get("a" * 32) == b"v"
     store.close()
     with diskcache.Cache(str(tmp_path / "s")) as plain:
         assert plain._con.execute("PRAGMA cache_size").fetchone()[0] == 2**13
     asked = DiskStore(str(tmp_path / "s"), sqlite_cache_size=1234)
     asked.add("b" * 32, b"w", {"function": "m:f"})
-    assert asked.db.cache._con.execute("PRAGMA cache_size").fetchone()[0] == 1234
+    assert cache_size(asked) == 1234
     asked.close()
+    again = DiskStore(str(tmp_path / "s"))  # diskcache stored the choice: it stays
+    again.add("d" * 32, b"x", {"function": "m:f"})
+    assert cache_size(again) == 1234
+    again.close()
+
+
+_HOLD_EXCLUSIVE = """
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+con.execute("BEGIN EXCLUSIVE")
+con.execute("UPDATE Settings SET value = value WHERE key = 'count'")
+print("held", flush=True)
+time.sleep(1.5)
+con.execute("COMMIT")
+"""
+
+
+def test_a_rollback_journal_stores_first_write_waits_for_another_process(tmp_path):
+    """The writer's page-cache pragma reads the schema; in a store in rollback-journal mode that
+    another process holds locked, the first write of a process waits for the lock (the store's
+    timeout) as before, and succeeds."""
+    path = tmp_path / "s"
+    made = DiskStore(str(path), sqlite_journal_mode="delete")
+    made.add("a" * 32, b"v", {"function": "m:f"})
+    made.close()
+    script = tmp_path / "hold.py"
+    script.write_text(_HOLD_EXCLUSIVE)
+    store = DiskStore(str(path), sqlite_journal_mode="delete")
+    assert store.get("a" * 32) == b"v"  # opened for reading: the writer opens at the first write
+    holder = subprocess.Popen([sys.executable, str(script), str(path / "cache.db")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert store.add("b" * 32, b"w", {"function": "m:f"})  # waits out the holder
+        assert store.get("b" * 32) == b"w" and store.get("a" * 32) == b"v"
+        store.close()
+    finally:
+        assert holder.wait(60) == 0
 
 
 def test_a_checkpoint_thread_ends_when_idle_and_starts_again(tmp_path, monkeypatch):

@@ -156,17 +156,19 @@ def _repair_settings(path: str, timeout: float) -> None:
         con.close()
 
 
-# The writer's page cache, in KiB, unless the store is opened with ``sqlite_cache_size``
-# (diskcache's default is 32 MiB). A write that splits a B-tree page renumbers pages through a
-# placeholder page number (SQLite's pending-byte page, 1 GiB into the file), and the commit after
-# it then walks the writer's whole page cache to drop pages past the end of a file smaller than
-# that. With random keys splits are frequent, so the walk grew with the cache: a miss at a million
-# entries spent 12 us in it with 32 MiB, and the small index pages a write needs fit in 4 MiB.
+# The writer's page cache, in KiB, where the store's is diskcache's default (32 MiB; neither given
+# as ``sqlite_cache_size`` when it is opened nor stored otherwise in its Settings). A write that
+# splits a B-tree page renumbers pages through a placeholder page number (SQLite's pending-byte
+# page, 1 GiB into the file), and the commit after it then walks the writer's whole page cache to
+# drop pages past the end of a file smaller than that. With random keys splits are frequent, so
+# the walk grew with the cache: a miss at a million entries spent 12 us in it with 32 MiB, and the
+# few index pages a write needs fit in 4 MiB.
 WRITER_CACHE_KIB = 4096
 
 
 def _bounded_cache_class() -> type:
     import diskcache
+    from diskcache.core import DEFAULT_SETTINGS
 
     connection = diskcache.Cache._con.fget
 
@@ -177,17 +179,26 @@ def _bounded_cache_class() -> type:
         def __init__(self, directory: str, *, deadline: float, autocheckpoint: int,
                      **kwargs: Any) -> None:
             self._fncache_deadline = deadline
-            pragmas = [f"PRAGMA wal_autocheckpoint = {autocheckpoint}"]
-            if "sqlite_cache_size" not in kwargs:
-                pragmas.append(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-            #: Set on each connection after diskcache's own pragmas (from its Settings table).
-            self._fncache_pragmas = pragmas
+            self._fncache_autocheckpoint = autocheckpoint
+            self._fncache_cache: str | None = None  # decided once diskcache's settings are read
             super().__init__(directory, **kwargs)
-            self._fncache_set(self._con)  # Cache.__init__ set its pragmas again after connecting
+            if ("sqlite_cache_size" not in kwargs
+                    and self.sqlite_cache_size == DEFAULT_SETTINGS["sqlite_cache_size"]):
+                self._fncache_cache = f"PRAGMA cache_size = -{WRITER_CACHE_KIB}"
+                self._fncache_set_cache(self._con)
 
-        def _fncache_set(self, con: Any) -> None:
-            for pragma in self._fncache_pragmas:
-                con.execute(pragma)
+        def _fncache_set_cache(self, con: Any) -> None:
+            """The writer's own page cache on ``con``: a speed-up only, given up (diskcache's
+            stays) where the pragma, which reads the schema, finds the database locked (a
+            rollback-journal store another process holds past the busy timeout)."""
+            if self._fncache_cache is None:
+                return
+            try:
+                con.execute(self._fncache_cache)
+            except sqlite3.OperationalError as e:
+                if str(e) != "database is locked":
+                    raise
+                log.debug("%s: the writer keeps diskcache's page cache: %s", self.directory, e)
 
         @property
         def _con(self) -> Any:  # diskcache's connection of this thread (a new one after a fork)
@@ -195,7 +206,8 @@ def _bounded_cache_class() -> type:
             con = connection(self)
             con.text_factory = text_of
             if con is not before:  # new: after diskcache's pragmas from Settings, the store's own
-                self._fncache_set(con)
+                con.execute(f"PRAGMA wal_autocheckpoint = {self._fncache_autocheckpoint}")
+                self._fncache_set_cache(con)
             return con
 
         @property

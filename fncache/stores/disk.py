@@ -115,7 +115,8 @@ class DiskStore(Store):
     ``sqlite_wal_autocheckpoint`` (pages the write-ahead log may hold before a write checkpoints
     it itself, default 16,000; a thread does it before that), and any other keyword is passed to
     :class:`diskcache.Cache`. The writer's page cache is 4 MiB unless ``sqlite_cache_size`` is
-    given (diskcache's 32 MiB made each write of a large store slower; see docs/performance.md).
+    given or stored (diskcache's 32 MiB made each write of a large store slower; see
+    docs/performance.md).
     """
 
     kind = "disk"
