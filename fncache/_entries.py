@@ -236,14 +236,12 @@ class Entries:
         if not self.accepts_all and not self.accept(key, header):
             self.discard(key)
             return False, None
-        usage = self._usage
-        if usage is None:
-            usage = self._usage = log_for(store)
-        usage.note(self.function, key)  # batched in-process: no write here (see fncache._usage)
+        self.note_use(key)
         return True, value
 
     def note_use(self, key: str) -> None:
-        """A use of the entry at ``key`` that :meth:`lookup` did not make (a shelved result)."""
+        """A use of the entry at ``key`` (a hit, a shelved result), batched in-process: no write
+        here (see fncache._usage)."""
         usage = self._usage
         if usage is None:
             usage = self._usage = log_for(self.store)
