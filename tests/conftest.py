@@ -26,6 +26,25 @@ def _servers_module() -> str:
 pytest_plugins = [_servers_module()]
 
 
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    """Give the run a user cache directory of its own (``$XDG_CACHE_HOME``, inherited by every
+    subprocess a test starts): what fncache keeps there (the default store, the remembered
+    distribution listings) is then the run's, never read from or left in the user's own."""
+    import os
+    import tempfile
+
+    config._fncache_cache_home = tempfile.mkdtemp(prefix="fncache-tests-cache-")
+    os.environ["XDG_CACHE_HOME"] = config._fncache_cache_home
+
+
+def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
+    import shutil
+
+    home = getattr(config, "_fncache_cache_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def pytest_addoption(parser):  # type: ignore[no-untyped-def]
     parser.addoption(
         "--run-stress", action="store_true", default=False,

@@ -971,3 +971,8 @@ def test_a_blank_or_relative_store_variable_warns(tmp_path, name, value, says):
     assert proc.stdout.splitlines() == ["2 2", "2"]
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("WARNING")]
     assert len([w for w in warnings if name in w and says in w]) == 1, proc.stderr
+    if (name, value) == ("FNCACHE_DIR", ""):
+        # Neither variable names a store: the default one, in the user cache directory (the
+        # run's own: tests/conftest.py), holds the two functions' entries.
+        default = os.path.join(os.environ["XDG_CACHE_HOME"], "fncache")
+        assert os.path.isdir(default) and not (tmp_path / "default").exists()
