@@ -182,6 +182,39 @@ def test_owners_without_a_writable_or_wanted_memory(tmp_path):
     assert not (tmp_path / "off").exists()
 
 
+def test_remembered_files_of_vanished_directories_are_removed_past_64(tmp_path, monkeypatch):
+    """The remembered files do not pile up, one per environment ever used: past 64, a write
+    removes those whose directory is gone (and unreadable ones), and keeps every other."""
+    import json
+    import shutil
+
+    from fncache.code import distributions
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    memos = tmp_path / "cache" / "fncache-distributions"
+
+    def site(i: int) -> str:
+        d = tmp_path / f"site{i}"
+        d.mkdir()
+        fake_distribution(d, f"lib{i}", "1.0", f"lib{i}/__init__.py,,\n")
+        assert distributions._read_directory(str(d)) != {}
+        return str(d)
+
+    def remembered() -> set[str]:
+        return {json.loads(p.read_text())["directory"] for p in memos.iterdir()}
+
+    sites = [site(i) for i in range(70)]
+    assert remembered() == set(sites)  # all still there: none removed past 64
+    for gone in sites[:60]:
+        shutil.rmtree(gone)
+    (memos / "damaged.json").write_text("not json")
+    newer = site(70)
+    assert remembered() == {*sites[60:], newer}
+    shutil.rmtree(sites[60])
+    newest = site(71)  # 12 files: under the limit, nothing is removed
+    assert remembered() == {*sites[60:], newer, newest}
+
+
 def test_a_class_whose_module_is_not_text_is_library_code():
     """A compiled metatype's class (Cython's shared types) reads ``__module__`` as a descriptor:
     it is not the user's code, and asking does not fail."""

@@ -17,7 +17,8 @@ read from are unchanged (size, modification and change times, inode), so an inst
 removal is seen at once; a file that cannot be read or has another shape is ignored and rewritten;
 one that cannot be written (a read-only home) changes nothing but the time. The file is written
 by this user only (mode 0600, in a 0700 directory): whoever can write it could equally change the
-user's installed libraries. ``FNCACHE_DISTRIBUTIONS_CACHE=0`` turns it off.
+user's installed libraries. ``FNCACHE_DISTRIBUTIONS_CACHE=0`` turns it off. Past 64 such files, a
+write also removes those whose directory no longer exists (a deleted virtual environment).
 
 Versions are read from the owner's metadata on every computation (an upgrade in a running process
 is seen: it replaces the metadata directory, whose name carries the version), never remembered.
@@ -25,6 +26,7 @@ is seen: it replaces the metadata directory, whose name carries the version), ne
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -46,6 +48,8 @@ _listed: dict[str, dict[str, frozenset[str]]] = {}  # directory -> its metadata 
 #: The shape of the remembered file; a file of another version is ignored (and rewritten).
 _MEMO_FORMAT = 1
 _MEMO_MAX = 16 * 1024 * 1024  # a larger file is not ours: ignored
+#: Remembered files kept before those of vanished directories are removed (see _forget_gone).
+_MEMO_KEEP = 64
 
 
 def distribution_versions(top_level: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -240,7 +244,36 @@ def _save_memo(directory: str, entries: dict[str, list[Any]]) -> None:
             os.unlink(tmp)
             raise
     except OSError:
-        pass
+        return
+    _forget_gone(parent, keep=path)
+
+
+def _forget_gone(parent: str, keep: str) -> None:
+    """Past :data:`_MEMO_KEEP` remembered files, remove those of directories that no longer exist
+    (a deleted virtual environment or temporary install) and unreadable ones, so that the
+    directory does not grow with every environment ever used; run only after a write (an install
+    or upgrade), never on the path of a key. Failures are ignored."""
+    try:
+        names = [n for n in os.listdir(parent) if n.endswith(".json")]
+    except OSError:
+        return
+    if len(names) <= _MEMO_KEEP:
+        return
+    for name in names:
+        path = os.path.join(parent, name)
+        if path == keep:
+            continue
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(_MEMO_MAX + 1)
+            data = json.loads(raw) if len(raw) <= _MEMO_MAX else None
+            directory = data.get("directory") if isinstance(data, dict) else None
+            gone = not (isinstance(directory, str) and os.path.isdir(directory))
+        except (OSError, ValueError, RecursionError):
+            gone = True
+        if gone:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _provides(meta: str) -> frozenset[str]:
