@@ -251,8 +251,9 @@ def _save_memo(directory: str, entries: dict[str, list[Any]]) -> None:
 def _forget_gone(parent: str, keep: str) -> None:
     """Past :data:`_MEMO_KEEP` remembered files, remove those of directories that no longer exist
     (a deleted virtual environment or temporary install) and unreadable ones, so that the
-    directory does not grow with every environment ever used; run only after a write (an install
-    or upgrade), never on the path of a key. Failures are ignored."""
+    directory does not grow with every environment ever used. It runs after a write only, which
+    the first key after an install, upgrade or removal makes (a read of each file, once); the
+    keys between never run it. Failures are ignored."""
     try:
         names = [n for n in os.listdir(parent) if n.endswith(".json")]
     except OSError:
