@@ -1695,6 +1695,99 @@ PROGRAMS["by_name_values"] = {
 }
 
 
+# -- what an object's pickle drops but the code reads: an enum member's own attributes, annotations,
+# the type arguments of a class's bases. Each was a stale hit (a review's reproductions).
+PROGRAMS["pickle_drops"] = {
+    "main.py": """
+        import enum
+        import typing
+
+        import fncache
+
+
+        class Planet(enum.Enum):
+            MERCURY = (1, 3.3)  #@v1
+            MERCURY = (1, 4.4)  #@v2
+
+            def __new__(cls, idx, mass):
+                obj = object.__new__(cls)
+                obj._value_ = idx
+                obj.mass = mass
+                return obj
+
+
+        class Color(enum.Enum):
+            RED = "r"
+
+
+        Color.RED.label = "a"  #@v1
+        Color.RED.label = "b"  #@v2
+
+
+        class Op(enum.Enum):
+            ADD = ("add", lambda a, b: a + b)  #@v1
+            ADD = ("add", lambda a, b: a * b)  #@v2
+
+            def __new__(cls, name, fn):
+                obj = object.__new__(cls)
+                obj._value_ = name
+                obj.fn = fn
+                return obj
+
+
+        def helper(x: int):  #@v1
+        def helper(x: str):  #@v2
+            return x * 2
+
+
+        T = typing.TypeVar("T")
+
+
+        class Parser(typing.Generic[T]):
+            def parse(self, s):
+                return typing.get_args(type(self).__orig_bases__[0])[0](s)
+
+
+        class NumParser(Parser[int]):  #@v1
+        class NumParser(Parser[float]):  #@v2
+            pass
+
+
+        @fncache.memoize
+        def member_attribute():
+            return Planet.MERCURY.mass
+
+
+        @fncache.memoize
+        def member_attribute_set_later():
+            return Color.RED.label
+
+
+        @fncache.memoize
+        def member_holding_code(op):
+            return op.fn(3, 4)
+
+
+        @fncache.memoize
+        def annotation_read(raw):
+            return helper(helper.__annotations__["x"](raw))
+
+
+        @fncache.memoize
+        def base_type_argument(s):
+            return NumParser().parse(s)
+
+
+        CALLS = {
+            "member_attribute": (member_attribute, ()),
+            "member_attribute_set_later": (member_attribute_set_later, ()),
+            "member_holding_code": (member_holding_code, (Op.ADD,)),
+            "annotation_read": (annotation_read, ("3",)),
+            "base_type_argument": (base_type_argument, ("3",)),
+        }
+    """,
+}
+
 def _write(dest: Path, files: dict[str, str], version: str) -> None:
     for rel, template in files.items():
         text = harness.render(textwrap.dedent(template).lstrip("\n"), version)
@@ -1727,7 +1820,8 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values"])
+@pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
+                                     "pickle_drops"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""
@@ -1803,6 +1897,161 @@ def test_a_module_read_through_its_attributes_keys_what_the_code_reads_and_a_mod
     assert added["default"] != after["default"] and added["passed"] != after["passed"]
     del util.extra
     assert fncache.key_for(m.default, 1) == after["default"]
+
+
+_STATE_JOB = """
+import json, sys
+import fncache
+
+WEIGHTS = [3, 1, 2]  #@v1
+WEIGHTS = [3, 1, 5]  #@v2
+START = 100  #@v1
+START = 200  #@v2
+
+
+@fncache.memoize(store=sys.argv[1])
+def weighted(x):
+    WEIGHTS.sort()  # state the function writes: keyed by name after the first call
+    return [x * w for w in WEIGHTS]
+
+
+@fncache.memoize(store=sys.argv[1])
+def offset(x):
+    global START
+    START += 0  # rebound by the code: keyed by name from the start
+    return x + START
+
+
+out = {}
+for f in (weighted, offset):
+    first = f(1)
+    key = f.key(1)
+    out[f.__name__] = [first, f(1), key, f.store.contains(key)]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_state_keyed_by_name_keeps_the_programs_first_value(tmp_path):
+    """A global a function modifies (keyed by name after its first call) and one its code rebinds
+    (keyed by name from the start) are keyed with the value the program gave them: editing that in
+    the source is a miss in a new process, even for the calls after the first, and undoing the
+    edit hits again (both were the same key for every version of the program)."""
+    from tests.fixtures_code import harness
+
+    runs = {}
+    for name, version, seed in (("v1", "v1", "1"), ("v2", "v2", "2"), ("v1_again", "v1", "3")):
+        write(tmp_path / "job.py", harness.render(textwrap.dedent(_STATE_JOB), version))
+        runs[name] = last_json(run_py(tmp_path / "job.py", str(tmp_path / "store"), seed=seed))
+    assert runs["v1"]["weighted"][:2] == [[1, 2, 3], [1, 2, 3]]
+    assert runs["v2"]["weighted"][:2] == [[1, 3, 5], [1, 3, 5]]
+    assert runs["v1"]["offset"][:2] == [101, 101] and runs["v2"]["offset"][:2] == [201, 201]
+    for name in ("weighted", "offset"):
+        assert runs["v2"][name][2] != runs["v1"][name][2]
+        # Version 1 again: its results, the second call's key found stored. (Its first call hits,
+        # so the function never runs to modify WEIGHTS: that key stays the content's.)
+        assert runs["v1_again"][name][:2] == runs["v1"][name][:2] and runs["v1_again"][name][3]
+
+
+def test_state_listed_as_keyed_by_name(tmp_path):
+    """The values keyed by name are listed with why (``Fingerprint.by_name``, what ``explain`` and
+    ``doctor`` show), with the first value in their key."""
+    m = import_source("sound_state_names", "LOG = []\nN = 0\n"
+                      "def f(x):\n    global N\n    N += 1\n    LOG.append(x)\n    return x\n",
+                      tmp_path, keep=False)
+    g = fncache.memoize(store=str(tmp_path / "store"))(m.f)
+    g(1)
+    g(2)
+    assert g(2) == 2 and m.LOG == [1, 2]  # the third call hit: LOG is keyed by name
+    by_name = fingerprint(m.f).by_name
+    assert by_name == {"global LOG": "modified by the function", "global N": "rebound by the function"}
+
+
+_TYPE_VARIABLE_JOB = """
+import sys, typing
+import fncache
+
+
+def make():
+    T = typing.TypeVar("T", bound=int)  #@v1
+    T = typing.TypeVar("T", bound=str)  #@v2
+
+    def f(x):
+        return T.__name__ + str(x)
+    return f
+
+
+f = fncache.memoize(store=sys.argv[1])(make())
+print(f.key(1))
+"""
+
+
+@pytest.mark.slow
+def test_a_type_variable_a_function_reads_is_keyed_by_what_it_is(tmp_path):
+    """A TypeVar made in a function (cloudpickle pickles it by value, with a tracker id new in
+    every process) gives one key from another checkout and hash seed, and its bound counts."""
+    from tests.fixtures_code import harness
+
+    keys = []
+    for where, version, seed in (("a", "v1", "1"), ("b", "v1", "2"), ("a", "v2", "3")):
+        job = write(tmp_path / where / "job.py", harness.render(textwrap.dedent(_TYPE_VARIABLE_JOB),
+                                                                version))
+        keys.append(run_py(job, str(tmp_path / "store"), seed=seed).stdout.strip())
+    assert keys[0] == keys[1] and keys[2] != keys[0]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 type parameters: Python 3.12+")
+@pytest.mark.slow
+def test_a_pep_695_type_parameter_read_by_the_code_keeps_its_key(tmp_path):
+    """``def f[T](x)`` whose body reads ``T`` (a closure of the type parameter's scope) and a
+    generic class's method that reads its parameter: the same key in another process and
+    checkout (each process had a new one), and a bound edited is another key."""
+    source = textwrap.dedent("""
+        import sys
+        import fncache
+
+        def f[T: int](x):  #@v1
+        def f[T: str](x):  #@v2
+            return T.__name__ + str(x)
+
+        class Box[U]:
+            def name(self):
+                return U.__name__
+
+        def g(x):
+            return Box().name() + str(x)
+
+        store = sys.argv[1]
+        print(fncache.memoize(store=store)(f).key(1), fncache.memoize(store=store)(g).key(1))
+    """)
+    from tests.fixtures_code import harness
+
+    keys = []
+    for where, version, seed in (("a", "v1", "1"), ("b", "v1", "2"), ("a", "v2", "3")):
+        job = write(tmp_path / where / "job.py", harness.render(source, version))
+        keys.append(run_py(job, str(tmp_path / "store"), seed=seed).stdout.split())
+    assert keys[0] == keys[1]
+    assert keys[2][0] != keys[0][0] and keys[2][1] == keys[0][1]
+
+
+def test_in_process_changes_to_annotations_and_enum_members_change_the_key(tmp_path):
+    """Replacing an annotation, or an attribute an enum member holds, in the running process gives
+    a new key; putting it back, the old one."""
+    m = import_source("sound_annotations", "import enum\n"
+                      "class C(enum.Enum):\n    A = 1\n"
+                      "C.A.label = 'a'\n"
+                      "def helper(x: int):\n    return x\n"
+                      "def f(raw):\n    return helper(helper.__annotations__['x'](raw)), C.A.label\n",
+                      tmp_path, keep=False)
+    before = fncache.key_for(m.f, "3")
+    m.helper.__annotations__["x"] = str
+    assert fncache.key_for(m.f, "3") != before
+    m.helper.__annotations__["x"] = int
+    assert fncache.key_for(m.f, "3") == before
+    m.C.A.label = "b"
+    assert fncache.key_for(m.f, "3") != before
+    m.C.A.label = "a"
+    assert fncache.key_for(m.f, "3") == before
 
 
 def test_a_pydantic_model_keeps_its_key_when_pydantic_fills_its_caches(tmp_path):

@@ -542,3 +542,19 @@ def test_a_method_memoized_onto_its_own_instance_keys_by_the_instance(tmp_path):
     assert five.predict(3) == 15 and five.predict.cache_info().misses == 1  # never Model(2)'s entry
     assert five.predict.key(3) != two.predict.key(3)
     assert Model(2).predict.key(3) == Model(2).predict.key(3)
+
+
+def test_a_memoryview_is_keyed_by_its_format_and_shape_with_its_bytes():
+    """Two views of the same bytes as other items (``cast("i")``) or another shape are two values;
+    cloudpickle's pickle of a view keeps only its bytes. The same items in another layout (a
+    strided view, another writable buffer) are one."""
+    import numpy as np
+
+    raw = b"\x01\x00\x00\x00\x02\x00\x00\x00"
+    keys = {fncache.hash(v) for v in (memoryview(raw), memoryview(raw).cast("i"),
+                                      memoryview(raw).cast("i", [1, 2]))}
+    assert len(keys) == 3
+    same = {fncache.hash(v) for v in (memoryview(raw).cast("i"),
+                                      memoryview(bytearray(raw)).cast("i"),
+                                      memoryview(np.array([1, 9, 2], dtype=np.intc)[::2]))}
+    assert len(same) == 1

@@ -103,6 +103,12 @@ def _builtin_corpus() -> dict[str, list[Case]]:
         "functools.KeyWrapper": [Case("a cmp_to_key key", lambda: functools.cmp_to_key(_cmp_up),
                                       same=(lambda: functools.cmp_to_key(_cmp_up),),
                                       edits=(lambda k: functools.cmp_to_key(_cmp_down),))],
+        "builtins.memoryview": [Case(
+            "a memoryview of ints", lambda: memoryview(b"\x01\x00\x00\x00\x02\x00\x00\x00").cast("i"),
+            same=(lambda: memoryview(bytearray(b"\x01\x00\x00\x00\x02\x00\x00\x00")).cast("i"),
+                  lambda: memoryview(np.array([1, 7, 2], dtype=np.intc)[::2])),  # strided
+            edits=(lambda v: v.cast("B"), lambda v: v.cast("B").cast("i", [1, 2]),
+                   lambda v: memoryview(b"\x01\x00\x00\x00\x03\x00\x00\x00").cast("i")))],
         "_struct.Struct": [Case("a struct.Struct", lambda: struct.Struct("<i"),
                                 same=(lambda: struct.Struct("<i"),),
                                 edits=(lambda v: struct.Struct("<h"),))],

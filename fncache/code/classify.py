@@ -21,22 +21,26 @@ from typing import Any
 
 from fncache.code.usercode import is_user_code
 
-__all__ = ["CLASS_SKIP", "ENUM_DERIVED", "SHOWN_REPR", "class_bookkeeping", "describe", "holds_user_code",
-           "is_immutable", "is_infrastructure", "is_user_object", "shown", "written_by_typing"]
+__all__ = ["CLASS_SKIP", "ENUM_DERIVED", "ENUM_MEMBER_BOOKKEEPING", "SHOWN_REPR", "class_bookkeeping",
+           "describe", "holds_user_code", "is_immutable", "is_infrastructure", "is_user_object", "shown",
+           "written_by_typing"]
 
 # Class attributes that describe where or how a class was written, not what it does, and those that
 # Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
 # cannot even be pickled), ``__slotnames__`` (copyreg adds it at the first pickle or copy of an
 # instance), typing's protocol bookkeeping, ``__abstractmethods__`` (derived from the methods). A class
 # must have one digest before and after these appear, and after a round trip through cloudpickle.
+# (``__orig_bases__``, the bases as written, with their type arguments, is keyed: ``Parser[int]``.)
 CLASS_SKIP = frozenset({
     "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__firstlineno__",
-    "__static_attributes__", "__orig_bases__", "__parameters__", "__type_params__",
+    "__static_attributes__", "__parameters__", "__type_params__",
     "_abc_impl", "_abc_registry", "_abc_cache", "_abc_negative_cache", "_abc_negative_cache_version",
     "__abstractmethods__", "__slotnames__",
     "_is_protocol", "__protocol_attrs__", "__non_callable_proto_members__",
     "__callable_proto_members_only__",
 })
+# What the enum machinery keeps in a member's own ``__dict__`` (its value is keyed with the members).
+ENUM_MEMBER_BOOKKEEPING = frozenset({"_value_", "_name_", "__objclass__", "_sort_order_"})
 # What the enum machinery writes into an enum's class dict, all derived from the members and bases
 # (which are hashed): everything else, ``__str__``, ``__init__``, ``_missing_``... is the user's own
 # and counts. A user-written ``__new__`` is kept by enum as ``__new_member__``, which counts too.

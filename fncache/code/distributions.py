@@ -262,19 +262,22 @@ def _forget_gone(parent: str, keep: str) -> None:
         return
     for name in names:
         path = os.path.join(parent, name)
-        if path == keep:
-            continue
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(_MEMO_MAX + 1)
-            data = json.loads(raw) if len(raw) <= _MEMO_MAX else None
-            directory = data.get("directory") if isinstance(data, dict) else None
-            gone = not (isinstance(directory, str) and os.path.isdir(directory))
-        except (OSError, ValueError, RecursionError):
-            gone = True
-        if gone:
+        if path != keep and _of_a_vanished_directory(path):
             with contextlib.suppress(OSError):
                 os.unlink(path)
+
+
+def _of_a_vanished_directory(path: str) -> bool:
+    """Whether the remembered file at ``path`` is of a directory that no longer exists, or is not
+    one this module can read."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MEMO_MAX + 1)
+        data = json.loads(raw) if len(raw) <= _MEMO_MAX else None
+    except (OSError, ValueError, RecursionError):
+        return True
+    directory = data.get("directory") if isinstance(data, dict) else None
+    return not (isinstance(directory, str) and os.path.isdir(directory))
 
 
 def _provides(meta: str) -> frozenset[str]:

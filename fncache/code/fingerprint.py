@@ -53,12 +53,10 @@ from fncache.code.usercode import (
     whole_module,
 )
 from fncache.code.walk import (
-    IGNORED,
     MISSING,
-    REBOUND,
     SLOW_REHASH,
-    STATE,
     Walk,
+    first_digest,
 )
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
@@ -140,11 +138,6 @@ def _note_cycle() -> None:
 
 _register_code_tokens()
 
-_BY_NAME = {
-    _hasher.digest(STATE).hex(): "modified by the function",
-    _hasher.digest(REBOUND).hex(): "rebound by the function",
-    _hasher.digest(IGNORED).hex(): "left out by ignore_globals=",
-}
 
 @dataclass
 class Fingerprint:
@@ -179,13 +172,15 @@ class Fingerprint:
     #: Mutable values read that are slow to re-hash, as checked on every use: ``(where, what,
     #: seconds)``, e.g. ``("global DF", "pandas.DataFrame (160.0 MB)", 0.0102)``.
     slow: tuple[tuple[str, str, float], ...] = ()
+    #: The components keyed by name, with why (see :attr:`by_name`).
+    named: tuple[tuple[str, str], ...] = ()
 
     @property
     def by_name(self) -> dict[str, str]:
         """Components keyed by name rather than content, with why: ``{"global n": "rebound by the
         function"}`` (its code rebinds it) or ``"modified by the function"`` (seen changing while it
         ran). Changes to these values do not change the key."""
-        found = {label: _BY_NAME[d] for label, d in self.components.items() if d in _BY_NAME}
+        found = dict(self.named)
         found.update(dict.fromkeys(self.infrastructure, "cannot be pickled: keyed by type and name"))
         return found
 
@@ -283,18 +278,23 @@ _forks.on_fork(_fresh_fp_lock)
 _state: dict[int, tuple[Any, dict[int, Any]]] = {}
 
 
-def mark_state(fn: Any, objs: Iterable[Any]) -> None:
-    """Key these objects by the name they are read under, not by content, in ``fn``'s fingerprint.
+def mark_state(fn: Any, objs: Iterable[Any], before: Fingerprint | None = None) -> None:
+    """Key these objects by the name they are read under and the content they had before ``fn``
+    first modified them (in ``before``, the fingerprint its key was made with), not by their
+    content now, in ``fn``'s fingerprint.
 
     Called by memoize when a run of ``fn`` changed a mutable global, closure value or default and the
     change is attributed to ``fn`` itself: otherwise every call would see a new value and miss
-    (``log.append(x)`` in a cached function).
+    (``log.append(x)`` in a cached function). The first content stays in the key: the program
+    starts from it, and an edit of it in the source (``WEIGHTS = [3, 1, 5]``) is another program.
     """
     fn = unwrap_memoized(fn)
+    first = {id(v): ("value", d) for v, d in before._mutable} if before is not None else {}
     with _fp_lock:
         owned = _state.setdefault(id(fn), (fn, {}))[1]
         for obj in objs:
-            owned[id(obj)] = obj
+            if id(obj) not in owned:
+                owned[id(obj)] = (obj, first.get(id(obj)) or first_digest(obj))
         for cache in (_fp_cache, _fp_cache_versions):
             try:
                 cache.pop(fn, None)
@@ -331,6 +331,8 @@ def _result(walk: Walk) -> Fingerprint:
         root=walk.root_module,
         _private=private,
         infrastructure=tuple(sorted(walk.by_name)),
+        named=tuple(sorted((label, why) for label, (why, d) in walk.named.items()
+                           if comps.get(label) == d)),
         _unpicklable=tuple(walk.unpicklable_values),
         functions=tuple(sorted(walk.functions.items())),
         shown=tuple(sorted(walk.shown.items())),

@@ -9,7 +9,6 @@ fingerprint can later be revalidated with identity checks alone.
 from __future__ import annotations
 
 import builtins
-import enum
 import functools
 import logging
 import sys
@@ -18,14 +17,8 @@ import types
 from typing import Any
 
 from fncache._errors import UnhashableArgument
-from fncache.code.classify import (
-    class_bookkeeping,
-    is_immutable,
-    is_infrastructure,
-    is_user_object,
-    pydantic_decorators,
-    shown,
-)
+from fncache.code import classes as _classes
+from fncache.code.classify import is_immutable, is_infrastructure, is_user_object, shown
 from fncache.code.digest import (
     Import,
     absolute_import,
@@ -61,10 +54,27 @@ _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, 
 #: takes longer than this (seconds) is reported once, with the remedies (see Fingerprint.slow).
 SLOW_REHASH = 0.001
 
-# The tokens of values keyed by name (``Fingerprint.by_name`` finds them among the components).
+# The tokens of values keyed by name (``Walk.named`` records where each is read). STATE and REBOUND
+# are followed by the digest the value had when this process first keyed it that way: state a
+# function writes is not an input while the process runs, but its first value is the program's
+# (``WEIGHTS = [3, 1, 2]`` edited to ``[3, 1, 5]`` in the source is another program).
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
 IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
+BY_NAME = {STATE: "modified by the function", REBOUND: "rebound by the function",
+           IGNORED: "left out by ignore_globals="}
+# (id(module dict), name) -> (the dict, the digest of the global's value when a walk of this process
+# first met it as rebound by the code): that first value stands for it in keys from then on.
+_first_rebound: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def first_digest(value: Any) -> Any:
+    """The token of the value a global or object had when it was first keyed by name (by type
+    where it cannot be hashed: a lock, a connection)."""
+    try:
+        return ("value", _hasher.digest(value))
+    except Exception:
+        return ("unhashable", type(value).__module__, type(value).__qualname__)
 
 
 class _UnkeyableValue(UnhashableArgument):
@@ -110,6 +120,7 @@ class Walk:
         self.state: dict[int, Any] = state or {}  # what mark_state() recorded for this root
         self.private: list[int] = []  # ids of mutable values read through closures and defaults
         self.by_name: dict[str, None] = {}
+        self.named: dict[str, tuple[str, str]] = {}  # label -> (why keyed by name, its digest)
         # For explain: the user functions visited, by label (their source is kept with each entry),
         # and how each global read reads to a person (a short repr, else its type, size and digest).
         self.functions: dict[str, types.FunctionType] = {}
@@ -172,7 +183,10 @@ class Walk:
     def reference(self, value: Any, code_names: set[str] | None = None) -> Any:
         """The token that stands for ``value`` where it is read; visits user code it reaches."""
         if self.state and id(value) in self.state:
-            return STATE  # written by this function: keyed by where it is read, not content
+            # Written by this function: keyed by where it is read and its first value, not content.
+            state = STATE + (self.state[id(value)][1],)
+            self.named[self.where] = (BY_NAME[STATE], _hasher.digest(state).hex())
+            return state
         value = unwrap_memoized(value)
         if isinstance(value, (types.FunctionType, type, types.ModuleType)):
             return self.code_reference(value, code_names)
@@ -187,6 +201,13 @@ class Walk:
             options = compile_options(value)
             return token if options is None else token + (options,)
         return self.value_reference(value)
+
+    def name_keyed(self, label: str, kind: tuple[str, ...], token: Any) -> None:
+        """Key what is read at ``label`` by name (``token``), and say so (``Fingerprint.by_name``:
+        unless a read by value of the same name replaces the component)."""
+        d = _hasher.digest(token).hex()
+        self.components[label] = d
+        self.named[label] = (BY_NAME[kind], d)
 
     def code_reference(self, value: types.FunctionType | type | types.ModuleType,
                        code_names: set[str] | None) -> Any:
@@ -477,7 +498,7 @@ class Walk:
         attrs = self.function_attrs(fn, qual)
         self.components[label] = _hasher.digest(
             (code_digest(code), fn.__qualname__, defaults, kwdefaults)
-            + ((tuple(attrs),) if attrs else ())
+            + ((tuple(attrs),) if attrs else ()) + self.annotations(fn)
         ).hex()
         names_read, all_names, imports = code_names(code)
         passed = names_passed_on(code)
@@ -506,6 +527,25 @@ class Walk:
             attrs.append((name, self.attribute(value, f"attribute {qual}.{name}")))
         return attrs
 
+    def annotations(self, fn: types.FunctionType) -> tuple[Any, ...]:
+        """The part of a function's component for its annotations (code may act on them:
+        ``get_type_hints``, a converter read from ``__annotations__``), by value, classes by name;
+        none for none. Watched for a rebinding, an entry added or removed and an entry replaced."""
+        try:
+            found = fn.__annotations__
+        except Exception as e:  # annotations that cannot be evaluated (deferred ones, 3.14)
+            return (("__annotations__", ("unevaluated", type(e).__name__)),)
+        self.attr_watches.append((fn, "__annotations__", found))
+        if not found or not isinstance(found, dict):
+            return ()
+        self.len_watches.append((found, len(found)))
+        self.dict_watches.extend((found, name, value) for name, value in found.items())
+        try:
+            return (("__annotations__", ("value", _hasher.digest(dict(found)))),)
+        except Exception:  # an annotation no pickle takes (a lock): keyed by names and types
+            return (("__annotations__", tuple((k, type(v).__module__, type(v).__qualname__)
+                                              for k, v in found.items())),)
+
     def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str],
                       passed: frozenset[str] = frozenset()) -> None:
         """One component per closure variable of ``fn``, each watched (``passed``: see
@@ -527,7 +567,7 @@ class Walk:
         if name in self.ignore_globals:
             # The user's word that this global is state the code writes, not an input: keyed
             # by name and never watched (docs: "What invalidates a cache entry").
-            self.components[self.global_label(g, name)] = _hasher.digest(IGNORED).hex()
+            self.name_keyed(self.global_label(g, name), IGNORED, IGNORED)
             return
         if name in written and not isinstance(
                 g.get(name), (types.FunctionType, type, types.ModuleType)):
@@ -536,7 +576,9 @@ class Walk:
             # global elsewhere in the walk takes precedence (it keeps the value in the key), and
             # code (a function, class or module bound to it) is followed as usual.
             glabel = f"global {self._name(g.get('__name__'), name)}"
-            self.components.setdefault(glabel, _hasher.digest(REBOUND).hex())
+            if glabel not in self.components:
+                first = _first_rebound.setdefault((id(g), name), (g, first_digest(g.get(name))))
+                self.name_keyed(glabel, REBOUND, REBOUND + (first[1],))
             return
         value = g.get(name, MISSING)
         self.dict_watches.append((g, name, value))
@@ -552,49 +594,5 @@ class Walk:
             self.shown[glabel] = shown(value, self.components[glabel])
 
     def visit_class(self, cls: type) -> str:
-        label, new = self.label("class", cls)
-        if not new:
-            return label
-        qual = label.split(" ", 1)[1]
-        d = cls.__dict__
-        self.len_watches.append((d, len(d)))
-        items = []
-        if isinstance(cls, enum.EnumMeta):
-            # An enum's members cannot change after creation; its bookkeeping maps (_member_map_ and
-            # friends) are derived from them, so the members stand for all of it, hashed once.
-            by_name: Any = cls.__members__
-            members = tuple((n, m._value_) for n, m in by_name.items())
-            items.append(("__members__", ("value", _hasher.digest(members))))
-        skipped = class_bookkeeping(cls)
-        for name in sorted(d):
-            value = d[name]
-            if skipped(name, value):
-                continue
-            self.dict_watches.append((d, name, value))
-            if name == "__pydantic_decorators__":
-                value = pydantic_decorators(value)  # without the class's id()
-            items.append((name, self.class_item(value, f"class attribute {qual}.{name}")))
-        bases = tuple(self.reference(b) for b in cls.__bases__)
-        meta = self.reference(type(cls))
-        self.components[label] = _hasher.digest((cls.__qualname__, bases, meta, tuple(items))).hex()
-        return label
-
-    def class_item(self, value: Any, where: str) -> Any:
-        if isinstance(value, (classmethod, staticmethod)):
-            return (type(value).__name__, self.read(value.__func__, where))
-        if isinstance(value, property):
-            return ("property",) + tuple(
-                self.read(f, where) if f is not None else None for f in (value.fget, value.fset, value.fdel)
-            )
-        # Descriptors of functools hold the user's function: its code counts (a cached_property
-        # also holds a lock on 3.11, which cannot be pickled).
-        if isinstance(value, functools.singledispatchmethod):
-            return ("singledispatchmethod", self.read(value.dispatcher, where), self.read(value.func, where))
-        if isinstance(value, functools.cached_property):
-            return ("cached_property", self.read(value.func, where), value.attrname)
-        if isinstance(value, functools.partialmethod):
-            return ("partialmethod", self.read(value.func, where),
-                    tuple(self.read(a, where) for a in value.args),
-                    tuple((k, self.read(v, where)) for k, v in sorted(value.keywords.items())))
-        return self.read(value, where)
-
+        """See :func:`fncache.code.classes.visit_class`."""
+        return _classes.visit_class(self, cls)

@@ -250,11 +250,44 @@ def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any
     return _instances.by_reduce(t, found, wrapper=False)
 
 
+def _type_variable_token(h: _Hasher, obj: Any) -> Any:
+    """A ``TypeVar``, ``ParamSpec`` or ``TypeVarTuple`` by what it is: its name, bound,
+    constraints, variance and default. cloudpickle pickles one it cannot find by name (a PEP 695
+    ``def f[T]``'s, one made in a function) by value with a tracker id new in every process, and
+    one it finds by its name alone (a bound edited in place kept the key)."""
+    parts: list[Any] = [type(obj).__name__, getattr(obj, "__name__", None)]
+    for attr in _TYPE_VARIABLE_ATTRS:
+        try:
+            value = getattr(obj, attr, None)
+        except Exception:  # a PEP 695 bound naming what is not defined yet
+            value = (_Token, ("unevaluated", attr))
+        parts.append(_digest(value, h.root))
+    has_default = getattr(obj, "has_default", None)
+    if has_default is not None and has_default():
+        parts.append(_digest(obj.__default__, h.root))
+    return (_Token, ("type variable", tuple(parts)))
+
+
+_TYPE_VARIABLE_ATTRS = ("__bound__", "__constraints__", "__covariant__", "__contravariant__",
+                        "__infer_variance__")
+_TYPE_VARIABLES = frozenset({"TypeVar", "ParamSpec", "TypeVarTuple"})
+
+
+def _memoryview_token(h: _Hasher, obj: memoryview) -> Any:
+    """A memoryview by its format, item size and shape with its bytes: cloudpickle's pickle keeps
+    only the bytes, so ``memoryview(b).cast("i")`` and ``memoryview(b)`` were one value."""
+    data = pickle.PickleBuffer(obj if obj.c_contiguous else obj.tobytes())  # in C order
+    return (_Token, ("memoryview", obj.format, obj.itemsize, obj.shape, data))
+
+
 def _special(t: type) -> Callable[[_Hasher, Any], Any] | None:
-    """The handler of a type alias, or of an open stream (refused: reading it would consume it,
-    see files); None for any other type."""
-    if t.__name__ == "TypeAliasType" and t.__module__ in ("typing", "typing_extensions"):
-        return _type_alias_token
+    """The handler of a type alias or type variable, or of an open stream (refused: reading it
+    would consume it, see files); None for any other type."""
+    if t.__module__ in ("typing", "typing_extensions"):
+        if t.__name__ == "TypeAliasType":
+            return _type_alias_token
+        if t.__name__ in _TYPE_VARIABLES:
+            return _type_variable_token
     return _stream_token if _is_stream(t) else None
 
 
@@ -281,6 +314,7 @@ def _register_builtins() -> None:
     builtin(_instances.KEY_WRAPPER, _instances.key_wrapper_token, exact=True)
     builtin(struct.Struct, _instances.struct_token, exact=True)
     builtin(types.SimpleNamespace, _instances.namespace_token, exact=True)
+    builtin(memoryview, _memoryview_token, exact=True)
     builtin((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path,
              pathlib.PosixPath, pathlib.WindowsPath), _path_token, exact=True)
     _registry.add_rule(_protocols)

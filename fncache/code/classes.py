@@ -1,0 +1,90 @@
+"""The walk's visit of a user class (split from :mod:`fncache.code.walk`): its dict's items, an
+enum's members with the attributes they hold, its bases and metaclass."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from typing import Any
+
+from fncache.code.classify import ENUM_MEMBER_BOOKKEEPING, class_bookkeeping, pydantic_decorators
+from fncache.values import hasher as _hasher
+
+__all__ = ["class_item", "enum_items", "member_attrs", "visit_class"]
+
+
+def visit_class(walk: Any, cls: type) -> str:
+    """Visit a user class: its dict's items but bookkeeping, an enum's members and what they hold,
+    its bases (as classes and as written) and metaclass; returns its label."""
+    label: str
+    label, new = walk.label("class", cls)
+    if not new:
+        return label
+    qual = label.split(" ", 1)[1]
+    d = cls.__dict__
+    walk.len_watches.append((d, len(d)))
+    items = enum_items(walk, cls, qual) if isinstance(cls, enum.EnumMeta) else []
+    walk.attr_watches.append((cls, "__bases__", cls.__bases__))
+    skipped = class_bookkeeping(cls)
+    for name in sorted(d):
+        value = d[name]
+        if skipped(name, value):
+            continue
+        walk.dict_watches.append((d, name, value))
+        if name == "__pydantic_decorators__":
+            value = pydantic_decorators(value)  # without the class's id()
+        items.append((name, class_item(walk, value, f"class attribute {qual}.{name}")))
+    bases = tuple(walk.reference(b) for b in cls.__bases__)
+    meta = walk.reference(type(cls))
+    walk.components[label] = _hasher.digest((cls.__qualname__, bases, meta, tuple(items))).hex()
+    return label
+
+
+def enum_items(walk: Any, cls: Any, qual: str) -> list[tuple[str, Any]]:
+    """An enum's members. They cannot change after creation; its bookkeeping maps (_member_map_
+    and friends) are derived from them, so the members stand for all of it, hashed once, with the
+    attributes a member holds beside its value (``__new__`` or later code set them), which its
+    pickle, by value, drops."""
+    by_name: Any = cls.__members__
+    members = tuple((n, m._value_) for n, m in by_name.items())
+    items: list[tuple[str, Any]] = [("__members__", ("value", _hasher.digest(members)))]
+    extra = tuple((n, a, walk.read(v, f"member {qual}.{n}.{a}"))
+                  for n, m in by_name.items() for a, v in member_attrs(walk, m))
+    if extra:
+        items.append(("__members__ attributes", extra))
+    return items
+
+
+def member_attrs(walk: Any, member: Any) -> list[tuple[str, Any]]:
+    """An enum member's attributes but the enum machinery's own; watched where it has any (a
+    member with none costs a hit nothing, and one given its first attribute later in the same
+    process is not seen)."""
+    md = getattr(member, "__dict__", None) or {}
+    out = sorted(((a, v) for a, v in md.items() if a not in ENUM_MEMBER_BOOKKEEPING),
+                 key=lambda item: item[0])
+    if out:
+        walk.len_watches.append((md, len(md)))
+        walk.dict_watches.extend((md, a, v) for a, v in out)
+    return out
+
+
+def class_item(walk: Any, value: Any, where: str) -> Any:
+    """The token of one item of a class's dict: descriptors by the functions they hold."""
+    if isinstance(value, (classmethod, staticmethod)):
+        return (type(value).__name__, walk.read(value.__func__, where))
+    if isinstance(value, property):
+        return ("property",) + tuple(
+            walk.read(f, where) if f is not None else None for f in (value.fget, value.fset, value.fdel)
+        )
+    # Descriptors of functools hold the user's function: its code counts (a cached_property
+    # also holds a lock on 3.11, which cannot be pickled).
+    if isinstance(value, functools.singledispatchmethod):
+        return ("singledispatchmethod", walk.read(value.dispatcher, where), walk.read(value.func, where))
+    if isinstance(value, functools.cached_property):
+        return ("cached_property", walk.read(value.func, where), value.attrname)
+    if isinstance(value, functools.partialmethod):
+        return ("partialmethod", walk.read(value.func, where),
+                tuple(walk.read(a, where) for a in value.args),
+                tuple((k, walk.read(v, where)) for k, v in sorted(value.keywords.items())))
+    return walk.read(value, where)
+
