@@ -44,6 +44,7 @@ from fncache.code import usercode as _usercode
 from fncache.code.classify import describe, holds_user_code
 from fncache.code.digest import code_digest
 from fncache.code.distributions import distribution_versions
+from fncache.code.state import first_digest
 from fncache.code.usercode import (
     is_user_code,
     is_user_module,
@@ -56,7 +57,6 @@ from fncache.code.walk import (
     MISSING,
     SLOW_REHASH,
     Walk,
-    first_digest,
 )
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry

@@ -27,6 +27,7 @@ from fncache.code.digest import (
     globals_written,
     names_passed_on,
 )
+from fncache.code.state import BY_NAME, IGNORED, REBOUND, STATE, first_rebound
 from fncache.code.usercode import (
     compile_options,
     imported,
@@ -53,29 +54,6 @@ _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, 
 #: A mutable value read by the code is re-hashed on every call (to see whether it changed); one that
 #: takes longer than this (seconds) is reported once, with the remedies (see Fingerprint.slow).
 SLOW_REHASH = 0.001
-
-# The tokens of values keyed by name (``Walk.named`` records where each is read). STATE and REBOUND
-# are followed by the digest the value had when this process first keyed it that way: state a
-# function writes is not an input while the process runs, but its first value is the program's
-# (``WEIGHTS = [3, 1, 2]`` edited to ``[3, 1, 5]`` in the source is another program).
-STATE = ("state",)  # modified by the function while it ran (mark_state)
-REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
-IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
-BY_NAME = {STATE: "modified by the function", REBOUND: "rebound by the function",
-           IGNORED: "left out by ignore_globals="}
-# (id(module dict), name) -> (the dict, the digest of the global's value when a walk of this process
-# first met it as rebound by the code): that first value stands for it in keys from then on.
-_first_rebound: dict[tuple[int, str], tuple[Any, Any]] = {}
-
-
-def first_digest(value: Any) -> Any:
-    """The token of the value a global or object had when it was first keyed by name (by type
-    where it cannot be hashed: a lock, a connection)."""
-    try:
-        return ("value", _hasher.digest(value))
-    except Exception:
-        return ("unhashable", type(value).__module__, type(value).__qualname__)
-
 
 class _UnkeyableValue(UnhashableArgument):
     """A value the code reads cannot be keyed; the message names where it is read."""
@@ -577,8 +555,7 @@ class Walk:
             # code (a function, class or module bound to it) is followed as usual.
             glabel = f"global {self._name(g.get('__name__'), name)}"
             if glabel not in self.components:
-                first = _first_rebound.setdefault((id(g), name), (g, first_digest(g.get(name))))
-                self.name_keyed(glabel, REBOUND, REBOUND + (first[1],))
+                self.name_keyed(glabel, REBOUND, REBOUND + (first_rebound(g, name),))
             return
         value = g.get(name, MISSING)
         self.dict_watches.append((g, name, value))
