@@ -21,9 +21,10 @@ A fingerprint is computed once per function and then *revalidated* on each use: 
 and mutable values read (dicts, lists, objects) are re-hashed. Any difference recomputes it, so a global
 rebound or mutated between two calls gives a new key, while a hit costs a few identity checks.
 
-State a function writes is keyed by the name it is read under, not by content, for that function only:
-a global its code rebinds (``global n; n += 1``) and the values memoize saw it modify while it ran (see
-:func:`mark_state`). ``Fingerprint.by_name`` lists those components.
+State a function writes is keyed by the name it is read under and its first value, not by its content
+now, for that function only: a global its code rebinds (``global n; n += 1``) and the values memoize
+saw it modify while it ran (see :func:`mark_state` and :mod:`fncache.code.state`).
+``Fingerprint.by_name`` lists those components.
 """
 
 
