@@ -1900,13 +1900,19 @@ def test_a_module_read_through_its_attributes_keys_what_the_code_reads_and_a_mod
 
 
 _STATE_JOB = """
-import json, sys
+import json, sys, uuid
 import fncache
 
 WEIGHTS = [3, 1, 2]  #@v1
 WEIGHTS = [3, 1, 5]  #@v2
-START = 100  #@v1
-START = 200  #@v2
+_session = None
+
+
+def session():
+    global _session
+    if _session is None:
+        _session = {"id": uuid.uuid4().hex}  # a lazily made object: new in every process
+    return _session
 
 
 @fncache.memoize(store=sys.argv[1])
@@ -1916,14 +1922,14 @@ def weighted(x):
 
 
 @fncache.memoize(store=sys.argv[1])
-def offset(x):
-    global START
-    START += 0  # rebound by the code: keyed by name from the start
-    return x + START
+def with_session(x):
+    session()  # rebinds _session (through its helper): keyed by name from the start
+    return x * 2
 
 
+session()  # made before the first key in this process
 out = {}
-for f in (weighted, offset):
+for f in (weighted, with_session):
     first = f(1)
     key = f.key(1)
     out[f.__name__] = [first, f(1), key, f.store.contains(key)]
@@ -1933,10 +1939,10 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_state_keyed_by_name_keeps_the_programs_first_value(tmp_path):
-    """A global a function modifies (keyed by name after its first call) and one its code rebinds
-    (keyed by name from the start) are keyed with the value the program gave them: editing that in
-    the source is a miss in a new process, even for the calls after the first, and undoing the
-    edit hits again (both were the same key for every version of the program)."""
+    """A global a function modifies (keyed by name after its first call) is keyed with the value
+    the program gave it: editing that in the source is a miss in a new process, even for the calls
+    after the first (all versions shared one key), and undoing the edit hits again. A global its
+    code rebinds, made lazily before the first key, keeps one key across processes."""
     from tests.fixtures_code import harness
 
     runs = {}
@@ -1945,12 +1951,13 @@ def test_state_keyed_by_name_keeps_the_programs_first_value(tmp_path):
         runs[name] = last_json(run_py(tmp_path / "job.py", str(tmp_path / "store"), seed=seed))
     assert runs["v1"]["weighted"][:2] == [[1, 2, 3], [1, 2, 3]]
     assert runs["v2"]["weighted"][:2] == [[1, 3, 5], [1, 3, 5]]
-    assert runs["v1"]["offset"][:2] == [101, 101] and runs["v2"]["offset"][:2] == [201, 201]
-    for name in ("weighted", "offset"):
-        assert runs["v2"][name][2] != runs["v1"][name][2]
-        # Version 1 again: its results, the second call's key found stored. (Its first call hits,
-        # so the function never runs to modify WEIGHTS: that key stays the content's.)
-        assert runs["v1_again"][name][:2] == runs["v1"][name][:2] and runs["v1_again"][name][3]
+    assert runs["v2"]["weighted"][2] != runs["v1"]["weighted"][2]
+    # Version 1 again: its results, the second call's key found stored. (Its first call hits, so
+    # the function never runs to modify WEIGHTS: that key stays the content's.)
+    assert runs["v1_again"]["weighted"][:2] == runs["v1"]["weighted"][:2]
+    assert runs["v1_again"]["weighted"][3]
+    keys = {run["with_session"][2] for run in runs.values()}
+    assert len(keys) == 1 and runs["v2"]["with_session"][3]  # one key; found in the next process
 
 
 def test_state_listed_as_keyed_by_name(tmp_path):
@@ -2034,24 +2041,63 @@ def test_a_pep_695_type_parameter_read_by_the_code_keeps_its_key(tmp_path):
     assert keys[2][0] != keys[0][0] and keys[2][1] == keys[0][1]
 
 
-def test_in_process_changes_to_annotations_and_enum_members_change_the_key(tmp_path):
-    """Replacing an annotation, or an attribute an enum member holds, in the running process gives
-    a new key; putting it back, the old one."""
-    m = import_source("sound_annotations", "import enum\n"
-                      "class C(enum.Enum):\n    A = 1\n"
-                      "C.A.label = 'a'\n"
+def test_annotations_rebound_in_process_change_the_key_and_evaluating_them_does_not(tmp_path):
+    """Annotations rebound in the running process give a new key, put back the old one; evaluating
+    them (``get_type_hints`` fills the evaluation cache of the ``ForwardRef`` that typing shares
+    among all annotations spelled alike) changes nothing."""
+    import typing
+
+    m = import_source("sound_annotations", "from typing import List\n"
+                      "class User:\n    pass\n"
                       "def helper(x: int):\n    return x\n"
-                      "def f(raw):\n    return helper(helper.__annotations__['x'](raw)), C.A.label\n",
-                      tmp_path, keep=False)
+                      "def other(users: List['User']):\n    return users\n"
+                      "def f(raw, users: List['User'] = ()):\n"
+                      "    return helper(helper.__annotations__['x'](raw))\n",
+                      tmp_path, keep=True)
     before = fncache.key_for(m.f, "3")
-    m.helper.__annotations__["x"] = str
-    assert fncache.key_for(m.f, "3") != before
-    m.helper.__annotations__["x"] = int
+    typing.get_type_hints(m.other)
     assert fncache.key_for(m.f, "3") == before
-    m.C.A.label = "b"
+    kept = m.helper.__annotations__
+    m.helper.__annotations__ = {"x": str}
     assert fncache.key_for(m.f, "3") != before
-    m.C.A.label = "a"
+    m.helper.__annotations__ = kept
     assert fncache.key_for(m.f, "3") == before
+
+
+def test_what_an_enum_member_or_a_base_holds_that_nothing_keys_is_keyed_by_type(tmp_path):
+    """An enum member holding an object no pickle takes (a rate limiter with a lock), or a base
+    made by ``__mro_entries__`` holding one, keeps the function keyable, as before these were keyed."""
+    import threading
+
+    m = import_source("sound_member_lock", "import enum, threading\n"
+                      "class Limiter:\n    def __init__(self, n):\n"
+                      "        self.n = n\n        self.lock = threading.Lock()\n"
+                      "class Provider(enum.Enum):\n    FAST = 100\n"
+                      "    def __init__(self, n):\n        self.limiter = Limiter(n)\n"
+                      "def price(provider, n):\n    return n * (0.1 if provider is Provider.FAST else 0.5)\n"
+                      "def read(n):\n    return Provider.FAST.limiter.n + n\n",
+                      tmp_path, keep=False)
+    g = fncache.memoize(store=str(tmp_path / "store"))(m.price)
+    assert g(m.Provider.FAST, 3) == g(m.Provider.FAST, 3) and g.cache_info().hits == 1
+    assert fncache.key_for(m.read, 1)
+
+    class Registry:
+        def __init__(self):
+            self.lock = threading.Lock()
+
+        def __mro_entries__(self, bases):
+            return (object,)
+
+    registry = Registry()
+
+    class Model(registry):  # type: ignore[misc]
+        def size(self):
+            return 1
+
+    def uses(n):
+        return Model().size() + n
+
+    assert fncache.key_for(uses, 1)
 
 
 def test_a_pydantic_model_keeps_its_key_when_pydantic_fills_its_caches(tmp_path):

@@ -559,18 +559,3 @@ def test_a_memoryview_is_keyed_by_its_format_and_shape_with_its_bytes():
                                       memoryview(np.array([1, 9, 2], dtype=np.intc)[::2]))}
     assert len(same) == 1
 
-
-def test_first_values_of_rebound_globals_stay_bounded():
-    """The first values of rebound globals are remembered per namespace, and namespaces come and go
-    (functions unpickled by value each bring one): the memory stays bounded, and a namespace met
-    again after it started over keeps one token while its value does."""
-    from fncache.code import state
-
-    kept = [{"n": i} for i in range(state._FIRST_REBOUND_MAX + 10)]
-    tokens = [state.first_rebound(g, "n") for g in kept]
-    assert len(state._first_rebound) <= state._FIRST_REBOUND_MAX
-    assert len(set(map(repr, tokens))) == len(kept)  # each its own value
-    again = kept[-1]
-    assert state.first_rebound(again, "n") == tokens[-1]
-    again["n"] = "rebound"  # remembered: the first value still stands for it
-    assert state.first_rebound(again, "n") == tokens[-1]

@@ -10,7 +10,7 @@ from typing import Any
 from fncache.code.classify import ENUM_MEMBER_BOOKKEEPING, class_bookkeeping, pydantic_decorators
 from fncache.values import hasher as _hasher
 
-__all__ = ["class_item", "enum_items", "member_attrs", "visit_class"]
+__all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "visit_class"]
 
 
 def visit_class(walk: Any, cls: type) -> str:
@@ -23,7 +23,7 @@ def visit_class(walk: Any, cls: type) -> str:
     qual = label.split(" ", 1)[1]
     d = cls.__dict__
     walk.len_watches.append((d, len(d)))
-    items = enum_items(walk, cls, qual) if isinstance(cls, enum.EnumMeta) else []
+    items = enum_items(cls) if isinstance(cls, enum.EnumMeta) else []
     walk.attr_watches.append((cls, "__bases__", cls.__bases__))
     skipped = class_bookkeeping(cls)
     for name in sorted(d):
@@ -33,6 +33,9 @@ def visit_class(walk: Any, cls: type) -> str:
         walk.dict_watches.append((d, name, value))
         if name == "__pydantic_decorators__":
             value = pydantic_decorators(value)  # without the class's id()
+        if name == "__orig_bases__":  # the bases as written (``Parser[int]``): a tuple, as it is
+            items.append((name, safe_token(value)))
+            continue
         items.append((name, class_item(walk, value, f"class attribute {qual}.{name}")))
     bases = tuple(walk.reference(b) for b in cls.__bases__)
     meta = walk.reference(type(cls))
@@ -40,32 +43,36 @@ def visit_class(walk: Any, cls: type) -> str:
     return label
 
 
-def enum_items(walk: Any, cls: Any, qual: str) -> list[tuple[str, Any]]:
-    """An enum's members. They cannot change after creation; its bookkeeping maps (_member_map_
-    and friends) are derived from them, so the members stand for all of it, hashed once, with the
-    attributes a member holds beside its value (``__new__`` or later code set them), which its
-    pickle, by value, drops."""
+def enum_items(cls: Any) -> list[tuple[str, Any]]:
+    """An enum's members. Its bookkeeping maps (_member_map_ and friends) are derived from them, so
+    the members stand for all of it, hashed once, with the attributes a member holds beside its
+    value (``__new__`` or other code set them), which its pickle, by value, drops. Members are
+    constants: what they hold is keyed as the walk finds it and not watched (a hit checks nothing
+    per member; an attribute changed in the running process after the first key is not seen)."""
     by_name: Any = cls.__members__
     members = tuple((n, m._value_) for n, m in by_name.items())
     items: list[tuple[str, Any]] = [("__members__", ("value", _hasher.digest(members)))]
-    extra = tuple((n, a, walk.read(v, f"member {qual}.{n}.{a}"))
-                  for n, m in by_name.items() for a, v in member_attrs(walk, m))
+    extra = tuple((n, a, safe_token(v)) for n, m in by_name.items() for a, v in member_attrs(m))
     if extra:
         items.append(("__members__ attributes", extra))
     return items
 
 
-def member_attrs(walk: Any, member: Any) -> list[tuple[str, Any]]:
-    """An enum member's attributes but the enum machinery's own; watched where it has any (a
-    member with none costs a hit nothing, and one given its first attribute later in the same
-    process is not seen)."""
+def member_attrs(member: Any) -> list[tuple[str, Any]]:
+    """An enum member's attributes but the enum machinery's own, by name."""
     md = getattr(member, "__dict__", None) or {}
-    out = sorted(((a, v) for a, v in md.items() if a not in ENUM_MEMBER_BOOKKEEPING),
-                 key=lambda item: item[0])
-    if out:
-        walk.len_watches.append((md, len(md)))
-        walk.dict_watches.extend((md, a, v) for a, v in out)
-    return out
+    return sorted(((a, v) for a, v in md.items() if a not in ENUM_MEMBER_BOOKKEEPING),
+                  key=lambda item: item[0])
+
+
+def safe_token(value: Any) -> Any:
+    """``value`` by content (code by its fingerprint), or by its type where nothing keys it (a
+    member's rate limiter holding a lock, a base made by ``__mro_entries__``): what the class holds
+    beside its code must not make it unkeyable."""
+    try:
+        return ("value", _hasher.digest(value))
+    except Exception:
+        return ("unhashable", type(value).__module__, type(value).__qualname__)
 
 
 def class_item(walk: Any, value: Any, where: str) -> Any:

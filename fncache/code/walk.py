@@ -27,7 +27,7 @@ from fncache.code.digest import (
     globals_written,
     names_passed_on,
 )
-from fncache.code.state import BY_NAME, IGNORED, REBOUND, STATE, first_rebound
+from fncache.code.state import BY_NAME, IGNORED, REBOUND, STATE
 from fncache.code.usercode import (
     compile_options,
     imported,
@@ -507,8 +507,9 @@ class Walk:
 
     def annotations(self, fn: types.FunctionType) -> tuple[Any, ...]:
         """The part of a function's component for its annotations (code may act on them:
-        ``get_type_hints``, a converter read from ``__annotations__``), by value, classes by name;
-        none for none. Watched for a rebinding, an entry added or removed and an entry replaced."""
+        ``get_type_hints``, a converter read from ``__annotations__``), by value, classes by where
+        they live; none for none. Watched for a rebinding only (one identity check per hit): an
+        entry changed in place in the running process is not seen."""
         try:
             found = fn.__annotations__
         except Exception as e:  # annotations that cannot be evaluated (deferred ones, 3.14)
@@ -516,8 +517,6 @@ class Walk:
         self.attr_watches.append((fn, "__annotations__", found))
         if not found or not isinstance(found, dict):
             return ()
-        self.len_watches.append((found, len(found)))
-        self.dict_watches.extend((found, name, value) for name, value in found.items())
         try:
             return (("__annotations__", ("value", _hasher.digest(dict(found)))),)
         except Exception:  # an annotation no pickle takes (a lock): keyed by names and types
@@ -555,7 +554,7 @@ class Walk:
             # code (a function, class or module bound to it) is followed as usual.
             glabel = f"global {self._name(g.get('__name__'), name)}"
             if glabel not in self.components:
-                self.name_keyed(glabel, REBOUND, REBOUND + (first_rebound(g, name),))
+                self.name_keyed(glabel, REBOUND, REBOUND)
             return
         value = g.get(name, MISSING)
         self.dict_watches.append((g, name, value))

@@ -273,6 +273,16 @@ _TYPE_VARIABLE_ATTRS = ("__bound__", "__constraints__", "__covariant__", "__cont
 _TYPE_VARIABLES = frozenset({"TypeVar", "ParamSpec", "TypeVarTuple"})
 
 
+def _forward_ref_token(h: _Hasher, obj: Any) -> Any:
+    """A ``typing.ForwardRef`` (``List["User"]``) by its text and where it is resolved, not by the
+    cache of its evaluation that ``get_type_hints`` fills in place (typing shares one object among
+    every annotation spelled alike)."""
+    return (_Token, ("forward ref", getattr(obj, "__forward_arg__", None),
+                     getattr(obj, "__forward_module__", None),
+                     getattr(obj, "__forward_is_argument__", None),
+                     getattr(obj, "__forward_is_class__", None)))
+
+
 def _memoryview_token(h: _Hasher, obj: memoryview) -> Any:
     """A memoryview by its format, item size and shape with its bytes: cloudpickle's pickle keeps
     only the bytes, so ``memoryview(b).cast("i")`` and ``memoryview(b)`` were one value."""
@@ -288,6 +298,8 @@ def _special(t: type) -> Callable[[_Hasher, Any], Any] | None:
             return _type_alias_token
         if t.__name__ in _TYPE_VARIABLES:
             return _type_variable_token
+        if t.__name__ == "ForwardRef":
+            return _forward_ref_token
     return _stream_token if _is_stream(t) else None
 
 
