@@ -13,16 +13,28 @@ object with a ``reset_after_fork()`` method (kept weakly: registering never keep
 Rejected: taking every lock before the fork and releasing it after (what ``logging`` does for its
 handlers). It keeps the state consistent, but a fork would then wait for any computation that
 holds a lock, and the tables would still name flights whose owners are not in the child.
+
+The exception is a store's write transaction (:class:`Section`): SQLite keeps the locks its
+connections hold in the process's memory, so a child forked while another thread of the parent was
+inside one inherits that write lock, held by a connection no thread of the child will ever end;
+each of the child's writes then waited its whole timeout and failed. A fork waits for the sections
+in progress to end (they run no user code: milliseconds, or a write lock's busy wait), up to
+:data:`FORK_WAIT` seconds, and none starts until the fork is done.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["on_fork", "track"]
+__all__ = ["FORK_WAIT", "Section", "on_fork", "track"]
+
+#: The longest a fork waits for other threads' sections to end (then it forks as it would have).
+FORK_WAIT = 30.0
 
 _resets: list[Callable[[], None]] = []
 _objects: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -38,7 +50,69 @@ def track(obj: Any) -> None:
     _objects.add(obj)
 
 
+class _Sections:
+    """The sections in progress, by thread, and the thread forking (whose own sections, if any,
+    it does not wait for)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.inside: dict[int, int] = {}
+        self.forking: int | None = None
+
+
+_sections = _Sections()
+
+
+class Section:
+    """``with Section():`` a stretch a fork must not split (a write transaction): it waits while
+    another thread forks, and a fork waits for it to end."""
+
+    __slots__ = ("_state", "_tid")
+
+    def __enter__(self) -> None:
+        state = self._state = _sections
+        tid = self._tid = threading.get_ident()
+        with state.cond:
+            while state.forking is not None and state.forking != tid:
+                state.cond.wait()
+            state.inside[tid] = state.inside.get(tid, 0) + 1
+
+    def __exit__(self, *exc: Any) -> None:
+        state, tid = self._state, self._tid
+        if state is not _sections:  # entered before a fork, left in the child: not the child's
+            return
+        with state.cond:
+            left = state.inside.get(tid, 0) - 1
+            if left > 0:
+                state.inside[tid] = left
+            else:
+                state.inside.pop(tid, None)
+                if state.forking is not None:
+                    state.cond.notify_all()
+
+
+def _before() -> None:
+    state, me = _sections, threading.get_ident()
+    deadline = time.monotonic() + FORK_WAIT
+    with state.cond:
+        state.forking = me
+        while any(tid != me for tid in state.inside):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            state.cond.wait(left)
+
+
+def _after_in_parent() -> None:
+    state = _sections
+    with state.cond:
+        state.forking = None
+        state.cond.notify_all()
+
+
 def _after_in_child() -> None:
+    global _sections
+    _sections = _Sections()  # no other thread is in the child: none is inside one
     for reset in _resets:
         reset()
     for obj in list(_objects):
@@ -46,4 +120,5 @@ def _after_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_in_child)
+    os.register_at_fork(before=_before, after_in_parent=_after_in_parent,
+                        after_in_child=_after_in_child)

@@ -246,9 +246,11 @@ thread = checkpointer._thread
 out.update(done=checkpointer.done, alive=thread is not None and thread.is_alive(),
            threads=threading.active_count(), besides=threads_besides_main(), alone_now=_alone(),
            beside_checkpoints=calls(appends_b))
-worker = threading.Thread(target=time.sleep, args=(1.0,))
+done = threading.Event()
+worker = threading.Thread(target=done.wait)  # alive until the checks are made, however slow
 worker.start()
 out.update(besides_with_a_worker=threads_besides_main(), beside_a_worker=calls(appends_c))
+done.set()
 worker.join()
 print(json.dumps(out))
 """
@@ -411,6 +413,22 @@ def test_a_write_at_interpreter_shutdown_starts_no_checkpoint_thread_and_succeed
     store.close()
 
 
+def test_a_pragma_setting_sqlite_does_not_take_is_refused_naming_it(tmp_path):
+    """diskcache formats its sqlite_* settings into the PRAGMA it runs on each connection: a value
+    that pragma does not take is refused at decoration, naming the option (it failed at the first
+    write with SQLite's words, or a raw OverflowError), and the store is untouched."""
+    from fncache._errors import ConfigError
+
+    for name, bad in (("sqlite_cache_size", 2**70), ("sqlite_cache_size", "4096; drop table Cache"),
+                      ("sqlite_mmap_size", -1), ("sqlite_journal_mode", "nope")):
+        with pytest.raises(ConfigError, match=name):
+            fncache.memoize(store=str(tmp_path / "s"), store_options={name: bad})(len)
+    assert not (tmp_path / "s").exists()
+    f = fncache.memoize(store=str(tmp_path / "s"),
+                        store_options={"sqlite_cache_size": 1000, "sqlite_mmap_size": 0})(len)
+    assert f([1]) == 1 and f([1]) == 1 and f.cache_info().hits == 1
+
+
 def test_the_checkpoint_setting_is_checked_and_applied(tmp_path):
     """sqlite_wal_autocheckpoint is a disk store option (memoize's store_options take it); a
     value that is not a page count is refused naming it, the store untouched; 0 turns
@@ -420,7 +438,7 @@ def test_the_checkpoint_setting_is_checked_and_applied(tmp_path):
     store = DiskStore(str(tmp_path / "s"))
     store.add("a" * 32, b"kept", {"function": "m:f"})
     store.close()
-    for bad in (-1, "4000", 1.5, True):
+    for bad in (-1, "4000", 1.5, True, 2**31):  # 2**31 and more: SQLite's 0, no checkpoints
         with pytest.raises(ConfigError, match="sqlite_wal_autocheckpoint"):
             DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=bad).get("a" * 32)
         with pytest.raises(ConfigError, match="sqlite_wal_autocheckpoint"):
@@ -434,6 +452,69 @@ def test_the_checkpoint_setting_is_checked_and_applied(tmp_path):
     off.add("b" * 32, b"v", {"function": "m:f"})
     assert off.db.checkpointer is None
     off.close()
+
+
+_FORK_WHILE_WRITING = """
+import os, sys, threading
+from fncache.stores import open_store
+
+store = open_store(sys.argv[1], timeout=5.0)
+store.set("first", b"x", {})  # opened, its modules imported, before another thread exists
+writing, stop = threading.Event(), threading.Event()
+writing.set()
+
+
+def writer():
+    i = 0
+    while not stop.is_set():
+        writing.wait()
+        store.set(f"w{i}", os.urandom(3000), {})
+        i += 1
+
+
+thread = threading.Thread(target=writer, daemon=True)
+thread.start()
+while store.get("w1") is None:  # the thread writes
+    pass
+failed = []
+for n in range(20):
+    go_r, go_w = os.pipe()
+    res_r, res_w = os.pipe()
+    pid = os.fork()  # while the thread writes: often inside one of its transactions
+    if pid == 0:
+        os.read(go_r, 1)
+        try:
+            store.set(f"child{n}", b"x", {})
+            os.write(res_w, b"ok" if store.get(f"child{n}") == b"x" else b"wrong")
+        except Exception as e:
+            os.write(res_w, repr(e).encode()[:500])
+        os._exit(0)
+    writing.clear()  # the parent's writes pause: the child's write meets no other writer
+    os.write(go_w, b"1")
+    result = os.read(res_r, 1000).decode()
+    os.waitpid(pid, 0)
+    for fd in (go_r, go_w, res_r, res_w):
+        os.close(fd)
+    if result != "ok":
+        failed.append(result)
+    writing.set()
+stop.set()
+print(failed)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_writes_can_write(tmp_path):
+    """A fork waits for the write transactions other threads are in: a child forked inside one
+    inherited its write lock (SQLite keeps locks in the process's memory), held for good by a
+    thread the child does not have, and every write of the child waited its whole timeout and
+    failed (about a third of the children of such a loop). The child's write here meets no other
+    writer: it succeeds at once, or never."""
+    from .helpers import run_py, write
+
+    script = write(tmp_path / "fork_writing.py", _FORK_WHILE_WRITING)
+    proc = run_py(script, str(tmp_path / "s"), timeout=600)
+    assert proc.stdout.strip() == "[]", proc.stdout
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

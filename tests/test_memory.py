@@ -12,6 +12,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -388,6 +389,20 @@ def test_call_and_shelve_gives_a_picklable_handle(memory):
     with pytest.raises(KeyError):
         copy.get()
     assert f(4) == 5 and CALLS["shelve"] == 2
+
+
+def test_call_and_shelve_of_a_result_not_stored_gives_the_result(memory):
+    """A result that was not stored (here one no pickle takes) comes back itself, in a
+    NotMemorizedResult, not as a handle whose get() could only raise KeyError."""
+    lock = threading.Lock()
+
+    def locked(x):
+        return lock
+
+    f = memory.cache(locked)
+    shelved = f.call_and_shelve(1)
+    assert isinstance(shelved, NotMemorizedResult) and shelved.get() is lock
+    assert not f.check_call_in_cache(1)
 
 
 def test_check_call_in_cache_does_not_run(memory):

@@ -1960,17 +1960,38 @@ def test_state_keyed_by_name_keeps_the_programs_first_value(tmp_path):
     assert len(keys) == 1 and runs["v2"]["with_session"][3]  # one key; found in the next process
 
 
+_STATE_NAMES_JOB = """
+import json, sys
+import fncache
+from fncache.code.fingerprint import fingerprint
+
+LOG = []
+N = 0
+
+
+def f(x):
+    global N
+    N += 1
+    LOG.append(x)
+    return x
+
+
+g = fncache.memoize(store=sys.argv[1])(f)
+g(1)
+g(2)
+third = g(2)
+print(json.dumps([third, LOG, fingerprint(f).by_name]))
+"""
+
+
+@pytest.mark.slow
 def test_state_listed_as_keyed_by_name(tmp_path):
     """The values keyed by name are listed with why (``Fingerprint.by_name``, what ``explain`` and
-    ``doctor`` show), with the first value in their key."""
-    m = import_source("sound_state_names", "LOG = []\nN = 0\n"
-                      "def f(x):\n    global N\n    N += 1\n    LOG.append(x)\n    return x\n",
-                      tmp_path, keep=False)
-    g = fncache.memoize(store=str(tmp_path / "store"))(m.f)
-    g(1)
-    g(2)
-    assert g(2) == 2 and m.LOG == [1, 2]  # the third call hit: LOG is keyed by name
-    by_name = fingerprint(m.f).by_name
+    ``doctor`` show). In a fresh interpreter: another thread would keep the modified value from
+    being marked as the function's own state."""
+    script = write(tmp_path / "names.py", _STATE_NAMES_JOB)
+    third, log, by_name = last_json(run_py(script, str(tmp_path / "store")))
+    assert third == 2 and log == [1, 2]  # the third call hit: LOG is keyed by name
     assert by_name == {"global LOG": "modified by the function", "global N": "rebound by the function"}
 
 

@@ -250,9 +250,19 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         if DISABLED[0]:
             return NotMemorizedResult(self.__wrapped__(*args, **kwargs))
         ck, hit, passed = self._shelving(args, kwargs)
-        if not hit:
-            self._miss.call(ck, args, kwargs, *passed)
-        return self._shelve(ck.key)
+        if hit:
+            return self._shelve(ck.key)
+        return self._shelved(ck.key, self._miss.call(ck, args, kwargs, *passed))
+
+    def _shelved(self, key: str, value: Any) -> MemorizedResult | NotMemorizedResult:
+        """The handle of a computed result, or the result itself in a :class:`NotMemorizedResult`
+        where it was not stored (an input changed during the call, a result no pickle takes, a
+        failed write: ``verbose`` and the log say why), whose ``.get()`` would only raise."""
+        try:
+            stored = self.store.contains(key)
+        except Exception:  # the store failed: its handle could not read it either
+            stored = False
+        return self._shelve(key) if stored else NotMemorizedResult(value)
 
     def clear(self, warn: bool = True) -> int:
         """Remove every cached result of this function (all versions of its code)."""
@@ -313,9 +323,9 @@ class AsyncMemorizedFunc(MemorizedFunc):
         if DISABLED[0]:
             return NotMemorizedResult(await self.__wrapped__(*args, **kwargs))
         ck, hit, passed = self._shelving(args, kwargs)
-        if not hit:
-            await self._miss.acall(ck, args, kwargs, *passed)
-        return self._shelve(ck.key)
+        if hit:
+            return self._shelve(ck.key)
+        return self._shelved(ck.key, await self._miss.acall(ck, args, kwargs, *passed))
 
 
 class NotMemorizedFunc:

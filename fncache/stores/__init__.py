@@ -420,11 +420,16 @@ def _check_disk_options(options: dict[str, Any]) -> None:
     """A disk store's options: ``size_limit``, ``timeout``, diskcache's settings, ``disk_*``."""
     import diskcache
 
-    from fncache.stores._diskcache import check_wal_autocheckpoint
+    from fncache.stores._diskopen import check_wal_autocheckpoint, setting_ok
     from fncache.stores.disk import check_size_limit
 
     check_size_limit(options.get("size_limit"))
     check_wal_autocheckpoint(options.get("sqlite_wal_autocheckpoint"))
+    for name, value in options.items():
+        if str(name).startswith("sqlite_") and name != "sqlite_wal_autocheckpoint" \
+                and not setting_ok(name, value):
+            raise ConfigError(f"store_options: {name}={value!r} is not a value SQLite's "
+                              f"PRAGMA {str(name)[7:]} takes")
     known = set(diskcache.DEFAULT_SETTINGS) | {"timeout", "sqlite_wal_autocheckpoint"}
     unknown = sorted(k for k in options if k not in known and not str(k).startswith("disk_"))
     if unknown:

@@ -26,6 +26,7 @@ from fncache.stores._diskopen import (
     BoundedCache,
     Transaction,
     add_meta_column,
+    check_wal_autocheckpoint,
     partial_expire_index,
     read_only_keeper,
     read_policy,
@@ -82,15 +83,6 @@ DEFAULT_TIMEOUT = 10.0
 WAL_AUTOCHECKPOINT = 16_000
 # Commits per background checkpoint, as a fraction of the backstop.
 _CHECKPOINT_SHARE = 32
-
-
-def check_wal_autocheckpoint(pages: Any) -> None:
-    """The one check of a disk store's ``sqlite_wal_autocheckpoint``: an int of pages, 0 or more."""
-    if pages is not None and (type(pages) is not int or pages < 0):
-        from fncache._errors import ConfigError
-
-        raise ConfigError(f"sqlite_wal_autocheckpoint: expected a number of pages (an int, 0 or"
-                          f" more), got {pages!r}")
 
 
 def _autocheckpoint(opts: dict[str, Any]) -> int:
@@ -384,9 +376,14 @@ class Diskcache:
         try:
             con.execute("PRAGMA busy_timeout = 100")
             con.execute(f"PRAGMA synchronous = {self._synchronous}")  # the store's, not FULL
-            con.execute("BEGIN IMMEDIATE")
-            con.executemany(statement, params)
-            con.execute("COMMIT")
+            with _forks.Section():  # not split by a fork (see fncache._forks)
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    con.executemany(statement, params)
+                    con.execute("COMMIT")
+                finally:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
         finally:
             # Never left open, whatever stopped it (an error, an interrupt): an open transaction
             # would hold the write lock and pin this reader's snapshot.

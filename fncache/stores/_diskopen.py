@@ -14,11 +14,13 @@ import threading
 import time
 from typing import Any
 
+from fncache import _forks
 from fncache.stores import _disksql as q
 
 log = logging.getLogger("fncache")
 
-__all__ = ["BoundedCache", "Transaction", "add_meta_column", "partial_expire_index",
+__all__ = ["BoundedCache", "Transaction", "add_meta_column", "check_wal_autocheckpoint",
+           "partial_expire_index",
            "read_only_keeper", "read_policy", "repair_settings", "setting_ok", "synchronous_level",
            "text_of"]
 
@@ -100,7 +102,7 @@ def setting_ok(key: object, value: object) -> bool:
         word = _pragma_word(value)
         return type(word) in (int, str) and word in _PRAGMA_VALUES[key]
     if key in ("sqlite_cache_size", "sqlite_mmap_size"):
-        return type(value) is int and (key == "sqlite_cache_size" or value >= 0)
+        return type(value) is int and (0 if key == "sqlite_mmap_size" else -2**63) <= value < 2**63
     return type(value) in (int, float) or (type(value) is str and
                                            _PRAGMA_WORD.fullmatch(value) is not None)
 
@@ -276,13 +278,24 @@ def read_policy(policy: str) -> str | None:
     return EVICTION_POLICY[policy]["get"]  # type: ignore[no-any-return]
 
 
+def check_wal_autocheckpoint(pages: Any) -> None:
+    """The one check of a disk store's ``sqlite_wal_autocheckpoint``: an int of pages, 0 to
+    2**31 - 1 (SQLite takes a larger one as 0, which turns checkpoints off)."""
+    if pages is not None and (type(pages) is not int or not 0 <= pages < 2**31):
+        from fncache._errors import ConfigError
+
+        raise ConfigError(f"sqlite_wal_autocheckpoint: expected a number of pages (an int from 0"
+                          f" to 2**31 - 1), got {pages!r}")
+
+
+
 class Transaction:
     """One write transaction of :meth:`~fncache.stores._diskcache.Diskcache.transact` on
     diskcache's connection: what ``Cache._transact`` does (``BEGIN IMMEDIATE`` ... ``COMMIT``, the
     thread's id in ``_txn_id`` while it is open, joined when nested), with fncache's deadline and
     file removal, as one object rather than two nested generators in an ``ExitStack``."""
 
-    __slots__ = ("_db", "_wait", "_cache", "_con", "_begun", "_timeout_set", "_doomed")
+    __slots__ = ("_db", "_wait", "_cache", "_con", "_begun", "_timeout_set", "_doomed", "_section")
 
     def __init__(self, db: Any, wait: float) -> None:
         self._db = db
@@ -301,6 +314,10 @@ class Transaction:
         if wait != db.timeout:  # this connection's busy timeout for this transaction only
             con.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
             self._timeout_set = True
+        # A fork waits until the transaction ends (see fncache._forks): a child forked inside it
+        # would inherit its write lock, held for good by a thread the child does not have.
+        section = self._section = _forks.Section()
+        section.__enter__()
         try:
             while True:
                 try:
@@ -320,6 +337,7 @@ class Transaction:
             if con.in_transaction:
                 cache._txn_id = None
                 con.execute("ROLLBACK")
+            section.__exit__(None, None, None)
             self._restore_timeout()
             raise
         return con.execute, self._doomed.append
@@ -337,6 +355,8 @@ class Transaction:
                     if kind is None:
                         raise
         finally:
+            if self._begun:
+                self._section.__exit__(None, None, None)
             self._restore_timeout()
         if kind is None:
             self._after_commit()
