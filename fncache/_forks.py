@@ -65,30 +65,44 @@ _sections = _Sections()
 
 class Section:
     """``with Section():`` a stretch a fork must not split (a write transaction): it waits while
-    another thread forks, and a fork waits for it to end."""
+    another thread forks, and a fork waits for it to end.
+
+    No lock on the way in or out unless a fork is under way: a thread marks itself inside, then
+    looks for a fork, and the forking thread marks its fork, then looks for threads inside (each
+    step a single operation under the GIL), so one of the two always sees the other.
+    """
 
     __slots__ = ("_state", "_tid")
 
     def __enter__(self) -> None:
         state = self._state = _sections
         tid = self._tid = threading.get_ident()
-        with state.cond:
-            while state.forking is not None and state.forking != tid:
-                state.cond.wait()
-            state.inside[tid] = state.inside.get(tid, 0) + 1
+        inside = state.inside
+        while True:
+            inside[tid] = inside.get(tid, 0) + 1
+            forking = state.forking
+            if forking is None or forking == tid:
+                return
+            self._leave(state, tid)  # a fork is under way: out of its way until it is done
+            with state.cond:
+                while state.forking is not None and state.forking != tid:
+                    state.cond.wait()
 
     def __exit__(self, *exc: Any) -> None:
-        state, tid = self._state, self._tid
-        if state is not _sections:  # entered before a fork, left in the child: not the child's
-            return
-        with state.cond:
-            left = state.inside.get(tid, 0) - 1
-            if left > 0:
-                state.inside[tid] = left
-            else:
-                state.inside.pop(tid, None)
-                if state.forking is not None:
-                    state.cond.notify_all()
+        state = self._state
+        if state is _sections:  # else entered before a fork and left in the child: not its own
+            self._leave(state, self._tid)
+
+    @staticmethod
+    def _leave(state: _Sections, tid: int) -> None:
+        left = state.inside.get(tid, 0) - 1
+        if left > 0:
+            state.inside[tid] = left
+        else:
+            state.inside.pop(tid, None)
+        if state.forking is not None:
+            with state.cond:
+                state.cond.notify_all()
 
 
 def _before() -> None:
@@ -96,7 +110,7 @@ def _before() -> None:
     deadline = time.monotonic() + FORK_WAIT
     with state.cond:
         state.forking = me
-        while any(tid != me for tid in state.inside):
+        while any(tid != me for tid in list(state.inside)):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
