@@ -57,7 +57,7 @@ class _Sections:
     def __init__(self) -> None:
         self.cond = threading.Condition(threading.Lock())
         self.inside: dict[int, int] = {}
-        self.forking: int | None = None
+        self.forking: set[int] = set()  # two threads may fork at once
 
 
 _sections = _Sections()
@@ -77,15 +77,14 @@ class Section:
     def __enter__(self) -> None:
         state = self._state = _sections
         tid = self._tid = threading.get_ident()
-        inside = state.inside
+        inside, forking = state.inside, state.forking
         while True:
             inside[tid] = inside.get(tid, 0) + 1
-            forking = state.forking
-            if forking is None or forking == tid:
+            if not forking or forking == {tid}:
                 return
             self._leave(state, tid)  # a fork is under way: out of its way until it is done
             with state.cond:
-                while state.forking is not None and state.forking != tid:
+                while forking - {tid}:
                     state.cond.wait()
 
     def __exit__(self, *exc: Any) -> None:
@@ -100,7 +99,7 @@ class Section:
             state.inside[tid] = left
         else:
             state.inside.pop(tid, None)
-        if state.forking is not None:
+        if state.forking:
             with state.cond:
                 state.cond.notify_all()
 
@@ -109,7 +108,7 @@ def _before() -> None:
     state, me = _sections, threading.get_ident()
     deadline = time.monotonic() + FORK_WAIT
     with state.cond:
-        state.forking = me
+        state.forking.add(me)
         while any(tid != me for tid in list(state.inside)):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -120,7 +119,7 @@ def _before() -> None:
 def _after_in_parent() -> None:
     state = _sections
     with state.cond:
-        state.forking = None
+        state.forking.discard(threading.get_ident())
         state.cond.notify_all()
 
 

@@ -35,7 +35,7 @@ import os
 import pathlib
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fncache import _forks
 
@@ -58,7 +58,8 @@ live = [0]
 live_lock = threading.Lock()
 _all: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
 # [exiting, forking]: no thread is started at interpreter exit, nor while a fork is made.
-_no_start = [False, False]
+_no_start: list[Any] = [False, 0]
+_forking_lock = threading.Lock()  # held only to count a fork in or out
 
 
 class Checkpointer:
@@ -184,20 +185,23 @@ def _close_all() -> None:
 def _before_fork() -> None:
     # No thread starts from here on (a request checks under the object's lock, which stop takes
     # after this), and every running one ends before the fork.
-    _no_start[1] = True
+    with _forking_lock:
+        _no_start[1] += 1  # a count: two threads may fork at once
     for checkpointer in list(_all):
         checkpointer.stop(60.0)  # a checkpoint stalled past this is left running: the fork goes on
 
 
 def _after_fork_in_parent() -> None:
-    _no_start[1] = False
+    with _forking_lock:
+        _no_start[1] -= 1
 
 
 def _after_fork_in_child() -> None:
-    global live_lock
+    global live_lock, _forking_lock
     live_lock = threading.Lock()
+    _forking_lock = threading.Lock()
     live[0] = 0
-    _no_start[1] = False
+    _no_start[1] = 0
 
 
 atexit.register(_close_all)
