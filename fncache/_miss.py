@@ -358,6 +358,7 @@ class MissPath:
         # The function modified a value it reads (a log list, a counter, a memo dict): that is
         # state it writes, not an input, or no call would ever hit again. Key it by name (for this
         # function only) from now on.
+        assert fp is not None  # changed values come from it
         mark_state(self.keys.code, changed, fp)
         log.info("%s: %d global/closure value(s) modified by the function itself are keyed "
                  "by name from now on", self.entries.function, len(changed))

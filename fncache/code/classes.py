@@ -67,8 +67,9 @@ def member_attrs(member: Any) -> list[tuple[str, Any]]:
 
 def safe_token(value: Any) -> Any:
     """``value`` by content (code by its fingerprint), or by its type where nothing keys it (a
-    member's rate limiter holding a lock, a base made by ``__mro_entries__``): what the class holds
-    beside its code must not make it unkeyable."""
+    member's rate limiter holding a lock, a base made by ``__mro_entries__``, an annotation, the
+    first value of state a function modifies): what code holds beside its code must not make it
+    unkeyable."""
     try:
         return ("value", _hasher.digest(value))
     except Exception:

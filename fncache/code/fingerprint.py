@@ -42,10 +42,10 @@ from typing import Any
 from fncache import _forks
 from fncache._errors import ArgumentTypeError
 from fncache.code import usercode as _usercode
+from fncache.code.classes import safe_token
 from fncache.code.classify import describe, holds_user_code
 from fncache.code.digest import code_digest
 from fncache.code.distributions import distribution_versions
-from fncache.code.state import first_digest
 from fncache.code.usercode import (
     is_user_code,
     is_user_module,
@@ -279,7 +279,7 @@ _forks.on_fork(_fresh_fp_lock)
 _state: dict[int, tuple[Any, dict[int, Any]]] = {}
 
 
-def mark_state(fn: Any, objs: Iterable[Any], before: Fingerprint | None = None) -> None:
+def mark_state(fn: Any, objs: Iterable[Any], before: Fingerprint) -> None:
     """Key these objects by the name they are read under and the content they had before ``fn``
     first modified them (in ``before``, the fingerprint its key was made with), not by their
     content now, in ``fn``'s fingerprint.
@@ -290,12 +290,13 @@ def mark_state(fn: Any, objs: Iterable[Any], before: Fingerprint | None = None) 
     starts from it, and an edit of it in the source (``WEIGHTS = [3, 1, 5]``) is another program.
     """
     fn = unwrap_memoized(fn)
-    first = {id(v): ("value", d) for v, d in before._mutable} if before is not None else {}
+    first = {id(v): d for v, d in before._mutable}  # what the key was made from
     with _fp_lock:
         owned = _state.setdefault(id(fn), (fn, {}))[1]
         for obj in objs:
             if id(obj) not in owned:
-                owned[id(obj)] = (obj, first.get(id(obj)) or first_digest(obj))
+                d = first.get(id(obj))
+                owned[id(obj)] = (obj, ("value", d) if d is not None else safe_token(obj))
         for cache in (_fp_cache, _fp_cache_versions):
             try:
                 cache.pop(fn, None)

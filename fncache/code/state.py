@@ -15,11 +15,7 @@ model, made earlier or not at all), which would give every process its own key.
 
 from __future__ import annotations
 
-from typing import Any
-
-from fncache.values import hasher as _hasher
-
-__all__ = ["BY_NAME", "IGNORED", "REBOUND", "STATE", "first_digest"]
+__all__ = ["BY_NAME", "IGNORED", "REBOUND", "STATE"]
 
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)
@@ -28,11 +24,3 @@ IGNORED = ("state", "ignored")  # named in memoize(ignore_globals=[...])
 BY_NAME = {STATE: "modified by the function", REBOUND: "rebound by the function",
            IGNORED: "left out by ignore_globals="}
 
-
-def first_digest(value: Any) -> Any:
-    """The token of the value an object had before the function first modified it (by type where
-    it cannot be hashed: a lock, a connection)."""
-    try:
-        return ("value", _hasher.digest(value))
-    except Exception:
-        return ("unhashable", type(value).__module__, type(value).__qualname__)

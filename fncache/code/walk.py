@@ -517,11 +517,10 @@ class Walk:
         self.attr_watches.append((fn, "__annotations__", found))
         if not found or not isinstance(found, dict):
             return ()
-        try:
-            return (("__annotations__", ("value", _hasher.digest(dict(found)))),)
-        except Exception:  # an annotation no pickle takes (a lock): keyed by names and types
-            return (("__annotations__", tuple((k, type(v).__module__, type(v).__qualname__)
-                                              for k, v in found.items())),)
+        token = _classes.safe_token(dict(found))
+        if token[0] != "value":  # an annotation no pickle takes (a lock): the others by value
+            token = tuple((k, _classes.safe_token(v)) for k, v in found.items())
+        return (("__annotations__", token),)
 
     def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str],
                       passed: frozenset[str] = frozenset()) -> None:
