@@ -297,6 +297,72 @@ def test_checkpoints_run_on_a_thread_of_their_own_that_runs_no_user_code(tmp_pat
     assert out["beside_a_worker"] != out["alone"]  # a thread that could run user code counts
 
 
+_LOCK_STATE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+    print("free")
+except OSError:
+    print("held")
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists descriptors in /proc")
+def test_the_checkpoint_thread_syncs_the_database_through_sqlites_own_descriptor(tmp_path):
+    """After a checkpoint that copied pages, the thread syncs the database file itself (a writer's
+    backstop checkpoint then has few pages left to sync inside a commit), through the descriptor
+    SQLite opened for its connection: the process's POSIX locks on the file stay, where closing a
+    descriptor of its own would drop every one of them (another process could then take the
+    database for unused). Not where the store's synchronous is OFF."""
+    import fcntl
+
+    from fncache.stores._checkpoint import _database_fd, _database_fds, _sync
+
+    store = DiskStore(str(tmp_path / "s"), sqlite_wal_autocheckpoint=320)  # every 10 commits
+    store.add("f" * 32, b"v", {"function": "m:f"})
+    database = tmp_path / "s" / "cache.db"
+    script = tmp_path / "lock.py"
+    script.write_text(_LOCK_STATE)
+    mine = os.open(database, os.O_RDWR)
+    try:
+        fcntl.lockf(mine, fcntl.LOCK_SH, 1, 0)  # byte 0: no lock of SQLite's is there
+        assert run_py(script, str(database)).stdout.split() == ["held"]
+        checkpointer = store.db.checkpointer
+        for i in range(30):
+            store.add(f"{i:032x}", b"v", {"function": "m:f"})
+        _until(lambda: checkpointer.synced >= 1, "a sync after a checkpoint")
+        assert checkpointer.synchronous == 1  # the store's (NORMAL), on the thread's connection
+        assert run_py(script, str(database)).stdout.split() == ["held"]  # the lock stayed
+        store.close()
+    finally:
+        os.close(mine)
+    assert run_py(script, str(database)).stdout.split() == ["free"]  # the check sees it go
+
+    off = DiskStore(str(tmp_path / "off"), sqlite_wal_autocheckpoint=320, sqlite_synchronous=0)
+    for i in range(30):
+        off.add(f"{i:032x}", b"v", {"function": "m:f"})
+    _until(lambda: off.db.checkpointer.done >= 1, "a checkpoint")
+    assert off.db.checkpointer.synchronous == 0 and off.db.checkpointer.synced == 0
+    off.close()
+
+    # The descriptor found is the connection's own, checked again before each sync: once it is
+    # closed (and its number perhaps reused for another file), it is never synced in its place.
+    import sqlite3
+
+    before = _database_fds(str(database))
+    con = sqlite3.connect(database)
+    found = _database_fd(before, str(database))
+    assert found is not None and os.path.samefile(f"/proc/self/fd/{found[0]}", database)
+    assert _sync(found)
+    con.close()
+    other = os.open(tmp_path / "lock.py", os.O_RDONLY)  # the lowest free number: likely the same
+    try:
+        assert not _sync(found)
+    finally:
+        os.close(other)
+
+
 def test_the_writers_page_cache_is_small_unless_asked_and_not_stored(tmp_path):
     """The writer's page cache is WRITER_CACHE_KIB (each commit after a page split walks it at a
     million entries) on the first connection, on another thread's and on a forked child's; a

@@ -293,7 +293,8 @@ class Diskcache:
         """Leave this process's checkpoints to a thread (WAL mode, checkpoints on; once the
         settings are read: a new database's writer is opened before)."""
         if self._wal and self._autocheckpoint > 0 and self.checkpointer is None:
-            self.checkpointer = Checkpointer(self._path, self._autocheckpoint // _CHECKPOINT_SHARE)
+            self.checkpointer = Checkpointer(self._path, self._autocheckpoint // _CHECKPOINT_SHARE,
+                                             self._synchronous)
 
     def rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
         """All rows of one read-only statement."""
