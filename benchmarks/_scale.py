@@ -2,9 +2,9 @@
 
 Measured, side by side in one run (interleaved, their order rotated, as every comparison here):
 the fill rate through ``memoize`` in a store of N entries and in one of 1,000 (growing by 30,000
-as it is measured, which several of SQLite's own checkpoints then fall into), and the hit in
-each; ``fncache info``, ``ls``, ``clear --dry-run`` and ``prune --dry-run --max-size`` within
-the store's size (run in this process through
+as it is measured, which several of SQLite's own checkpoints then fall into), the hit in each,
+and a miss among nine hits in each; ``fncache info``, ``ls``, ``clear --dry-run`` and
+``prune --dry-run --max-size`` within the store's size (run in this process through
 ``fncache.cli.main``: no interpreter start counted); in fresh processes, with their peak memory,
 ``prune --dry-run`` to half the store's size, a ``prune`` that removes a tenth of the bytes,
 and ``fncache clear --yes`` of the rest; and, for what SQLite itself adds with size, a plain
@@ -49,6 +49,8 @@ _BLOCK = 2_000
 # blocks of 2,000 a block held one backstop or none, and the median of five picked between the two:
 # 1.12-1.27x from one run to the next of the same stores, against 1.17-1.18x with blocks of 6,000.
 _FILL = 30_000
+# Misses in the rows of a miss among hits (five blocks of cycles of one miss and nine hits).
+_MIXED = 1_500
 
 
 def _fill(f: Callable[..., Any], start: int, stop: int) -> float:
@@ -57,6 +59,13 @@ def _fill(f: Callable[..., Any], start: int, stop: int) -> float:
     for i in range(start, stop):
         f(i, "x")
     return (time.perf_counter() - t) / max(stop - start, 1)
+
+
+def _cycle(f: Callable[..., Any], new: Any, hot: Any) -> None:
+    """One miss (a new key) and nine hits of memoized keys."""
+    f(next(new), "x")
+    for _ in range(9):
+        f(next(hot), "x")
 
 
 def _bulk_fill(store: Any, n: int, function: str) -> float:
@@ -184,7 +193,7 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
     small = fncache.memoize(store=small_store)(_funcs.small)
     _fill(f, 0, 1000)
     _fill(small, 0, 1000)
-    padding = max(entries - 1000 - _FILL - _BLOCK, 0)
+    padding = max(entries - 1000 - _FILL - _BLOCK - _MIXED, 0)
     bulk = _bulk_fill(store, padding, "benchmarks._funcs:padding")
     print(f"# scale: {padding} of the {entries} entries written by the store's insert in batches "
           f"of {_BULK} ({bulk:.1f} s, {bulk / max(padding, 1) * 1e6:.1f} us/entry); the rest "
@@ -201,13 +210,18 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
     start = next(big_next)
     _fill(f, start, start + _BLOCK)  # more memoized entries to hit at N
     memoized = start + _BLOCK
-    total = len(store)
     rng = random.Random(0)
     big_keys = itertools.cycle([rng.randrange(memoized) for _ in range(3000)])
     small_keys = itertools.cycle([rng.randrange(1000) for _ in range(3000)])
     hits = measure({"big": lambda: f(next(big_keys), "x"),
                     "small": lambda: small(next(small_keys), "x")}, 5, number=3000)
     hit_big, hit_small = hits["big"], hits["small"]
+    # A miss among hits, as a sweep that mostly hits runs: each write drops the readers' page
+    # caches, and the hits after it read their pages again. Per cycle of one miss and nine hits.
+    big_new, small_new = itertools.count(10**9), itertools.count(10**9)
+    mixed = measure({"big": lambda: _cycle(f, big_new, big_keys),
+                     "small": lambda: _cycle(small, small_new, small_keys)}, 5, number=_MIXED // 5)
+    total = len(store)
     fill_big, fill_small = fills["big"], fills["small"]
     small_store.close()
     half = max(sum(s.size for s in store.summary()) // 2, 1)  # the entries' bytes, halved
@@ -235,6 +249,8 @@ def bench_scale(tmp: str, quick: bool, entries: int, *, measure: Any, row: Any, 
             "<= 1.2x", 1.2),
         row(f"fill (memoize) at {n} vs at 1,000-{grown:,}", fill_big, fill_small,
             f"fill at 1,000-{grown:,} entries", "<= 1.2x", 1.2, "us"),
+        row(f"1 miss + 9 hits at {n} vs at 1,000", mixed["big"], mixed["small"],
+            "the same at 1,000 entries", "(info)", None, "us"),
         row(f"diskcache get+set, random keys, at {n} vs at 1,000", floor["big"], floor["small"],
             "diskcache at 1,000 rows", "(info)", None, "us"),
         row(f"fncache info at {n}", const(info), const(1.0), "1 s", "<= 1 s", 1.0, "s"),
