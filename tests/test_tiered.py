@@ -406,7 +406,11 @@ def test_damaged_s3_entry_is_rejected_and_not_copied(tmp_path, s3_env, caplog):
     frame[len(frame) // 2] ^= 0xFF
     fs.pipe(path, bytes(frame))
     near = str(tmp_path / "near")
-    store_options = {"tiers": [{}, options]}
+    # Wide time-outs for the far tier (its own are 2 s to connect, 5 s to read, 7 s in all): a CI
+    # run with both interpreters' suites at once once took longer than that to read the entry,
+    # and the tier, taken for down, read nothing. This test is about damage, not time-outs.
+    wide = {"connect_timeout": 30.0, "read_timeout": 60.0, "timeout": 120.0}
+    store_options = {"tiers": [{}, {**options, **wide}]}
     tiered = open_store([near, far], **store_options)
     assert bytes(tiered.get_checked(key, functools.partial(_codec.verify, secret=None))) == frame
     assert open_store(near).get(key) is None, "a damaged far entry was copied into the near tier"
