@@ -297,6 +297,28 @@ def test_checkpoints_run_on_a_thread_of_their_own_that_runs_no_user_code(tmp_pat
     assert out["beside_a_worker"] != out["alone"]  # a thread that could run user code counts
 
 
+def test_a_checkpoint_thread_that_cannot_open_the_database_leaves_room_for_the_next(tmp_path):
+    """A thread that found no database (moved aside since) ends, and the next request starts
+    another, which checkpoints once the database is back."""
+    import sqlite3
+
+    from fncache.stores._checkpoint import Checkpointer
+
+    path = tmp_path / "cache.db"
+    checkpointer = Checkpointer(str(path), 1)
+    checkpointer.committed()
+    _until(lambda: checkpointer._thread is None, "the thread that found nothing ends")
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode = wal")
+    con.execute("CREATE TABLE t (x)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    checkpointer.committed()
+    _until(lambda: checkpointer.done >= 1, "a checkpoint by a new thread")
+    checkpointer.close()
+    con.close()
+
+
 _LOCK_STATE = """
 import fcntl, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR)
@@ -576,8 +598,6 @@ def test_a_child_forked_while_another_thread_writes_can_write(tmp_path):
     thread the child does not have, and every write of the child waited its whole timeout and
     failed (about a third of the children of such a loop). The child's write here meets no other
     writer: it succeeds at once, or never."""
-    from .helpers import run_py, write
-
     script = write(tmp_path / "fork_writing.py", _FORK_WHILE_WRITING)
     proc = run_py(script, str(tmp_path / "s"), timeout=600)
     assert proc.stdout.strip() == "[]", proc.stdout

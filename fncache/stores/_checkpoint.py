@@ -131,11 +131,15 @@ class Checkpointer:
                 # Never made (mode=rw): a database moved aside or deleted since is not created again.
                 con = sqlite3.connect(pathlib.Path(self.path).absolute().as_uri() + "?mode=rw",
                                       uri=True, timeout=0, isolation_level=None)
-                con.execute(f"PRAGMA synchronous = {int(self.synchronous)}")
             except sqlite3.Error as e:
                 log.debug("checkpoints of %s: cannot open it: %s", self.path, e)
                 return
             try:
+                try:
+                    con.execute(f"PRAGMA synchronous = {int(self.synchronous)}")
+                except sqlite3.Error as e:
+                    log.debug("checkpoints of %s: cannot set its sync level: %s", self.path, e)
+                    return
                 fd = _database_fd(before, self.path) if self.synchronous else None
                 while self._next():
                     if not self._checkpoint(con, fd):
@@ -143,6 +147,9 @@ class Checkpointer:
             finally:
                 con.close()
         finally:
+            with self._lock:  # ended early (no connection): the next request starts another
+                if self._thread is threading.current_thread():
+                    self._thread = None
             with live_lock:
                 live[0] -= 1
 

@@ -288,7 +288,6 @@ def check_wal_autocheckpoint(pages: Any) -> None:
                           f" to 2**31 - 1), got {pages!r}")
 
 
-
 class Transaction:
     """One write transaction of :meth:`~fncache.stores._diskcache.Diskcache.transact` on
     diskcache's connection: what ``Cache._transact`` does (``BEGIN IMMEDIATE`` ... ``COMMIT``, the
