@@ -383,6 +383,52 @@ def test_pandas_memoize_hits_across_layouts(tmp_path):
     _hits_across(list(_pandas_ways(cols, str(tmp_path)).values()), str(tmp_path))
 
 
+def _every_kind_of_column(n=40):
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "f": rng.random(n), "i": np.arange(n), "b": rng.random(n) > .5,
+        "t": pd.date_range("2000", periods=n, freq="h"),
+        "tz": pd.date_range("2000", periods=n, freq="h", tz="Europe/Paris"),
+        "td": pd.to_timedelta(np.arange(n), unit="s"), "p": pd.period_range("2000", periods=n, freq="D"),
+        "c": pd.Categorical(rng.choice(["x", "y"], n)),
+        "s": pd.array(rng.choice(["a", "bb"], n), dtype="str"),
+        "so": pd.Series(rng.choice(["a", "bb"], n), dtype=object),
+        "I": pd.array([*range(n - 1), None], dtype="Int64"),
+        "B": pd.array([True, None] * (n // 2), dtype="boolean"),
+        "iv": pd.arrays.IntervalArray.from_breaks(np.arange(n + 1)),
+        "sp": pd.arrays.SparseArray([0, 1] * (n // 2)),
+        "pa": pd.array(list(range(n)), dtype="int64[pyarrow]"),
+        "f2": rng.random(n),  # a second column of the float block
+    })
+
+
+def test_pandas_frame_columns_from_blocks_key_as_through_iloc(monkeypatch):
+    """A frame's columns are taken from its blocks, not through a Series each (``iloc``): every kind of
+    column gives the array and dtype ``iloc`` gives, and where pandas' manager cannot give them (another
+    pandas) the public path keys the frame as before."""
+    from fncache.values import pandas as handler
+
+    df = _every_kind_of_column()
+    df.insert(2, "late", 1.5)  # a block of its own, placed between the others
+    through_iloc = [df.iloc[:, i] for i in range(df.shape[1])]
+    from_blocks = handler._column_values(df)
+    assert [v.dtype for v in from_blocks] == [c.dtype for c in through_iloc]
+    assert [type(v) for v in from_blocks] == [type(c._values) for c in through_iloc]
+    assert [H(v) for v in from_blocks] == [H(c._values) for c in through_iloc]
+    key = H(df)
+
+    def fails(self, i):
+        raise TypeError("no such manager")
+
+    monkeypatch.setattr(type(df._mgr), "iget_values", fails)
+    assert H(df) == key
+    monkeypatch.delattr(type(df._mgr), "iget_values")
+    assert handler._column_values(df)[0] is not None and H(df) == key
+    changed = df.copy()
+    changed.iloc[3, 0] = -1.0
+    assert H(changed) != key
+
+
 # -- torch -------------------------------------------------------------------------------------
 
 @SETTINGS

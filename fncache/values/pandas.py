@@ -128,13 +128,24 @@ def frame_token(df: Any) -> tuple[Any, ...]:
     """A DataFrame: labels, index, attrs, flags and each column's dtype and values, in order."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
-    columns = []
-    for i in range(df.shape[1]):
-        col = df.iloc[:, i]
-        columns.append((_dtype(np, col.dtype), _values(pd, np, col._values)))
+    columns = [(_dtype(np, v.dtype), _values(pd, np, v)) for v in _column_values(df)]
     kind = _kind(df)
     return (kind, index_token(df.columns), index_token(df.index), tuple(columns),
             df.attrs, df.flags.allows_duplicate_labels, *_extra_state(df, kind))
+
+
+def _column_values(df: Any) -> list[Any]:
+    """Each column's array, in order: what ``df.iloc[:, i]._values`` is (and its ``dtype`` the
+    column's), taken from the frame's blocks without making a Series per column, which cost 20-35
+    us a column (a 2,000-column frame of 15 MB hashed in 74 ms, 36 of them in ``iloc``). Through
+    ``iloc`` where pandas' block manager has no ``iget_values`` or it fails (another pandas)."""
+    iget = getattr(getattr(df, "_mgr", None), "iget_values", None)
+    if iget is not None:
+        try:
+            return [iget(i) for i in range(df.shape[1])]
+        except Exception:  # a manager of another shape: the public way below
+            pass
+    return [df.iloc[:, i]._values for i in range(df.shape[1])]
 
 
 def array_token(a: Any) -> tuple[Any, ...]:
