@@ -195,6 +195,12 @@ def bench_hash(tmp: str, quick: bool) -> list[Row]:
         rows.append(_row("hash transposed torch tensor vs copy+xxh3", t["tt"], t["ttcopy"],
                          ".contiguous(), then xxh3", "<= 1.0x (no full copy)", 1.0, "ms"))
 
+    # Plain values and user records: what the canonical pickler adds to pickle, per object saved.
+    n_plain = 1000 if quick else 10000
+    for what, value in (("(int, str, float) tuples", [(i, str(i), float(i)) for i in range(n_plain)]),
+                        ("dataclass instances", [_funcs.Record(i, str(i)) for i in range(n_plain)])):
+        rows.extend(_plain_rows(f"hash a list of {n_plain} {what}", value, rounds))
+
     import pandas as pd
 
     rows_n = 10**5 if quick else 10**6
@@ -244,6 +250,21 @@ def bench_hash(tmp: str, quick: bool) -> list[Row]:
     rows.append(_row(f"{what} vs xxh3", w["ours"], w["raw"], "xxh3 of its bytes", "(info)", None,
                      "ms"))
     return rows
+
+
+def _plain_rows(what: str, value: Any, rounds: int) -> list[Row]:
+    """``value`` hashed by fncache against pickle.dumps with xxh3 and joblib.hash (information)."""
+    import pickle
+
+    import joblib
+    import xxhash
+
+    p = _measure({"ours": lambda: fncache.hash(value),
+                  "pickle": lambda: xxhash.xxh3_128_digest(pickle.dumps(value, 5)),
+                  "jl": lambda: joblib.hash(value)}, rounds)
+    return [_row(f"{what} vs pickle", p["ours"], p["pickle"], "pickle.dumps + xxh3", "(info)", None,
+                 "ms"),
+            _row(f"{what} vs joblib", p["ours"], p["jl"], "joblib.hash", "(info)", None, "ms")]
 
 
 def _bench_arrow_nullable(pa: Any, np: Any, xxhash: Any, n: int, rounds: int) -> list[Row]:

@@ -1,6 +1,16 @@
 """Functions benchmarked as importable module functions (the ``__main__`` twins live in runner)."""
 
+import dataclasses
+
 from benchmarks import _state
+
+
+@dataclasses.dataclass
+class Record:
+    """A small user record: lists of them are hashed (a user class, keyed by its code)."""
+
+    x: int
+    name: str
 
 
 def small(a: int, b: str) -> int:

@@ -1,4 +1,5 @@
-/* Optional native kernels for value keys (see fncache/_speedups.pyi and _values_arrow.py).
+/* Optional native kernels for value keys (see fncache/_speedups.pyi, fncache/values/arrow.py and
+ * fncache/values/hasher.py).
  *
  * mask_into: keying a nullable Arrow column means hashing its values with the bytes under null
  * slots zeroed. In numpy that takes four passes over each block (unpack the bitmap, widen it,
@@ -8,8 +9,11 @@
  * views_into: string and binary views are keyed as the plain arrays they stand for. Without
  * this kernel they are cast to plain arrays first, a copy of every value.
  *
- * Both give exactly the bytes the code without them gives: this module only makes keys
- * faster, and the package works without it.
+ * persistent_ids: the canonical pickler's persistent_id hook, answered in C for the objects it
+ * leaves alone (all but sets, pickle buffers and fncache.ref'd objects).
+ *
+ * Each gives exactly the bytes (or digests) the code without it gives: this module only makes
+ * keys faster, and the package works without it.
  *
  * Inputs are buffers whose sizes are checked against each other before anything is read; no
  * function keeps a pointer after it returns. The loops run without the GIL: the buffers are
@@ -435,10 +439,65 @@ done:
     return result;
 }
 
+/* persistent_ids: the canonical pickler's persistent_id. The C pickler calls it for every object
+ * it saves, ints and strings included, and answers None for all but a few types: as a Python
+ * method that call was most of the time of hashing a list or dict of plain values (a list of
+ * 10,000 (int, str, float) tuples: 3.7 ms, 0.7 ms with the call in C). Here the answer None is
+ * given in C; the Python method (``slow``) is called only for an object of one of the ``special``
+ * types (exact types, as the method tests them) or whenever ``refs`` (the registry of
+ * ``fncache.ref`` tokens, by id) is not empty, so what it returns is what it always returned. */
+static PyObject *
+persistent_id_call(PyObject *state, PyObject *obj)
+{
+    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(state, 1)) == 0) {
+        int special = PySet_Contains(PyTuple_GET_ITEM(state, 0), (PyObject *)Py_TYPE(obj));
+        if (special < 0) {
+            return NULL;
+        }
+        if (!special) {
+            Py_RETURN_NONE;
+        }
+    }
+    return PyObject_CallOneArg(PyTuple_GET_ITEM(state, 2), obj);
+}
+
+static PyMethodDef persistent_id_def = {
+    "persistent_id", persistent_id_call, METH_O,
+    "persistent_id(obj)\n--\n\nNone, or what the Python persistent_id gives for ``obj``.",
+};
+
+PyDoc_STRVAR(persistent_ids_doc,
+"persistent_ids(special, refs, slow)\n--\n\n"
+"A ``persistent_id(obj)`` that returns None unless ``type(obj)`` is in the frozenset\n"
+"``special`` or the dict ``refs`` is not empty; then it returns ``slow(obj)``.");
+
+static PyObject *
+persistent_ids(PyObject *module, PyObject *args)
+{
+    PyObject *special, *refs, *slow;
+
+    if (!PyArg_ParseTuple(args, "O!O!O:persistent_ids", &PyFrozenSet_Type, &special,
+                          &PyDict_Type, &refs, &slow)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "persistent_ids: slow must be callable");
+        return NULL;
+    }
+    PyObject *state = PyTuple_Pack(3, special, refs, slow);
+    if (state == NULL) {
+        return NULL;
+    }
+    PyObject *fn = PyCFunction_NewEx(&persistent_id_def, state, NULL);
+    Py_DECREF(state);
+    return fn;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"mask_into", mask_into, METH_VARARGS, mask_into_doc},
     {"views_into", views_into, METH_VARARGS, views_into_doc},
     {"nulls_empty", nulls_empty, METH_VARARGS, nulls_empty_doc},
+    {"persistent_ids", persistent_ids, METH_VARARGS, persistent_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,8 +1,12 @@
 # Optional native kernels (fncache/_speedups.c); absent when the package was installed without a
-# C compiler. The numpy code in fncache/values/arrow.py gives the same bytes without them.
+# C compiler. The numpy code in fncache/values/arrow.py gives the same bytes without them, and the
+# hasher's own persistent_id method the same digests without persistent_ids.
+from collections.abc import Callable
 from typing import Any
 
 def mask_into(values: Any, bitmap: Any, bit_offset: int, width: int, out: Any, /) -> None: ...
 def nulls_empty(offsets: Any, bitmap: Any, bit_offset: int, itemsize: int, /) -> bool: ...
 def views_into(views: Any, buffers: Any, bitmap: Any, bit_offset: int, start: int, base: int,
                ends: Any, data: Any, /) -> tuple[int, int, int]: ...
+def persistent_ids(special: frozenset[type], refs: dict[int, Any], slow: Callable[[Any], Any], /
+                   ) -> Callable[[Any], Any]: ...

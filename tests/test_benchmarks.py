@@ -43,7 +43,8 @@ def test_every_default_benchmark_runs_and_reports_its_rows(tmp_path: Path) -> No
     names = " | ".join(r["name"] for r in rows)
     for needle in ("hit __main__ vs diskcache", "miss+store", "hash ", "fncache info at",
                    "fncache clear of", "peak memory", "sklearn Pipeline warm fit, new process",
-                   "fncache's import in it", "the load's floor vs joblib", "float (wide) vs joblib"):
+                   "fncache's import in it", "the load's floor vs joblib", "float (wide) vs joblib",
+                   "dataclass instances vs joblib"):
         assert needle in names, (needle, names)
 
 

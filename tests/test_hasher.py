@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import pathlib
@@ -461,3 +462,85 @@ def test_by_name_content_is_what_getstate_declares_with_items_and_unhashable_par
     looped = _Registry()
     looped["me"] = looped
     assert fncache.hash(looped) == fncache.hash(looped)
+
+
+def _digests_of_everything() -> dict[str, str]:
+    """Digests of the digest-case corpus plus the values that take the Python ``persistent_id``:
+    sets and buffers inside containers, a cycle (a memo: strings and bytes by value), an object
+    keyed by ``fncache.ref`` (while a ref exists every object takes it), a DataFrame and code."""
+    import importlib.util
+
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("_digest_cases_native", CASES)
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    out = cases.digests(cases.values()) | cases.digests(cases.numpy_values()) \
+        | cases.digests(cases.dynamic_objects())
+    cyclic: list = ["s", b"b", {"t"}]
+    cyclic.append(cyclic)
+
+    class Model:
+        pass
+
+    model = fncache.ref(Model(), "model-v1")
+    out |= {
+        "rows": fncache.hash([(i, str(i), float(i), None, b"x") for i in range(500)]),
+        "config": fncache.hash({f"k{i}": [i, {"a": {i, -i}}, frozenset({str(i)})] for i in range(50)}),
+        "buffer": fncache.hash([pickle.PickleBuffer(bytearray(b"abc")), "after"]),
+        "cycle": fncache.hash(cyclic),
+        "frame": fncache.hash(pd.DataFrame({"a": [1, 2], "s": ["x", "y"], "c": [{1}, {2}]})),
+        "function": fncache.hash(_digests_of_everything),
+    }
+    out["with a ref"] = fncache.hash([model, "s", 1, (2, {3})])
+    del model
+    return out
+
+
+def test_native_persistent_id_gives_the_python_methods_digests(monkeypatch):
+    """The persistent_id answered in C (``fncache._speedups.persistent_ids``) gives every digest the
+    Python method gives: the corpus of digest cases, sets, buffers, cycles, refs, frames, code."""
+    from .helpers import require_native
+
+    require_native()
+    assert type(_hasher._Hasher().persistent_id).__name__ == "builtin_function_or_method"
+    native = _digests_of_everything()
+    monkeypatch.setattr(_hasher, "_persistent_ids", None)
+    monkeypatch.setattr(_hasher._local, "pool", [])  # this thread's hashers were made with it
+    assert type(_hasher._Hasher().persistent_id).__name__ == "method"
+    python = _digests_of_everything()
+    assert native == python
+    assert len(set(python.values())) > 40  # (the corpus holds some equal values on purpose)
+
+
+@dataclasses.dataclass
+class _Record:
+    x: int
+    name: str
+
+
+def test_a_class_is_checked_once_per_hash_and_again_in_the_next(monkeypatch):
+    """Every instance reduces to its class, whose fingerprint is found and checked (its mutable
+    values, a dataclass's fields, hashed again) once per hash, not once per instance (a list of
+    dataclass instances took 70 us an instance for it); the next hash checks again, so an edit of
+    the class between two hashes is a new digest, and the digests of equal lists stay equal."""
+    from fncache.code import fingerprint as _fp
+
+    checks = []
+    real = _fp.Fingerprint.valid
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        checks.append(self)
+        return real(self)
+
+    monkeypatch.setattr(_fp.Fingerprint, "valid", counted)
+    records = [_Record(i, str(i)) for i in range(500)]
+    first = fncache.hash(records)
+    assert fncache.hash(records) == first == fncache.hash([_Record(i, str(i)) for i in range(500)])
+    checks.clear()
+    fncache.hash(records)
+    assert 1 <= len(checks) < 20, len(checks)  # per class and what it reads, not per instance
+    monkeypatch.setattr(_Record, "label", lambda self: self.name, raising=False)
+    assert fncache.hash(records) != first
+    monkeypatch.delattr(_Record, "label")
+    assert fncache.hash(records) == first

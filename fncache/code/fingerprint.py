@@ -82,16 +82,31 @@ log = logging.getLogger("fncache")
 
 
 def _function_token(h: Any, obj: Any) -> Any:
-    return _registry.token("function", fingerprint(obj).digest)
+    memo = h.tokens
+    found = memo.get(id(obj))
+    if found is not None and found[0] is obj:
+        return found[1]
+    token = _registry.token("function", fingerprint(obj).digest)
+    memo[id(obj)] = (obj, token)
+    return token
 
 
 def _class_token(h: Any, obj: Any) -> Any:
     # A fingerprint says what a class does, not which class it is: two modules may define one body
     # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``. Classes of the root
     # module (the memoized function's own) leave the module out (see the hasher's docstring).
+    # Once per class in one hash (see _Hasher.tokens): each instance of a class reduces to it, and
+    # checking a fingerprint still holds re-hashes the mutable values it read (a dataclass's
+    # fields), 70 us an instance of a dataclass.
+    memo = h.tokens
+    found = memo.get(id(obj))
+    if found is not None and found[0] is obj:
+        return found[1]
     module = getattr(obj, "__module__", None)
     where = None if h.root is not None and module == h.root else module
-    return _registry.token("class", where, fingerprint(obj).digest)
+    token = _registry.token("class", where, fingerprint(obj).digest)
+    memo[id(obj)] = (obj, token)
+    return token
 
 
 def _code_token(h: Any, obj: Any) -> Any:

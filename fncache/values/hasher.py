@@ -59,6 +59,12 @@ from fncache._hasher import Token
 from fncache.values import instances as _instances
 from fncache.values import registry as _registry
 
+_persistent_ids: Any
+try:
+    from fncache._speedups import persistent_ids as _persistent_ids
+except ImportError:  # not built (no compiler at install), or an older build: the method, same digests
+    _persistent_ids = None
+
 __all__ = ["digest", "hash", "ref", "register", "unregister"]
 
 _PROTOCOL = 5
@@ -366,6 +372,13 @@ class _Sink:
         return len(data)
 
 
+# The types whose objects :meth:`_Hasher.persistent_id` gives an id (exact types, as it tests them);
+# with a memo (cyclic values), strings and bytes too. The native hook calls the method for these
+# only, and for every object while any ``fncache.ref`` token exists.
+_SPECIAL = frozenset({set, frozenset, pickle.PickleBuffer})
+_CYCLIC_SPECIAL = _SPECIAL | {str, bytes}
+
+
 class _Hasher(cloudpickle.Pickler):
     """One reusable canonical pickler; see the module docstring for the rules.
 
@@ -374,11 +387,22 @@ class _Hasher(cloudpickle.Pickler):
 
     def __init__(self, cyclic: bool = False) -> None:
         self._sink = _Sink()
+        if _persistent_ids is not None:
+            # The C pickler calls persistent_id for every object it saves; answered in C for all
+            # but the types the method handles (and every object while refs exist), it is no
+            # longer most of the time of hashing a list or dict of plain values. The instance's
+            # attribute is what the pickler's __init__ looks up, before the class's method.
+            self.persistent_id = _persistent_ids(  # type: ignore[method-assign]
+                _CYCLIC_SPECIAL if cyclic else _SPECIAL, _refs, _Hasher.persistent_id.__get__(self))
         super().__init__(self._sink, protocol=_PROTOCOL)
         self.cyclic = cyclic
         self.fast = not cyclic
         self.root: str | None = None  # see the module docstring: classes by where they live
         self.states: dict[int, tuple[Any, Any]] = {}  # re-ordered instance states, per hash
+        #: The tokens of the classes and functions met in this hash, by id (each held, so that its
+        #: id is not reused): a class's fingerprint is found and checked once per hash, not once
+        #: per instance. Emptied when the hash ends: the next hash checks again.
+        self.tokens: dict[int, tuple[Any, Any]] = {}
 
     @staticmethod
     def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
@@ -432,6 +456,8 @@ class _Hasher(cloudpickle.Pickler):
             self.clear_memo()
             if self.states:
                 self.states.clear()
+            if self.tokens:
+                self.tokens.clear()
         return sink.h.digest()
 
 
