@@ -539,8 +539,41 @@ def test_a_class_is_checked_once_per_hash_and_again_in_the_next(monkeypatch):
     assert fncache.hash(records) == first == fncache.hash([_Record(i, str(i)) for i in range(500)])
     checks.clear()
     fncache.hash(records)
-    assert 1 <= len(checks) < 20, len(checks)  # per class and what it reads, not per instance
+    assert 1 <= len(checks) < 50, len(checks)  # per class and what it reads, not per instance
     monkeypatch.setattr(_Record, "label", lambda self: self.name, raising=False)
     assert fncache.hash(records) != first
     monkeypatch.delattr(_Record, "label")
     assert fncache.hash(records) == first
+
+
+class _Conf:
+    mode = "x"
+
+    def run(self):  # type: ignore[no-untyped-def]
+        return _Conf.mode
+
+
+class _Setter:
+    """Sets ``_Conf.mode`` when it is pickled; its own pickle keeps nothing of the mode."""
+
+    def __init__(self, mode):  # type: ignore[no-untyped-def]
+        self.mode = mode
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        _Conf.mode = self.mode
+        return (_Setter, ("",))
+
+
+def test_a_class_changed_while_hashed_is_keyed_as_it_then_stands(monkeypatch):
+    """A class met twice in one hash is made into a token once; if something the hash runs changes
+    the class between its occurrences (a reducer with a side effect), the value is hashed again, so
+    two values that leave the class in two states never share a key (found by a review: with the
+    token of the first occurrence reused, ``fast`` and ``slow`` had one key)."""
+    monkeypatch.setattr(_Conf, "mode", "x")
+    keys = {}
+    for mode in ("fast", "slow"):
+        _Conf.mode = "x"
+        keys[mode] = fncache.hash([_Conf, _Setter(mode), _Conf])
+    assert keys["fast"] != keys["slow"]
+    _Conf.mode = "x"
+    assert fncache.hash([_Conf, _Setter("fast"), _Conf]) == keys["fast"]  # and stays deterministic

@@ -429,6 +429,27 @@ def test_pandas_frame_columns_from_blocks_key_as_through_iloc(monkeypatch):
     assert H(changed) != key
 
 
+class _FloatColumns(pd.DataFrame):
+    """A subclass whose columns, taken one at a time, come out as floats (``_constructor_sliced``)."""
+
+    @property
+    def _constructor(self):  # type: ignore[no-untyped-def]
+        return _FloatColumns
+
+    @property
+    def _constructor_sliced(self):  # type: ignore[no-untyped-def]
+        return lambda data, *a, **k: pd.Series(data, *a, **k).astype("float64")
+
+
+def test_pandas_frame_subclass_keys_its_own_columns_not_what_slicing_makes():
+    """A frame is keyed by the arrays it holds (what its pickle keeps), not by what its subclass's
+    ``_constructor_sliced`` makes of a column: a frame of ints and one of the equal floats are two
+    keys (through ``iloc`` the ints were cast to floats first, and the two frames had one key)."""
+    ints, floats = _FloatColumns({"a": [1, 2]}), _FloatColumns({"a": [1.0, 2.0]})
+    assert ints["a"].dtype == floats["a"].dtype == "float64"  # the subclass's own view of them
+    assert H(ints) != H(floats)
+
+
 # -- torch -------------------------------------------------------------------------------------
 
 @SETTINGS

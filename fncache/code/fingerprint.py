@@ -82,30 +82,41 @@ log = logging.getLogger("fncache")
 
 
 def _function_token(h: Any, obj: Any) -> Any:
-    memo = h.tokens
-    found = memo.get(id(obj))
-    if found is not None and found[0] is obj:
-        return found[1]
-    token = _registry.token("function", fingerprint(obj).digest)
-    memo[id(obj)] = (obj, token)
-    return token
+    return _once_per_hash(h, obj, _function_token_of)
+
+
+def _function_token_of(h: Any, obj: Any) -> Any:
+    return _registry.token("function", fingerprint(obj).digest)
 
 
 def _class_token(h: Any, obj: Any) -> Any:
+    return _once_per_hash(h, obj, _class_token_of)
+
+
+def _class_token_of(h: Any, obj: Any) -> Any:
     # A fingerprint says what a class does, not which class it is: two modules may define one body
     # under one name, and ``except a.NotFound`` does not catch ``b.NotFound``. Classes of the root
     # module (the memoized function's own) leave the module out (see the hasher's docstring).
-    # Once per class in one hash (see _Hasher.tokens): each instance of a class reduces to it, and
-    # checking a fingerprint still holds re-hashes the mutable values it read (a dataclass's
-    # fields), 70 us an instance of a dataclass.
-    memo = h.tokens
-    found = memo.get(id(obj))
-    if found is not None and found[0] is obj:
-        return found[1]
     module = getattr(obj, "__module__", None)
     where = None if h.root is not None and module == h.root else module
-    token = _registry.token("class", where, fingerprint(obj).digest)
-    memo[id(obj)] = (obj, token)
+    return _registry.token("class", where, fingerprint(obj).digest)
+
+
+def _once_per_hash(h: Any, obj: Any, make: Callable[[Any, Any], Any]) -> Any:
+    """``make(h, obj)``, made once per hash (``h.tokens``; None: every time): each instance of a
+    class reduces to the class, and finding and checking its fingerprint re-hashes the mutable
+    values it read (a dataclass's fields, 70 us an instance). A token used again is made again
+    when the hash ends (``_Hasher.hash``): if something the hash ran changed the class or what it
+    reads, the value is hashed again, each occurrence keyed as it then stands."""
+    memo = h.tokens
+    if memo is None:
+        return make(h, obj)
+    found = memo.get(id(obj))
+    if found is not None and found[0] is obj:
+        found[3] = True
+        return found[1]
+    token = make(h, obj)
+    memo[id(obj)] = [obj, token, make, False]  # the object held: its id is not reused meanwhile
     return token
 
 

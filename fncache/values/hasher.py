@@ -41,6 +41,7 @@ What this module is *not*: a serialiser. Nothing it writes is ever read back.
 
 from __future__ import annotations
 
+import functools
 import io
 import pathlib
 import pickle
@@ -58,6 +59,7 @@ from fncache._errors import ArgumentTypeError, UnhashableArgument
 from fncache._hasher import Token
 from fncache.values import instances as _instances
 from fncache.values import registry as _registry
+from fncache.values import typing_tokens as _typing_tokens
 
 _persistent_ids: Any
 try:
@@ -217,28 +219,6 @@ def _registered_token(fn: Callable[[Any], Any], t: type) -> Callable[[_Hasher, A
     return _user_token
 
 
-_aliases = threading.local()  # ids of the type aliases being hashed in this thread
-
-
-def _type_alias_token(h: _Hasher, obj: Any) -> Any:
-    """A type alias (``type Small = Annotated[int, Field(le=5)]``, typing_extensions' on 3.11) by
-    what it stands for, which its pickle (by name) drops: a pydantic constraint may live only there."""
-    name = (getattr(obj, "__module__", None), getattr(obj, "__name__", None))
-    busy: set[int] = _aliases.__dict__.setdefault("busy", set())
-    if id(obj) in busy:  # a recursive alias met again inside its own value
-        return (_Token, ("type alias", name))
-    busy.add(id(obj))
-    try:
-        try:
-            value = obj.__value__
-        except Exception:  # a name its value uses is not defined yet: it cannot be used as it is
-            return (_Token, ("type alias", name, "unevaluated"))
-        return (_Token, ("type alias", name, _digest(value, h.root),
-                         _digest(tuple(getattr(obj, "__type_params__", ())), h.root)))
-    finally:
-        busy.discard(id(obj))
-
-
 def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any], Any] | None:
     """The registry's rule for what its table does not settle: ``__fncache_token__``, open streams,
     type aliases, callables that may wrap user code, and instances keyed with their attributes in
@@ -256,39 +236,6 @@ def _protocols(t: type, entry: _registry.Entry | None) -> Callable[[_Hasher, Any
     return _instances.by_reduce(t, found, wrapper=False)
 
 
-def _type_variable_token(h: _Hasher, obj: Any) -> Any:
-    """A ``TypeVar``, ``ParamSpec`` or ``TypeVarTuple`` by what it is: its name, bound,
-    constraints, variance and default. cloudpickle pickles one it cannot find by name (a PEP 695
-    ``def f[T]``'s, one made in a function) by value with a tracker id new in every process, and
-    one it finds by its name alone (a bound edited in place kept the key)."""
-    parts: list[Any] = [type(obj).__name__, getattr(obj, "__name__", None)]
-    for attr in _TYPE_VARIABLE_ATTRS:
-        try:
-            value = getattr(obj, attr, None)
-        except Exception:  # a PEP 695 bound naming what is not defined yet
-            value = (_Token, ("unevaluated", attr))
-        parts.append(_digest(value, h.root))
-    has_default = getattr(obj, "has_default", None)
-    if has_default is not None and has_default():
-        parts.append(_digest(obj.__default__, h.root))
-    return (_Token, ("type variable", tuple(parts)))
-
-
-_TYPE_VARIABLE_ATTRS = ("__bound__", "__constraints__", "__covariant__", "__contravariant__",
-                        "__infer_variance__")
-_TYPE_VARIABLES = frozenset({"TypeVar", "ParamSpec", "TypeVarTuple"})
-
-
-def _forward_ref_token(h: _Hasher, obj: Any) -> Any:
-    """A ``typing.ForwardRef`` (``List["User"]``) by its text and where it is resolved, not by the
-    cache of its evaluation that ``get_type_hints`` fills in place (typing shares one object among
-    every annotation spelled alike)."""
-    return (_Token, ("forward ref", getattr(obj, "__forward_arg__", None),
-                     getattr(obj, "__forward_module__", None),
-                     getattr(obj, "__forward_is_argument__", None),
-                     getattr(obj, "__forward_is_class__", None)))
-
-
 def _memoryview_token(h: _Hasher, obj: memoryview) -> Any:
     """A memoryview by its format, item size and shape with its bytes: cloudpickle's pickle keeps
     only the bytes, so ``memoryview(b).cast("i")`` and ``memoryview(b)`` were one value."""
@@ -297,15 +244,12 @@ def _memoryview_token(h: _Hasher, obj: memoryview) -> Any:
 
 
 def _special(t: type) -> Callable[[_Hasher, Any], Any] | None:
-    """The handler of a type alias or type variable, or of an open stream (refused: reading it
-    would consume it, see files); None for any other type."""
-    if t.__module__ in ("typing", "typing_extensions"):
-        if t.__name__ == "TypeAliasType":
-            return _type_alias_token
-        if t.__name__ in _TYPE_VARIABLES:
-            return _type_variable_token
-        if t.__name__ == "ForwardRef":
-            return _forward_ref_token
+    """The handler of a type alias, type variable or forward reference
+    (:mod:`fncache.values.typing_tokens`), or of an open stream (refused: reading it would consume
+    it, see files); None for any other type."""
+    found: Callable[[_Hasher, Any], Any] | None = _typing_tokens.handler_for(t)
+    if found is not None:
+        return found
     return _stream_token if _is_stream(t) else None
 
 
@@ -392,17 +336,22 @@ class _Hasher(cloudpickle.Pickler):
             # but the types the method handles (and every object while refs exist), it is no
             # longer most of the time of hashing a list or dict of plain values. The instance's
             # attribute is what the pickler's __init__ looks up, before the class's method.
+            # The method is reached through a weak proxy: a strong reference from the hook back
+            # to this pickler would make every hasher a reference cycle, freed only by the cyclic
+            # collector (never, with it disabled).
             self.persistent_id = _persistent_ids(  # type: ignore[method-assign]
-                _CYCLIC_SPECIAL if cyclic else _SPECIAL, _refs, _Hasher.persistent_id.__get__(self))
+                _CYCLIC_SPECIAL if cyclic else _SPECIAL, _refs,
+                functools.partial(_Hasher.persistent_id, weakref.proxy(self)))  # type: ignore[arg-type]
         super().__init__(self._sink, protocol=_PROTOCOL)
         self.cyclic = cyclic
         self.fast = not cyclic
         self.root: str | None = None  # see the module docstring: classes by where they live
         self.states: dict[int, tuple[Any, Any]] = {}  # re-ordered instance states, per hash
-        #: The tokens of the classes and functions met in this hash, by id (each held, so that its
-        #: id is not reused): a class's fingerprint is found and checked once per hash, not once
-        #: per instance. Emptied when the hash ends: the next hash checks again.
-        self.tokens: dict[int, tuple[Any, Any]] = {}
+        #: The tokens of the classes and functions met in this hash, by id, as
+        #: ``[object, token, make, used again]`` (see fncache.code.fingerprint._once_per_hash):
+        #: a class's fingerprint is found and checked once per hash, not once per instance.
+        #: Emptied when the hash ends: the next hash checks again. None: made every time.
+        self.tokens: dict[int, list[Any]] | None = {}
 
     @staticmethod
     def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
@@ -450,15 +399,31 @@ class _Hasher(cloudpickle.Pickler):
     def hash(self, obj: Any) -> bytes:
         sink = self._sink
         sink.h.reset()
+        tokens = self.tokens
         try:
             self.dump(obj)
+            if tokens and not _tokens_held(self, tokens):
+                # A class or function met twice changed while the value was hashed (a reducer or a
+                # registered token ran code that changed it): hashed again with each occurrence
+                # keyed as it then stands, never with the token of a state it has left.
+                self.clear_memo()
+                self.states.clear()
+                sink.h.reset()
+                self.tokens = None
+                self.dump(obj)
         finally:
             self.clear_memo()
             if self.states:
                 self.states.clear()
-            if self.tokens:
-                self.tokens.clear()
+            self.tokens = tokens
+            if tokens:
+                tokens.clear()
         return sink.h.digest()
+
+
+def _tokens_held(h: _Hasher, tokens: dict[int, list[Any]]) -> bool:
+    """Whether each token the hash used more than once is still the one its object gives now."""
+    return all(make(h, obj) == token for obj, token, make, again in list(tokens.values()) if again)
 
 
 _local = threading.local()
