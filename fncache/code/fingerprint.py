@@ -106,8 +106,10 @@ def _once_per_hash(h: Any, obj: Any, make: Callable[[Any, Any], Any]) -> Any:
     """``make(h, obj)``, made once per hash (``h.tokens``; None: every time): each instance of a
     class reduces to the class, and finding and checking its fingerprint re-hashes the mutable
     values it read (a dataclass's fields, 70 us an instance). A token used again is made again
-    when the hash ends (``_Hasher.hash``): if something the hash ran changed the class or what it
-    reads, the value is hashed again, each occurrence keyed as it then stands."""
+    when the hash ends (``_Hasher.hash``): if the class or what it reads then stands otherwise
+    (something the hash ran changed it), the value is hashed again without reusing tokens, each
+    occurrence keyed as it then stands. A change undone before the end is not seen: the class is
+    keyed as it stands at the start and the end, as the function will see it."""
     memo = h.tokens
     if memo is None:
         return make(h, obj)

@@ -403,9 +403,9 @@ class _Hasher(cloudpickle.Pickler):
         try:
             self.dump(obj)
             if tokens and not _tokens_held(self, tokens):
-                # A class or function met twice changed while the value was hashed (a reducer or a
-                # registered token ran code that changed it): hashed again with each occurrence
-                # keyed as it then stands, never with the token of a state it has left.
+                # A class or function met twice stands otherwise than when first met (a reducer or
+                # a registered token ran code that changed it): hashed again without reusing
+                # tokens, each occurrence keyed as it then stands (the reducers run again).
                 self.clear_memo()
                 self.states.clear()
                 sink.h.reset()
