@@ -135,10 +135,12 @@ def frame_token(df: Any) -> tuple[Any, ...]:
 
 
 def _column_values(df: Any) -> list[Any]:
-    """Each column's array, in order: what ``df.iloc[:, i]._values`` is (and its ``dtype`` the
-    column's), taken from the frame's blocks without making a Series per column, which cost 20-35
-    us a column (a 2,000-column frame of 15 MB hashed in 74 ms, 36 of them in ``iloc``). Through
-    ``iloc`` where pandas' block manager has no ``iget_values`` or it fails (another pandas)."""
+    """Each column's array as the frame holds it, in order (what its pickle keeps; for pandas' own
+    frames what ``df.iloc[:, i]._values`` is, and its ``dtype`` the column's), taken from the
+    frame's blocks without making a Series per column, which cost 20-35 us a column (a
+    2,000-column frame of 15 MB hashed in 74 ms, 36 of them in ``iloc``). A subclass's
+    ``_constructor_sliced`` does not run: a column it would cast is keyed as held. Through ``iloc``
+    where pandas' block manager has no ``iget_values`` or it fails (another pandas)."""
     iget = getattr(getattr(df, "_mgr", None), "iget_values", None)
     if iget is not None:
         try:
