@@ -32,6 +32,49 @@ def test_import_is_light():
     assert json.loads(out.stdout) == []
 
 
+_HITS_ONLY = r"""
+import json, sys
+import fncache
+
+@fncache.memoize(store=sys.argv[1])
+def square(x):
+    return x * x
+
+print(json.dumps([square(3), square.cache_info().hits, "diskcache" in sys.modules]))
+"""
+
+
+@pytest.mark.slow
+def test_a_process_whose_calls_all_hit_does_not_import_diskcache(tmp_path):
+    """A process that only reads an existing disk store (every call a hit) never imports
+    diskcache: its settings are read from the store; the first process, which writes, does."""
+    from tests.helpers import last_json, run_py, write
+
+    script = write(tmp_path / "hits.py", _HITS_ONLY)
+    store = str(tmp_path / "cache")
+    assert last_json(run_py(script, store)) == [9, 0, True]
+    assert last_json(run_py(script, store)) == [9, 1, False]
+
+
+def test_a_disk_stores_settings_come_from_options_then_the_store_then_diskcache():
+    """The settings a disk store opens with: a given option wins, then the stored row, then
+    diskcache's default (only then is diskcache asked); a planted row whose key is not text is no
+    setting."""
+    from diskcache.core import DEFAULT_SETTINGS
+
+    from fncache.stores._diskopen import READ_SETTINGS as _READ_SETTINGS
+    from fncache.stores._diskopen import open_settings as _settings
+
+    stored = {"disk_min_file_size": 1, "sqlite_synchronous": 2, b"statistics": 1}
+    opts = {"sqlite_synchronous": 0, "eviction_policy": "none"}
+    out = _settings(stored, opts)
+    assert out == {"disk_min_file_size": 1, "sqlite_synchronous": 0,
+                   "sqlite_journal_mode": DEFAULT_SETTINGS["sqlite_journal_mode"],
+                   "statistics": DEFAULT_SETTINGS["statistics"]}
+    assert set(_settings({}, {})) == set(_READ_SETTINGS)
+    assert _settings({}, {}) == {k: DEFAULT_SETTINGS[k] for k in _READ_SETTINGS}
+
+
 # -- scalar digests ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", [0, 1, -1, 2**63, 2**200, "", "x", "é" * 300, "a" * 257])

@@ -33,6 +33,42 @@ def test_owners_agree_with_the_full_scan_for_every_installed_module():
     assert checked > 10
 
 
+def test_names_and_versions_read_from_metadata_headers_are_importlib_metadatas(tmp_path):
+    """The owner's name and version, read from its METADATA header, are what importlib.metadata
+    reads, for every installed distribution; a header the quick reader leaves alone (a folded
+    Version, carriage returns, no METADATA but a PKG-INFO) still gives importlib.metadata's."""
+    import pathlib
+
+    from fncache.code.distributions import _name_and_version, _versions_of
+
+    checked = 0
+    for dist in md.distributions():
+        path = getattr(dist, "_path", None)
+        if path is None or not os.path.isdir(path):
+            continue
+        meta = md.PathDistribution(pathlib.Path(path)).metadata
+        found = _name_and_version(str(path))
+        assert found is None or found == (meta["Name"], meta["Version"]), path
+        checked += found is not None
+    assert checked > 10
+    odd = {
+        "folded.dist-info": ("METADATA", "Metadata-Version: 2.1\nName: folded\nVersion: 1.0\n"
+                                         " .post1\n\nbody\n"),
+        "crlf.dist-info": ("METADATA", "Metadata-Version: 2.1\r\nName: crlf\r\n"
+                                       "Version: 2.0\r\n\r\n"),
+        "old.egg-info": ("PKG-INFO", "Metadata-Version: 1.0\nName: old\nVersion: 3.0  \n"
+                                     "License: a\n  long one\n"),
+    }
+    for name, (file, text) in odd.items():
+        (tmp_path / name).mkdir()
+        with open(tmp_path / name / file, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        meta = md.PathDistribution(tmp_path / name).metadata
+        assert _versions_of((str(tmp_path / name),)) == [(meta["Name"], meta["Version"])], name
+    assert _name_and_version(str(tmp_path / "old.egg-info")) == ("old", "3.0  ")
+    assert _name_and_version(str(tmp_path / "folded.dist-info")) is None
+
+
 def test_standard_library_and_builtin_modules_have_no_distribution():
     assert distribution_versions(["json", "math", "sys", "_thread", "collections"]) == ()
 

@@ -27,8 +27,9 @@ log = logging.getLogger("fncache")
 
 def _library_roots() -> tuple[str, ...]:
     roots: set[str] = set()
+    paths = sysconfig.get_paths()
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        p = sysconfig.get_paths().get(name)
+        p = paths.get(name)
         if p:
             roots.add(os.path.realpath(p))
     try:

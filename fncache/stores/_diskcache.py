@@ -27,6 +27,8 @@ from fncache.stores._diskopen import (
     Transaction,
     add_meta_column,
     check_wal_autocheckpoint,
+    min_file_size,
+    open_settings,
     partial_expire_index,
     read_only_keeper,
     read_policy,
@@ -58,15 +60,6 @@ _ROWIDS = 16384
 # A lease record is the holder's token, ``<pid>-<32 hex>``, as ASCII bytes: parsed by one bounded
 # regular expression, never unpickled.
 _TOKEN = re.compile(rb"[0-9]{1,10}-[0-9a-f]{32}")
-
-
-def _min_file_size(value: object) -> int:
-    """diskcache's ``disk_min_file_size`` as stored, or its default where the row is not a byte
-    count (planted): the size from which a value goes to a file of its own."""
-    from diskcache.core import DEFAULT_SETTINGS
-
-    size = number(value)
-    return int(size) if size is not None and 0 <= size < 2**63 else DEFAULT_SETTINGS["disk_min_file_size"]
 
 
 # Seconds a disk operation waits for the database's write lock (and a read for a busy database)
@@ -120,8 +113,6 @@ class Diskcache:
     """
 
     def __init__(self, directory: str, size_limit: int | None, options: dict[str, Any]) -> None:
-        from diskcache.core import DEFAULT_SETTINGS
-
         opts = dict(options)
         opts.setdefault("eviction_policy", "least-recently-used" if size_limit else "none")
         #: Set on every connection of this process that may commit (its readers, diskcache's).
@@ -148,18 +139,15 @@ class Diskcache:
         except BaseException:
             self.close()
             raise
-        # A planted Settings row (a key that is not text, a value of any type) is not a setting.
-        settings = dict(DEFAULT_SETTINGS)
-        settings.update((k, v) for k, v in stored.items() if type(k) is str)
-        settings.update({k: v for k, v in opts.items() if k in DEFAULT_SETTINGS})
-        self.min_file_size = _min_file_size(settings["disk_min_file_size"])
+        settings = open_settings(stored, opts)
+        self.min_file_size = min_file_size(settings["disk_min_file_size"])
         self._synchronous = synchronous_level(settings["sqlite_synchronous"])
         # Readers are never locked out in WAL mode: only there may a read use the writer's
         # connection (whose busy timeout is the store's, where a reader's is 0; see value_row).
         self._wal = str(settings["sqlite_journal_mode"]).lower() == "wal"
         # What a read writes (an LRU policy records the time, LFU counts); None: nothing.
         self._on_read: str | None = read_policy(opts["eviction_policy"])
-        self._statistics = bool(settings.get("statistics"))
+        self._statistics = bool(settings["statistics"])
         #: Whether a read records anything (:meth:`record_read`): not by default.
         self.records_reads = self._statistics or self._on_read is not None
         self.tracks_reads = opts["eviction_policy"] == "least-recently-used"

@@ -122,8 +122,10 @@ SETTINGS = "SELECT key, value FROM Settings"
 SETTINGS_ROWS = "SELECT rowid, key, value FROM Settings"
 RESET_SETTING = "UPDATE Settings SET value = ? WHERE rowid = ?"
 DELETE_SETTING = "DELETE FROM Settings WHERE rowid = ?"
-# One read, for the read-only connection that keeps the WAL (fncache.stores._diskopen).
-KEEPER_READ = "SELECT 1 FROM Settings LIMIT 1"
+# One read, for the read-only connection that keeps the WAL (fncache.stores._diskopen): a read
+# transaction (it opens the WAL and holds its lock) that needs no schema, which a SELECT of a table
+# first parses, triggers and all (1.1 ms against 0.2 ms, paid at the exit of a hit-only process).
+KEEPER_READ = "PRAGMA schema_version"
 ADD_META_COLUMN = f"ALTER TABLE Cache ADD COLUMN {META_COLUMN} BLOB"
 # diskcache indexes the expiry of every row (``Cache_expire_time``), NULL for the rows that never
 # expire, fncache's usual entry: one more B-tree page written to the WAL by every insert. fncache's
