@@ -36,7 +36,8 @@ def test_owners_agree_with_the_full_scan_for_every_installed_module():
 def test_names_and_versions_read_from_metadata_headers_are_importlib_metadatas(tmp_path):
     """The owner's name and version, read from its METADATA header, are what importlib.metadata
     reads, for every installed distribution; a header the quick reader leaves alone (a folded
-    Version, carriage returns, no METADATA but a PKG-INFO) still gives importlib.metadata's."""
+    Version, a field name with a space), carriage returns and a PKG-INFO still give
+    importlib.metadata's answer."""
     import pathlib
 
     from fncache.code.distributions import _name_and_version, _versions_of
@@ -56,6 +57,8 @@ def test_names_and_versions_read_from_metadata_headers_are_importlib_metadatas(t
                                          " .post1\n\nbody\n"),
         "crlf.dist-info": ("METADATA", "Metadata-Version: 2.1\r\nName: crlf\r\n"
                                        "Version: 2.0\r\n\r\n"),
+        "spaced.dist-info": ("METADATA", "Metadata-Version: 2.1\nName : spaced\n"
+                                         "Version: 4.0\n"),
         "old.egg-info": ("PKG-INFO", "Metadata-Version: 1.0\nName: old\nVersion: 3.0  \n"
                                      "License: a\n  long one\n"),
     }
@@ -64,9 +67,13 @@ def test_names_and_versions_read_from_metadata_headers_are_importlib_metadatas(t
         with open(tmp_path / name / file, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         meta = md.PathDistribution(tmp_path / name).metadata
-        assert _versions_of((str(tmp_path / name),)) == [(meta["Name"], meta["Version"])], name
+        name_version = meta.get("Name"), meta.get("Version")
+        expected = [name_version] if all(name_version) else None
+        assert _versions_of((str(tmp_path / name),)) == expected, name
     assert _name_and_version(str(tmp_path / "old.egg-info")) == ("old", "3.0  ")
-    assert _name_and_version(str(tmp_path / "folded.dist-info")) is None
+    for name in ("folded.dist-info", "spaced.dist-info"):
+        assert _name_and_version(str(tmp_path / name)) is None, name
+    assert _name_and_version(str(tmp_path / "crlf.dist-info")) == ("crlf", "2.0")  # read as text
 
 
 def test_standard_library_and_builtin_modules_have_no_distribution():

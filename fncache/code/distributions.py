@@ -88,10 +88,15 @@ def _versions_of(owners: tuple[str, ...]) -> list[tuple[str, str]] | None:
         if not os.path.isdir(path):
             return None
         found = _name_and_version(path)
-        if found is None:  # a header this reader leaves to the email parser importlib uses
+        name: str | None
+        version: str | None
+        if found is not None:
+            name, version = found
+        else:  # a header this reader leaves to the email parser importlib uses
             meta = md.PathDistribution(pathlib.Path(path)).metadata
-            found = meta["Name"], meta["Version"]
-        name, version = found
+            # A missing header is None here (meta[...] of one is to raise KeyError in a later Python)
+            name = meta["Name"] if "Name" in meta else None
+            version = meta["Version"] if "Version" in meta else None
         if not name or not version:
             return None
         out.append((name, version))
@@ -103,8 +108,8 @@ def _name_and_version(path: str) -> tuple[str, str] | None:
     ``PKG-INFO``), read as ``importlib.metadata`` reads them (the value after the colon, leading
     blanks dropped, the first of each header): a version per library module keyed in each new
     process, where the email parser took a millisecond for two. None where the header is not
-    plain (``Name`` or ``Version`` folded, a line without a colon, carriage returns, no such
-    file): the caller then asks ``importlib.metadata``."""
+    plain (``Name`` or ``Version`` folded, a line that is no ``field: value``, no such file): the
+    caller then asks ``importlib.metadata``."""
     text = ""
     for name in ("METADATA", "PKG-INFO"):
         try:
@@ -114,8 +119,8 @@ def _name_and_version(path: str) -> tuple[str, str] | None:
             continue
         if text:
             break
-    head = text.partition("\n\n")[0].rstrip("\n")
-    if not head or "\r" in head:
+    head = text.partition("\n\n")[0].rstrip("\n")  # read as text: line ends are "\n"
+    if not head:
         return None
     found: dict[str, str] = {}
     field = ""
@@ -125,8 +130,8 @@ def _name_and_version(path: str) -> tuple[str, str] | None:
                 return None
             continue
         field, colon, value = line.partition(":")
-        if not colon:
-            return None
+        if not (colon and field.isascii() and field.isprintable()) or " " in field:
+            return None  # not a field name to the email parser: where it ends the header
         field = field.lower()
         if field in ("name", "version") and field not in found:
             found[field] = value.lstrip(" \t")
