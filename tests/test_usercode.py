@@ -74,6 +74,12 @@ def test_names_and_versions_read_from_metadata_headers_are_importlib_metadatas(t
     for name in ("folded.dist-info", "spaced.dist-info"):
         assert _name_and_version(str(tmp_path / name)) is None, name
     assert _name_and_version(str(tmp_path / "crlf.dist-info")) == ("crlf", "2.0")  # read as text
+    # A METADATA importlib.metadata cannot read is never passed over for an older PKG-INFO.
+    bad = tmp_path / "bad.dist-info"
+    bad.mkdir()
+    (bad / "METADATA").write_bytes(b"Name: x\nVersion: 1.0\nSummary: \xff\n")
+    (bad / "PKG-INFO").write_text("Name: x\nVersion: 0.9\n")
+    assert _name_and_version(str(bad)) is None
 
 
 def test_standard_library_and_builtin_modules_have_no_distribution():

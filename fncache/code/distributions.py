@@ -115,8 +115,10 @@ def _name_and_version(path: str) -> tuple[str, str] | None:
         try:
             with open(os.path.join(path, name), encoding="utf-8") as f:
                 text = f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            continue  # the errors importlib.metadata takes for a missing file
         except (OSError, UnicodeDecodeError):
-            continue
+            return None  # importlib.metadata raises these: it is asked, and does
         if text:
             break
     head = text.partition("\n\n")[0].rstrip("\n")  # read as text: line ends are "\n"

@@ -419,7 +419,7 @@ def _check_default_store(options: dict[str, Any]) -> None:
 def _check_disk_options(options: dict[str, Any]) -> None:
     """A disk store's options: ``size_limit``, ``timeout``, diskcache's settings, ``disk_*``."""
     if not options:  # nothing to check (and diskcache not imported: a store that is only read
-        return       # never needs it, see fncache.stores._diskcache._settings)
+        return       # never needs it, see fncache.stores._diskopen.open_settings)
     import diskcache
 
     from fncache.stores._diskopen import check_wal_autocheckpoint, setting_ok
