@@ -366,7 +366,13 @@ def test_restarted_redis_receives_new_results_after_the_cooldown(tmp_path, redis
 @pytest.mark.s3
 def test_restarted_s3_receives_new_results_after_the_cooldown(tmp_path, s3_factory, monkeypatch):
     """The same with S3: a bucket back after an outage receives the results computed once the
-    cool-down has passed, and still serves what it held before."""
+    cool-down has passed, and fncache removes nothing it held before (which it then serves)."""
+    from fncache.stores.s3 import S3Store
+
+    removed: list[str] = []  # every object fncache asks the bucket to delete
+    remove = S3Store._remove
+    monkeypatch.setattr(S3Store, "_remove", lambda store, paths: (removed.extend(paths),
+                                                                 remove(store, paths))[1])
     server = s3_factory()
     for name, value in server.env.items():
         monkeypatch.setenv(name, value)
@@ -381,14 +387,23 @@ def test_restarted_s3_receives_new_results_after_the_cooldown(tmp_path, s3_facto
     assert f(3) == square(3)
     assert computed() == 3
     assert far.contains(f.key(3)) and not far.contains(f.key(2))
-    # What the bucket held before the outage is there again once the restarted server has loaded
-    # it: under a fully loaded machine (both interpreters' suites at once) a HEAD of such an object
-    # once answered "not found" right after the restart. Waited for (bounded), as restart() waits
-    # for the bucket to take a write; fncache itself never deletes it (nothing read it since).
+    # fncache removed nothing (no call of this test deletes): what the bucket held before the
+    # outage is the server's to keep.
+    assert removed == []
+    # The restarted server serves it again once it has loaded it: under a fully loaded machine a
+    # HEAD of such an object once answered "not found" right after the restart (waited for,
+    # bounded, as restart() waits for the bucket to take a write), and once, in a CI run, the
+    # restarted SeaweedFS no longer held the object written just before its stop (SIGTERM), with
+    # no delete sent. A server that loses an acknowledged write is not fncache's to test: skipped,
+    # visibly, after everything fncache does has been checked.
     deadline = time.monotonic() + 60
     while not far.contains(f.key(1)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert far.contains(f.key(1)), sorted(e.key for e in far.entries())
+    if not far.contains(f.key(1)):
+        pytest.skip("the restarted S3 server lost an object written before its stop (fncache sent "
+                    f"no delete); it lists {sorted(e.key for e in far.entries())}")
+    g, g_computed = _memoized(url)  # the bucket alone serves it
+    assert g(1) == square(1) and g_computed() == 0
 
 
 @pytest.mark.s3
