@@ -29,6 +29,9 @@ the whole frame from memory. Each out-of-band buffer is read into memory of its 
 hashing it again. The MAC (with a secret) is still checked in :func:`decode`, before anything is
 unpickled.
 
+A large frame bound for a file is checksummed while it is written (``encode_parts(..., late=True)``,
+:class:`fncache._framedigests.LateFrame`): body first, head last, the same bytes.
+
 The head checksum serves memory-mapped reads (``decode(..., verify_buffers=False)``): checking
 the header and pickle costs microseconds, while checking 256 MB of buffers costs tens of
 milliseconds and reads every page that the map exists to leave on disk. It is one digest of one
@@ -49,6 +52,7 @@ import xxhash
 from fncache import _preads
 from fncache._compression import check_compress, compress_body, decompress_body
 from fncache._errors import IntegrityError
+from fncache._framedigests import LATE_MIN, LateFrame
 from fncache._framedigests import check_mac as _check_mac
 from fncache._framedigests import checksum as _checksum
 from fncache._framedigests import checksums as _checksums
@@ -149,20 +153,24 @@ def encode_parts(
     duration: float,
     secret: bytes | None = None,
     compress: str | None = None,
+    late: bool = False,
 ) -> list[Any]:
     """:func:`encode` as a list of parts to be stored one after another.
 
     Large buffers stay where the result holds them (no copy into one big ``bytes``): a store that
     writes files writes them in place. The parts must not be modified until they are stored.
+    ``late``: a large frame may come as a :class:`~fncache._framedigests.LateFrame`, checksummed
+    while it is written (for a store that writes files).
     """
     data, buffers = _pickle(value)
     if not buffers and not compress and not secret and len(data) <= _SMALL:
         return _small_frame(data, key, created, duration)
-    return _frame(data, buffers, key, created, duration, secret, compress)
+    return _frame(data, buffers, key, created, duration, secret, compress, late)
 
 
 def _frame(data: bytes, buffers: list[pickle.PickleBuffer], key: str, created: float,
-           duration: float, secret: bytes | None, compress: str | None) -> list[Any]:
+           duration: float, secret: bytes | None, compress: str | None,
+           late: bool = False) -> list[Any]:
     """:func:`encode_parts` of a pickle and its out-of-band buffers (the general path)."""
     views = [b.raw() for b in buffers]
     body: list[Any] = [data, b"\0" * _pad(len(data))]
@@ -179,7 +187,16 @@ def _frame(data: bytes, buffers: list[pickle.PickleBuffer], key: str, created: f
         flags |= _SIGNED
     header = _FIXED.pack(MAGIC, flags, created, duration, len(data), len(views), 0)
     header += b"".join(_LEN.pack(v.nbytes) for v in views)
-    kb = key.encode()
+    return _headed(body, key.encode(), header, flags, secret, late)
+
+
+def _headed(body: list[Any], kb: bytes, header: bytes, flags: int, secret: bytes | None,
+            late: bool) -> list[Any]:
+    """The frame's parts: its head (the header, checksums, MAC and padding), then ``body``."""
+    if late and flags == _HEADCHECK and sum(v.nbytes for v in body[2::2]) >= LATE_MIN:
+        size = len(header) + 2 * _CHECK
+        return LateFrame(body, kb, header, lambda *sums: _padded(header + b"".join(sums)),
+                         size + _pad(size))
     if flags & _HEADCHECK:
         full, at_head = _checksums(kb, header, b"".join(body[:2]), body[2:])
         trailer = full + at_head
@@ -187,8 +204,11 @@ def _frame(data: bytes, buffers: list[pickle.PickleBuffer], key: str, created: f
         trailer = _checksum(kb, header, body)
     if secret:
         trailer += _mac(secret, kb, header, body)
-    head = header + trailer
-    return [head + b"\0" * _pad(len(head)), *body]
+    return [_padded(header + trailer), *body]
+
+
+def _padded(head: bytes) -> bytes:
+    return head + b"\0" * _pad(len(head))
 
 
 def _small_frame(data: bytes, key: str, created: float, duration: float) -> list[Any]:

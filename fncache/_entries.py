@@ -311,9 +311,11 @@ class Entries:
         for a result that cannot be pickled."""
         opts = self.options
         try:
+            store = self.store
             frame: Any = _codec.encode_parts(value, ck.key, created=created, duration=duration,
-                                             secret=opts.secret, compress=opts.compress)
-            if not self.store.accepts_parts:
+                                             secret=opts.secret, compress=opts.compress,
+                                             late=getattr(store, "writes_late", False))
+            if not store.accepts_parts:
                 frame = b"".join(frame)
         except _codec.UnpicklableResult as e:
             self.warn_once("unpicklable", "%s: result not stored: %s", self.function, e)

@@ -3,18 +3,28 @@
 Both cover the entry's key, the frame's header and its body, in that order, so a frame moved to
 another key, or a header edited, fails as surely as a flipped bit of the body. The layout they are
 written in is :mod:`fncache._codec`'s.
+
+A large frame bound for a file is checksummed while it is written (:class:`LateFrame`): the
+checksum then costs no pass over the body of its own.
 """
 
 from __future__ import annotations
 
 import hmac
+import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import xxhash
 
 from fncache._errors import IntegrityError
 
-__all__ = ["check_mac", "checksum", "checksums", "mac"]
+__all__ = ["LATE_MIN", "LateFrame", "check_mac", "checksum", "checksums", "mac"]
+
+#: Bodies from this size on are checksummed while they are written (see :class:`LateFrame`).
+#: Below it the thread costs about what the hashing it hides does (0.1 ms against 0.25 ms).
+LATE_MIN = 4 * 1024 * 1024
 
 
 def mac(secret: bytes, key: bytes, header: Any, body: list[Any]) -> bytes:
@@ -54,3 +64,88 @@ def checksums(key: bytes, header: Any, head: Any, rest: list[Any]) -> tuple[byte
     for part in rest:
         h.update(part)
     return h.digest(), at_head
+
+
+def _cores() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
+class LateFrame(list):  # type: ignore[type-arg]
+    """A frame's parts (:func:`fncache._codec.encode_parts`) whose checksums are taken while the
+    frame is written to a file (:meth:`write_late`), instead of in a pass before it.
+
+    Its first part stands for the head and is zeros until :meth:`finish` or :meth:`write_late`
+    fills it in; the parts are then, byte for byte, those of the frame checksummed first. Made
+    only for an unsigned, uncompressed frame with buffers, of at least :data:`LATE_MIN` bytes, for a
+    store that writes files (a ``Store`` with ``writes_late``): any other consumer of the parts
+    calls :meth:`finish` first (``join_parts`` does).
+
+    Written late, the body goes first, from where the head ends, while a second thread hashes
+    the same parts: xxh3 and a file's write both release the GIL on large buffers, so on two
+    cores the checksum hides behind the write. The head goes last. Measured on 80 MB of buffers
+    (2 cores, medians of 15 interleaved rounds): checksum then write 27.3 ms, written late
+    23.4 ms, the write alone 21.8 ms. On one core the frame is checksummed first, as before.
+    """
+
+    def __init__(self, parts: list[Any], key: bytes, header: bytes, head: Callable[..., bytes],
+                 head_len: int) -> None:
+        super().__init__([bytes(head_len), *parts])
+        self._key, self._header, self._head = key, header, head
+        self.head_len = head_len
+        self.done = False
+
+    def finish(self) -> LateFrame:
+        """Fill in the head (checksummed now, in one pass over the body, as any frame is)."""
+        if not self.done:
+            full, at_head = checksums(self._key, self._header, b"".join(self[1:3]), self[3:])
+            self._fill(full, at_head)
+        return self
+
+    def _fill(self, full: bytes, at_head: bytes) -> None:
+        head = self._head(full, at_head)
+        assert len(head) == self.head_len
+        self[0] = head
+        self.done = True
+
+    def write_late(self, f: Any, write_parts: Callable[[Any, list[Any]], None]) -> None:
+        """Write the frame to ``f`` (a file at offset 0) with ``write_parts(f, parts)``: the body
+        while another thread checksums it, then the head. A failure leaves the file incomplete,
+        for the caller to remove, as any failed write does."""
+        if self.done or _cores() < 2:
+            write_parts(f, self.finish())
+            return
+        h = xxhash.xxh3_128(self._key)
+        h.update(self._header)
+        out: list[Any] = []
+
+        def hash_body() -> None:
+            try:
+                h.update(self[1])
+                h.update(self[2])
+                at_head = h.digest()
+                for part in self[3:]:
+                    h.update(part)
+                out.append((h.digest(), at_head))
+            except BaseException as e:  # noqa: BLE001 - raised in the writing thread below
+                out.append(e)
+
+        worker = threading.Thread(target=hash_body, name="fncache-checksum", daemon=True)
+        try:
+            worker.start()
+        except RuntimeError:  # no new threads (the interpreter is shutting down)
+            write_parts(f, self.finish())
+            return
+        try:
+            f.seek(self.head_len)
+            write_parts(f, self[1:])
+        finally:
+            worker.join()
+        if isinstance(out[0], BaseException):
+            raise out[0]
+        self._fill(*out[0])
+        f.seek(0)
+        write_parts(f, [self[0]])

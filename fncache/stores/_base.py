@@ -64,7 +64,8 @@ def join_parts(value: Any) -> bytes | bytearray | memoryview:
     holds them); stores that cannot write parts one after another join them here.
     """
     if isinstance(value, (list, tuple)):
-        return b"".join(value)
+        finish = getattr(value, "finish", None)  # a LateFrame's head, checksummed now
+        return b"".join(value if finish is None else finish())
     return value  # type: ignore[no-any-return]
 
 
@@ -252,6 +253,9 @@ class Store:
     progress: Callable[[int], None] | None = None
     #: whether add/set take a list of parts and write them without joining them first
     accepts_parts: bool = False
+    #: whether add/set take a large frame checksummed while it is written to a file
+    #: (:class:`fncache._framedigests.LateFrame`); needs ``accepts_parts``
+    writes_late: bool = False
     #: whether :meth:`entries` is cheap enough to read on a miss (no request of its own per
     #: entry), so that ``verbose`` may scan it for a function's earlier entries. Default: no.
     lists_cheaply: bool = False

@@ -122,6 +122,7 @@ class DiskStore(Store):
     kind = "disk"
     lists_cheaply = True
     accepts_parts = True  # large frames are written part by part, straight from the result's buffers
+    writes_late = True  # ... and checksummed while they are written (see ValueFiles.write)
 
     def __init__(self, url: str, size_limit: int | None = None, **options: Any) -> None:
         check_size_limit(size_limit)
