@@ -314,7 +314,7 @@ class Entries:
             store = self.store
             frame: Any = _codec.encode_parts(value, ck.key, created=created, duration=duration,
                                              secret=opts.secret, compress=opts.compress,
-                                             late=getattr(store, "writes_late", False))
+                                             late=store.accepts_parts and store.writes_late)
             if not store.accepts_parts:
                 frame = b"".join(frame)
         except _codec.UnpicklableResult as e:

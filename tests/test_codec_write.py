@@ -1,16 +1,15 @@
 """Frames checksummed while they are written (``_framedigests.LateFrame``).
 
-A large frame bound for a disk store's value file is written body first while a second thread
-takes its checksums, and its head last. What is written must be, byte for byte, the frame that
-``encode`` checksums first: on two threads, on one core, when no thread can be started, and
-joined for a store that keeps it inline. A write that fails leaves no file, no entry and no thread.
+A large frame bound for a disk store's value file is written body first, each piece hashed just
+before it is written, and its head last. What is written must be, byte for byte, the frame that
+``encode`` checksums first, also when it is joined for a store that keeps it inline; a store
+subclass that writes otherwise gets plain parts; a write that fails leaves no file and no entry.
 """
 
 from __future__ import annotations
 
 import errno
 import io
-import threading
 
 import numpy as np
 import pytest
@@ -39,10 +38,6 @@ def _written(frame) -> bytes:
     return out.getvalue()
 
 
-def _checksum_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name == "fncache-checksum")
-
-
 def test_a_large_frame_is_late_and_written_byte_for_byte_as_the_frame_checksummed_first():
     expected = _codec.encode(_value(), KEY, created=1.0, duration=2.0)
     frame = _encoded(_value(), late=True)
@@ -50,25 +45,8 @@ def test_a_large_frame_is_late_and_written_byte_for_byte_as_the_frame_checksumme
     assert not any(frame[0])  # the head is not known before the body is hashed
     assert _written(frame) == expected
     assert frame.done and b"".join(frame) == expected
-    assert _checksum_threads() == 0
     value, _ = _codec.decode(expected, KEY)
     assert np.array_equal(value["a"], _value()["a"])
-
-
-@pytest.mark.parametrize("how", ["one core", "no thread"])
-def test_without_a_second_thread_the_frame_is_checksummed_first_and_the_same(monkeypatch, how):
-    started = []
-    if how == "one core":
-        monkeypatch.setattr(_framedigests, "_cores", lambda: 1)
-        monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self))
-    else:  # as at interpreter shutdown
-        def refuse(self):
-            started.append(self)
-            raise RuntimeError("can't create new thread at interpreter shutdown")
-        monkeypatch.setattr(threading.Thread, "start", refuse)
-    expected = _codec.encode(_value(), KEY, created=1.0, duration=2.0)
-    assert _written(_encoded(_value(), late=True)) == expected
-    assert len(started) == (how == "no thread")
 
 
 @pytest.mark.parametrize("kw", [{}, {"secret": b"s"}, {"compress": "zstd"}], ids=["small", "signed",
@@ -124,46 +102,60 @@ def test_the_disk_store_loads_a_large_result_it_wrote_late_and_rejects_it_change
                                                         else (1, n))
 
 
-def test_a_write_that_fails_leaves_no_file_no_entry_and_no_thread(tmp_path, monkeypatch):
-    """A full disk in the middle of a late write: the result is returned, nothing is stored,
-    no value file is left and the checksum thread is gone; the next write stores."""
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
+                                   KeyboardInterrupt()], ids=["disk full", "interrupt"])
+def test_a_write_that_fails_midway_leaves_no_file_and_no_entry(tmp_path, monkeypatch, error):
+    """A full disk (or Ctrl-C) in the middle of a late write: nothing is stored and no value file
+    is left; the disk-full result is still returned; the next write stores."""
     import fncache
 
-    def full_disk(f, parts):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    write_parts = _diskfs._write_parts
+    pieces = []
+
+    def full_disk(f, parts, hasher=None):
+        if pieces:  # the pickle went through; the buffers do not
+            raise error
+        pieces.append(1)
+        write_parts(f, parts, hasher)
 
     monkeypatch.setattr(_diskfs, "_write_parts", full_disk)
     store = DiskStore(str(tmp_path / "s"))
     f = fncache.memoize(store=store)(lambda n: np.full(1_000_000, n, dtype=np.float64))
-    assert f(2)[0] == 2
-    assert len(store) == 0
+    if isinstance(error, KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            f(2)
+    else:
+        assert f(2)[0] == 2
+    assert pieces and len(store) == 0
     assert not [p for p in (tmp_path / "s").glob("*/*/*.val") if p.stat().st_size > 2**20]
-    assert _checksum_threads() == 0
     monkeypatch.undo()
     assert f(2)[0] == 2 and len(store) == 1
     assert f(2)[0] == 2 and f.cache_info().hits == 1
 
 
-def test_an_error_in_the_checksum_thread_reaches_the_writer(monkeypatch):
-    """The checksum thread failing makes the write fail (the file is then removed by the store):
-    a head is never filled in from a checksum that was not taken."""
-    real = _framedigests.xxhash.xxh3_128
+def test_a_store_subclass_that_writes_otherwise_gets_plain_parts(tmp_path):
+    """A DiskStore subclass that joins what it is given (``accepts_parts = False``) or keeps a
+    copy of the parts gets a whole frame: its entries load, its copies decode."""
+    import fncache
 
-    class Failing:
-        def __init__(self, *a):
-            self.h, self.n = real(*a), 0
+    class Joined(DiskStore):
+        accepts_parts = False
 
-        def update(self, data):
-            self.n += 1
-            if self.n > 3 and threading.current_thread().name == "fncache-checksum":
-                raise MemoryError("hash failed")
-            self.h.update(data)
+    class Mirrored(DiskStore):
+        copies: dict[str, bytes] = {}
 
-        def digest(self):
-            return self.h.digest()
+        def add(self, key, value, meta, expire=None):
+            self.copies[key] = b"".join(value)
+            return super().add(key, value, meta, expire)
 
-    monkeypatch.setattr(_framedigests.xxhash, "xxh3_128", Failing)
-    frame = _encoded(_value(), late=True)
-    with pytest.raises(MemoryError, match="hash failed"):
-        _written(frame)
-    assert not frame.done and not any(frame[0]) and _checksum_threads() == 0
+    assert DiskStore(str(tmp_path / "plain")).writes_late
+    for cls in (Joined, Mirrored):
+        store = cls(str(tmp_path / cls.__name__))
+        assert not store.writes_late
+        f = fncache.memoize(store=store)(lambda n: np.full(1_000_000, n, dtype=np.float64))
+        f(1)
+        g = fncache.memoize(store=store)(lambda n: np.full(1_000_000, n, dtype=np.float64))
+        assert g(1)[0] == 1 and g.cache_info().hits == 1
+    for key, frame in Mirrored.copies.items():
+        value, _ = _codec.decode(frame, key)
+        assert value[0] == 1

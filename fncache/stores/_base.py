@@ -253,8 +253,9 @@ class Store:
     progress: Callable[[int], None] | None = None
     #: whether add/set take a list of parts and write them without joining them first
     accepts_parts: bool = False
-    #: whether add/set take a large frame checksummed while it is written to a file
-    #: (:class:`fncache._framedigests.LateFrame`); needs ``accepts_parts``
+    #: whether add/set take a large frame that is checksummed while it is written to a file
+    #: (:class:`fncache._framedigests.LateFrame`: its head is filled in by the write); only
+    #: with ``accepts_parts``
     writes_late: bool = False
     #: whether :meth:`entries` is cheap enough to read on a miss (no request of its own per
     #: entry), so that ``verbose`` may scan it for a function's earlier entries. Default: no.

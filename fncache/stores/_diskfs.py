@@ -112,8 +112,9 @@ def unsafe_ancestors(path: str) -> list[str]:
         p = parent
 
 
-def _write_parts(f: Any, parts: list[Any] | tuple[Any, ...]) -> None:
-    """Write ``parts`` one after another to the unbuffered file ``f``.
+def _write_parts(f: Any, parts: list[Any] | tuple[Any, ...], hasher: Any = None) -> None:
+    """Write ``parts`` one after another to the unbuffered file ``f``, feeding each piece to
+    ``hasher`` (unless None) just before it is written (see ``LateFrame.write_late``).
 
     Part by part (a frame's large buffers are written from where the result holds them), in writes
     of 1 MiB: diskcache's own writer iterates a BytesIO by *lines*, which for binary data means
@@ -122,9 +123,13 @@ def _write_parts(f: Any, parts: list[Any] | tuple[Any, ...]) -> None:
     """
     for part in parts:
         view = memoryview(part).cast("B")
-        pos = 0
-        while pos < view.nbytes:
-            pos += f.write(view[pos : pos + _WRITE_CHUNK])
+        for start in range(0, view.nbytes, _WRITE_CHUNK):
+            piece = view[start : start + _WRITE_CHUNK]
+            if hasher is not None:
+                hasher.update(piece)
+            done = 0
+            while done < piece.nbytes:
+                done += f.write(piece[done:])
 
 
 class ValueFiles:

@@ -122,7 +122,6 @@ class DiskStore(Store):
     kind = "disk"
     lists_cheaply = True
     accepts_parts = True  # large frames are written part by part, straight from the result's buffers
-    writes_late = True  # ... and checksummed while they are written (see ValueFiles.write)
 
     def __init__(self, url: str, size_limit: int | None = None, **options: Any) -> None:
         check_size_limit(size_limit)
@@ -130,6 +129,9 @@ class DiskStore(Store):
             options["size_limit"] = size_limit
         super().__init__(url, **options)
         self.directory = url
+        # Frames checksummed as written (LateFrame) only for this class's own writes, not a subclass's
+        self.writes_late = self.accepts_parts and all(getattr(type(self), n) is getattr(
+            DiskStore, n) for n in ("add", "set", "_put", "_stored_value"))
         self._sources = SourceFiles(url)
         self._db: Diskcache | None = None
         self._ids: tuple[int, int] | None = None
