@@ -49,6 +49,20 @@ def test_a_large_frame_is_late_and_written_byte_for_byte_as_the_frame_checksumme
     assert np.array_equal(value["a"], _value()["a"])
 
 
+class _ShortWrites(io.BytesIO):
+    """A file whose writes take at most 4,000 bytes each (as a write interrupted by a signal may)."""
+
+    def write(self, data):
+        return super().write(memoryview(data)[:4000])
+
+
+def test_short_writes_are_completed_and_each_byte_is_hashed_once():
+    expected = _codec.encode(_value(), KEY, created=1.0, duration=2.0)
+    out = _ShortWrites()
+    _encoded(_value(), late=True).write_late(out, _diskfs._write_parts)
+    assert out.getvalue() == expected
+
+
 @pytest.mark.parametrize("kw", [{}, {"secret": b"s"}, {"compress": "zstd"}], ids=["small", "signed",
                                                                                 "compressed"])
 def test_only_a_large_unsigned_uncompressed_frame_is_late(kw):
