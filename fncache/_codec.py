@@ -194,9 +194,8 @@ def _headed(body: list[Any], kb: bytes, header: bytes, flags: int, secret: bytes
             late: bool) -> list[Any]:
     """The frame's parts: its head (the header, checksums, MAC and padding), then ``body``."""
     if late and flags == _HEADCHECK and sum(v.nbytes for v in body[2::2]) >= LATE_MIN:
-        size = len(header) + 2 * _CHECK
-        return LateFrame(body, kb, header, lambda *sums: _padded(header + b"".join(sums)),
-                         size + _pad(size))
+        size = len(header) + 2 * _CHECK  # the header, the checksum and the head checksum
+        return LateFrame(body, kb, header, size + _pad(size))
     if flags & _HEADCHECK:
         full, at_head = _checksums(kb, header, b"".join(body[:2]), body[2:])
         trailer = full + at_head
@@ -204,11 +203,8 @@ def _headed(body: list[Any], kb: bytes, header: bytes, flags: int, secret: bytes
         trailer = _checksum(kb, header, body)
     if secret:
         trailer += _mac(secret, kb, header, body)
-    return [_padded(header + trailer), *body]
-
-
-def _padded(head: bytes) -> bytes:
-    return head + b"\0" * _pad(len(head))
+    head = header + trailer
+    return [head + b"\0" * _pad(len(head)), *body]
 
 
 def _small_frame(data: bytes, key: str, created: float, duration: float) -> list[Any]:

@@ -84,11 +84,10 @@ class LateFrame(list):  # type: ignore[type-arg]
     checksum-then-write when the other core was busy, as with parallel workers: not used.)
     """
 
-    def __init__(self, parts: list[Any], key: bytes, header: bytes, head: Callable[..., bytes],
-                 head_len: int) -> None:
+    def __init__(self, parts: list[Any], key: bytes, header: bytes, head_len: int) -> None:
         super().__init__([bytes(head_len), *parts])
-        self._key, self._header, self._head = key, header, head
-        self.head_len = head_len
+        self._key, self._header = key, header
+        self.head_len = head_len  # the header, both checksums and zero padding
         self.done = False
 
     def finish(self) -> LateFrame:
@@ -99,9 +98,8 @@ class LateFrame(list):  # type: ignore[type-arg]
         return self
 
     def _fill(self, full: bytes, at_head: bytes) -> None:
-        head = self._head(full, at_head)
-        assert len(head) == self.head_len
-        self[0] = head
+        head = self._header + full + at_head
+        self[0] = head + bytes(self.head_len - len(head))
         self.done = True
 
     def write_late(self, f: Any, write_parts: Callable[[Any, list[Any], Any], None]) -> None:

@@ -66,10 +66,14 @@ def test_short_writes_are_completed_and_each_byte_is_hashed_once():
 @pytest.mark.parametrize("kw", [{}, {"secret": b"s"}, {"compress": "zstd"}], ids=["small", "signed",
                                                                                 "compressed"])
 def test_only_a_large_unsigned_uncompressed_frame_is_late(kw):
-    value = _value() if kw else {"a": np.arange(1000)}
+    # "small": buffers out of the pickle, 8 bytes under the size from which frames are late.
+    value = _value() if kw else {"a": np.zeros(_framedigests.LATE_MIN // 8 - 1)}
     frame = _encoded(value, late=True, **kw)
     assert type(frame) is list
     assert b"".join(frame) == b"".join(_encoded(value, late=False, **kw))
+    if not kw:  # one element more, and it is late
+        assert isinstance(_encoded({"a": np.zeros(_framedigests.LATE_MIN // 8)}, late=True),
+                          _framedigests.LateFrame)
 
 
 def test_a_late_frame_joined_for_a_store_that_keeps_it_whole_is_checksummed_then():
