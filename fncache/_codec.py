@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 
 import xxhash
 
-from fncache import _preads
+from fncache import _bands, _preads
 from fncache._compression import check_compress, compress_body, decompress_body
 from fncache._errors import IntegrityError
 from fncache._framedigests import LATE_MIN, LateFrame
@@ -69,8 +69,6 @@ _FIXED = struct.Struct("<4sB3xddQII")
 _SIGNED, _ZSTD, _LZ4, _HEADCHECK = 1, 2, 4, 8
 _LEN = struct.Struct("<Q")
 _ALIGN, _CHECK, _MAC = 64, 16, 32  # body alignment, checksum and MAC sizes
-# Buffers smaller than this in total stay inside the pickle: not worth a separate, aligned region.
-_OUT_OF_BAND_MIN = 64 * 1024
 # Bytes read (and hashed) at a time by read_frame: small enough to be hashed from the CPU cache
 # right after the read put them there, large enough that the system calls cost nothing (256 reads
 # for 256 MB). Measured (CPU time, 256 MB warm): 128 KiB 54 ms, 1 MiB 51, 4 MiB 51, 16 MiB 55.
@@ -108,7 +106,7 @@ def _pad(n: int) -> int:
 def _pickle(value: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
     buffers: list[pickle.PickleBuffer] = []
     try:
-        data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        data = _bands.dumps(value, buffers.append)
     except Exception:
         # Lambdas, local classes, objects of __main__-made types: cloudpickle takes them by value.
         import cloudpickle
@@ -121,7 +119,7 @@ def _pickle(value: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
                 f"result of type {type(value).__module__}.{type(value).__qualname__} "
                 f"cannot be pickled: {e}"
             ) from e
-    if buffers and sum(memoryview(b).nbytes for b in buffers) < _OUT_OF_BAND_MIN:
+    if buffers and sum(memoryview(b).nbytes for b in buffers) < _bands.OUT_OF_BAND_MIN:
         try:
             data, buffers = pickle.dumps(value, protocol=5), []
         except Exception:

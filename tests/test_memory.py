@@ -528,21 +528,24 @@ def _mapped(a) -> bool:
     base = a
     while getattr(base, "base", None) is not None:
         base = base.base
-    return isinstance(getattr(base, "obj", None), mmap.mmap)
+    return isinstance(base, mmap.mmap) or isinstance(getattr(base, "obj", None), mmap.mmap)
 
 
 def test_mmap_mode_returns_memory_mapped_arrays_from_the_first_call(tmp_path):
-    """mmap_mode='r' returns read-only memory-mapped arrays on the first call and later ones."""
+    """mmap_mode='r' returns read-only memory-mapped arrays on the first call and later ones,
+    datetime arrays (which numpy pickles in band) included."""
     np = pytest.importorskip("numpy")
     memory = Memory(tmp_path, mmap_mode="r", verbose=0)
 
     @memory.cache
     def ones(n):
-        return {"a": np.ones(n), "n": n}
+        return {"a": np.ones(n), "t": np.arange(n).astype(">M8[ms]"), "n": n}
 
     for _ in range(2):
         out = ones(100_000)
         assert _mapped(out["a"]) and not out["a"].flags.writeable and out["a"].sum() == 100_000
+        assert _mapped(out["t"]) and not out["t"].flags.writeable
+        assert out["t"].dtype == np.dtype(">M8[ms]") and out["t"][-1] == np.datetime64(99_999, "ms")
     assert _mapped(ones.call_and_shelve(100_000).get()["a"])
     private = memory.cache(ones.func, mmap_mode="c")(100_000)["a"]
     private[:] = 0
