@@ -1,9 +1,11 @@
-"""Large datetime64 and timedelta64 arrays travel out of band in a result's frame (``_bands``).
+"""A result's pickle without the copies pickle makes of large datetime arrays and Arrow-backed
+pandas columns (``_bands``).
 
-numpy pickles them in band (they export no buffer); fncache's result pickle sends them as their
-bytes, so neither the store nor the load copies them through the pickle. What a user sees: the same
-values, dtype (unit and byte order), shape and flags back, from a frame that references nothing
-but numpy; everything else pickled as ``pickle.dumps`` pickles it, ``copyreg`` registrations too.
+numpy pickles datetime arrays in band (they export no buffer), and pandas' pickle of an Arrow-backed
+column copies it to combine its chunks; fncache's result pickle sends the arrays' bytes out of band
+and keeps a one-chunk column's own buffers. What a user sees: the same values, dtype (unit and byte
+order), shape, flags and chunks back, from a frame that names nothing numpy's own pickles do not;
+everything else pickled as ``pickle.dumps`` pickles it, ``copyreg`` registrations too.
 """
 
 from __future__ import annotations
@@ -192,3 +194,95 @@ def test_an_xarray_time_coordinate_goes_out_of_band_and_round_trips():
     loaded, header = _roundtrip(ds)
     assert len(header.buffer_lens) == 2  # the variable and its time coordinate
     xr.testing.assert_identical(loaded, ds)
+
+
+# -- Arrow-backed pandas arrays (pandas 3's string columns) ---------------------------------------
+
+def _address(buffer) -> int:
+    return np.frombuffer(memoryview(buffer).cast("B"), dtype=np.uint8).ctypes.data
+
+
+def _arrow_frame(pd, n=50_000):
+    return pd.DataFrame({"s": pd.array([f"id-{i}" for i in range(n)], dtype="string[pyarrow]"),
+                         "i": pd.array(np.arange(n), dtype="int64[pyarrow]"),
+                         "x": np.arange(n, dtype=np.float64)})
+
+
+def test_an_arrow_column_is_pickled_from_its_own_buffers_and_round_trips():
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    df = _arrow_frame(pd)
+    buffers = []
+    pickled = _bands.dumps(df, buffers.append)
+    own = df["s"].array._pa_array.chunk(0).buffers()[2]
+    assert own.address in {_address(b) for b in buffers}  # not a copy made to pickle it
+    loaded = pickle.loads(pickled, buffers=[bytearray(memoryview(b).cast("B")) for b in buffers])
+    pd.testing.assert_frame_equal(loaded, df)
+    plain = pickle.loads(pickle.dumps(df, protocol=5))
+    for name in ("s", "i"):
+        assert loaded[name].dtype == plain[name].dtype
+        assert loaded[name].array._pa_array.num_chunks == plain[name].array._pa_array.num_chunks
+
+
+def test_a_slice_or_chunks_of_an_arrow_column_are_combined_as_pandas_pickles_them():
+    """A small slice of a large column is stored compact (its whole buffers are not kept), and a
+    column of several chunks loads as pandas' own pickle loads it (one chunk)."""
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    head = _arrow_frame(pd, 500_000).head(10)
+    loaded, header = _roundtrip(head)
+    pd.testing.assert_frame_equal(loaded, head)
+    assert header.pickle_len + sum(header.buffer_lens) < 64 * 1024
+    chunked = pd.Series(pd.arrays.ArrowStringArray(pa.chunked_array([["a", "b"] * 40_000, ["c"] * 9])))
+    loaded, _ = _roundtrip(chunked)
+    pd.testing.assert_series_equal(loaded, chunked)
+    assert loaded.array._pa_array.num_chunks == 1
+
+
+def test_a_pandas_whose_getstate_does_otherwise_gets_the_plain_pickle(monkeypatch):
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    from pandas.core.arrays.arrow.array import ArrowExtensionArray
+
+    seen = []
+
+    def getstate(self):  # another pandas's: reads the chunks itself
+        seen.append(type(self._pa_array).__name__)
+        state = self.__dict__.copy()
+        state["_pa_array"] = pa.concat_arrays(self._pa_array.chunks)
+        state["_cache"] = {}
+        return state
+
+    monkeypatch.setattr(ArrowExtensionArray, "__getstate__", getstate)
+    df = _arrow_frame(pd)
+    loaded, _ = _roundtrip({"df": df})
+    pd.testing.assert_frame_equal(loaded["df"], df)
+    assert "ChunkedArray" in seen  # the real array was pickled by pandas' own state
+
+
+def _wide_ints(pd, pa):
+    return pd.DataFrame({f"c{j}": pd.array(np.arange(500), dtype="int64[pyarrow]")
+                         for j in range(200)}).head(5)
+
+
+def _list_views(pd, pa):
+    values = pa.array([list(range(100))] * 10_000, pa.list_view(pa.int64()))
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([values]))).head(10)
+
+
+def _shared_fields(pd, pa):
+    a = pa.array(np.arange(1_000_000))
+    st = pa.StructArray.from_arrays([a] * 20, [f"f{i}" for i in range(20)])
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([st[:50_000]])))
+
+
+@pytest.mark.parametrize("make", [_wide_ints, _list_views, _shared_fields],
+                         ids=["many small slices", "list views", "shared struct fields"])
+def test_a_slices_entry_is_no_larger_than_pandas_own_pickle_of_it(make):
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    value = make(pd, pa)
+    frame = _codec.encode(value, KEY, created=1.0, duration=2.0)
+    assert len(frame) <= len(pickle.dumps(value, protocol=5)) * 1.05 + 4096
+    loaded, _ = _codec.decode(frame, KEY)
+    assert loaded.equals(value)
