@@ -39,7 +39,7 @@ __all__ = ["OUT_OF_BAND_MIN", "dumps"]
 
 #: Buffers smaller than this in total stay inside the pickle: not worth a separate, aligned region.
 OUT_OF_BAND_MIN = 64 * 1024
-#: Packages whose values may hold datetime arrays (a frame's column, an index, a variable).
+#: Packages whose values may hold such arrays (a frame's column, an index, a variable).
 _HOLDERS = frozenset({"numpy", "pandas", "xarray", "geopandas"})
 #: Types that hold nothing.
 _PLAIN = frozenset({int, float, complex, str, bytes, bool, type(None)})
@@ -58,8 +58,12 @@ def _ndarray() -> Any:
 
 
 def _holder(kind: type) -> bool:
-    module = getattr(kind, "__module__", None)
-    return isinstance(module, str) and module.partition(".")[0] in _HOLDERS
+    """Whether ``kind`` or a class it derives from (a user's DataFrame subclass) is one of theirs."""
+    for cls in kind.__mro__:
+        module = getattr(cls, "__module__", None)
+        if isinstance(module, str) and module.partition(".")[0] in _HOLDERS:
+            return True
+    return False
 
 
 def _may_hold(value: Any) -> bool:
@@ -134,11 +138,11 @@ def _reduce_arrow(arr: Any) -> Any:
     kind: Any = type(arr)
     chunk = _one_compact_chunk(getattr(arr, "_pa_array", None))
     if chunk is not None and _pickles_by_state(kind):
-        stand_in = object.__new__(kind)
-        stand_in.__dict__.update(arr.__dict__, _pa_array=_OneChunk(chunk))
         try:
+            stand_in = object.__new__(kind)
+            stand_in.__dict__.update(arr.__dict__, _pa_array=_OneChunk(chunk))
             state = kind.__getstate__(stand_in)
-        except Exception:
+        except Exception:  # (a class with slots, or whatever another pandas does)
             state = None
         if type(state) is dict and state.get("_pa_array") is chunk:
             return _NEWOBJ, (kind,), state, None, None
@@ -160,7 +164,8 @@ def _arrow_types() -> list[type]:
         while todo:
             kind = todo.pop()
             todo.extend(kind.__subclasses__())
-            if kind.__module__.startswith("pandas."):
+            module = getattr(kind, "__module__", None)
+            if isinstance(module, str) and module.startswith("pandas."):
                 found.append(kind)
         _arrow.extend(found)
     return _arrow

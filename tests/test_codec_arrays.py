@@ -286,3 +286,27 @@ def test_a_slices_entry_is_no_larger_than_pandas_own_pickle_of_it(make):
     assert len(frame) <= len(pickle.dumps(value, protocol=5)) * 1.05 + 4096
     loaded, _ = _codec.decode(frame, KEY)
     assert loaded.equals(value)
+
+
+def _frame_subclass():
+    import pandas as pd
+
+    global Frame
+
+    class Frame(pd.DataFrame):  # a user's subclass, importable by pickle (a module global)
+        @property
+        def _constructor(self):
+            return Frame
+
+    return Frame
+
+
+def test_a_users_dataframe_subclass_gets_the_same_pickle_as_a_dataframe():
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    frame = _frame_subclass()(_arrow_frame(pd).assign(t=pd.date_range("2000", periods=50_000, freq="s")))
+    buffers = []
+    _bands.dumps(frame, buffers.append)
+    own = frame["s"].array._pa_array.chunk(0).buffers()[2]
+    assert own.address in {_address(b) for b in buffers}
+    assert frame["t"].array._ndarray.nbytes in {memoryview(b).nbytes for b in buffers}
