@@ -573,3 +573,26 @@ def test_a_store_that_kept_its_wal_closes_every_connection(tmp_path):
     finally:
         con.close()
     assert next(iter(DiskStore(store).listing())).uses == 3
+
+
+@pytest.mark.parametrize("deleted", [True, False])
+def test_uses_at_exit_do_not_make_a_deleted_store_again(tmp_path, deleted):
+    """A process that hit a store, closed it and deleted its directory leaves no directory behind
+    at exit (its uses are of entries that went with it); one that kept it writes its uses."""
+    store_dir = tmp_path / "store"
+    script = write(tmp_path / "script.py", """
+        import shutil, sys
+        import fncache
+        from fncache.stores.disk import DiskStore
+
+        store = DiskStore(sys.argv[1])
+        f = fncache.memoize(store=store)(abs)
+        f(-3), f(-3)  # a miss, then a hit: a use waits for the exit
+        store.close()
+        if sys.argv[2] == "delete":
+            shutil.rmtree(sys.argv[1])
+    """)
+    run_py(script, str(store_dir), "delete" if deleted else "keep")
+    assert store_dir.exists() is not deleted
+    if not deleted:
+        assert [e.uses for e in open_store(str(store_dir)).entries()] == [1]

@@ -393,9 +393,9 @@ class DiskStore(Store):
 
     def record_use(self, uses: list[Use]) -> None:
         """Uses go to the rows' ``access_time``/``access_count`` in one transaction (see
-        :meth:`Diskcache.record_uses`)."""
-        records = [(u.key, u.last, u.times) for u in uses]
-        self._guard("usage", self.db.record_uses, records)
+        :meth:`Diskcache.record_uses`), unless the store is closed and its directory gone."""
+        if self._db is not None or os.path.isdir(self.directory):  # (else not made again for them)
+            self._guard("usage", self.db.record_uses, [(u.key, u.last, u.times) for u in uses])
 
     def __len__(self) -> int:
         return int(self._guard("stat", lambda: self.db.count()))
