@@ -27,9 +27,10 @@ from fncache._callkey import KEY_SCHEMA, CallKey, KeyBuilder, function_id
 from fncache._digest_records import StoredDigests
 from fncache._entries import Counters, Entries, Strategies
 from fncache._errors import ConfigError, UnhashableArgument
-from fncache._miss import MissPath, threads_besides_main
+from fncache._miss import MissPath
 from fncache._options import DISABLED as _DISABLED
 from fncache._options import NAMES, OptionAttribute, Options, options_doc, unknown_options
+from fncache._threads import thread_mark
 from fncache.code.fingerprint import Fingerprint
 from fncache.code.targets import importable
 from fncache.stores import Store, redact
@@ -206,9 +207,9 @@ class Memoized(Generic[P, R]):
             return self.__wrapped__(*args, **kwargs)
         if self._is_async:
             return self._acall(args, kwargs)  # type: ignore[return-value]
-        # No other thread while the key is built: a miss then need not hash its inputs again
-        # before the call (see MissPath._before).
-        solo = threads_besides_main() == 0
+        # The threads that run while the key is built: a miss need not hash its inputs again before
+        # the call if none that could run user code did (see MissPath._before).
+        solo = thread_mark()
         try:
             ck = self._keys.build(args, kwargs)
         except UnhashableArgument as e:
@@ -228,7 +229,7 @@ class Memoized(Generic[P, R]):
         return self._miss.call(ck, args, kwargs, finished, solo)  # type: ignore[no-any-return]
 
     async def _acall(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        solo = threads_besides_main() == 0
+        solo = thread_mark()
         try:
             ck = self._keys.build(args, kwargs)
         except UnhashableArgument as e:

@@ -16,10 +16,8 @@ computation, the others wait for its result.
 
 from __future__ import annotations
 
-import _thread
 import enum
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -29,32 +27,13 @@ from fncache import _forks
 from fncache._callkey import CallKey, KeyBuilder
 from fncache._entries import Entries
 from fncache._errors import LockTimeout
+from fncache._threads import ThreadMark, alone, quiet_since
 from fncache.code.fingerprint import Fingerprint, mark_state
-from fncache.stores import LeaseLock, _checkpoint
+from fncache.stores import LeaseLock
 
-__all__ = ["COMPUTE", "Compute", "Enter", "MissPath", "Verdict", "arun", "run", "threads_besides_main",
-           "verdict"]
+__all__ = ["COMPUTE", "Compute", "Enter", "MissPath", "Verdict", "arun", "run", "verdict"]
 
 log = logging.getLogger("fncache")
-
-# How many threads run besides the main thread. ``_thread._count()`` (in CPython since 2.x, counted in C
-# from before a thread runs any Python code until after it ran its last): a tenth of the cost of
-# ``threading.active_count()``, which takes a lock. Read on every call (see :meth:`MissPath._before`);
-# a test pins what it is assumed to count.
-_count = _thread._count
-_checkpointers = _checkpoint.live
-
-
-def threads_besides_main() -> int:
-    """Threads besides the main one that could run user code: fncache's checkpoint threads
-    (:mod:`fncache.stores._checkpoint`) never do, and are not counted. The two counts are read
-    under the lock the checkpoint threads change theirs under (read apart, a thread that started
-    in between would be subtracted without having been counted)."""
-    if _count() == 0:  # no thread at all: none to subtract
-        return 0
-    with _checkpoint.live_lock:
-        return _count() - _checkpointers[0]
-
 
 class Compute:
     """Yielded by the steps: "run the function now and send me its result (or throw its exception)"."""
@@ -230,11 +209,12 @@ class MissPath:
 
     # -- the steps -----------------------------------------------------------------------------
     def steps(self, ck: CallKey, *, finished: int | None = None, loop: Any = None,
-              lock: bool = True, overwrite: bool = False, solo: bool = False,
+              lock: bool = True, overwrite: bool = False, solo: ThreadMark = None,
               call: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})) -> Steps:
         """The miss path of ``ck`` as a generator (see the module docstring); returns the value.
 
-        ``solo``: no thread ran besides the main one when ``ck`` was built (see :meth:`_before`).
+        ``solo``: the threads that ran when ``ck`` was built (:func:`fncache._threads.thread_mark`;
+        see :meth:`_before`).
         ``call``: the arguments, for the ``announce`` strategy only.
         """
         found, value = self._finished_meanwhile(ck, finished)
@@ -246,7 +226,7 @@ class MissPath:
             if found:
                 return value
             self.entries.report("miss", ck.key)
-            before = self._before(ck, loop, solo and (loop is None or guard is None))
+            before = self._before(ck, loop, solo if loop is None or guard is None else None)
             told = self.announce(ck, *call) if self.announce is not None else None
             start = time.perf_counter()
             value = yield COMPUTE
@@ -309,21 +289,23 @@ class MissPath:
         except Exception as e:
             self.entries.failed("unlock", e)
 
-    def _before(self, ck: CallKey, loop: Any, solo: bool) -> _Before:
+    def _before(self, ck: CallKey, loop: Any, solo: ThreadMark) -> _Before:
         """What ``ck`` was made from, taken just before the function runs (see _store_result).
 
         The inputs may have moved since the lookup (another thread rebound a global): the key of the
         inputs as they stand now is then another one, and this result must not go under ``ck.key``.
-        When no other thread existed when ``ck`` was built (``solo``) nor exists now, and, for a
-        coroutine, no await happened since (no lock was waited for), only this call's own fncache
-        code ran in between: ``ck`` is what the inputs give now, and they are not hashed again.
+        When no thread that could run user code ran besides this one, the main thread, since before
+        ``ck`` was built (``solo``; none, or only library service threads: see
+        :func:`fncache._threads.quiet_since`), and, for a coroutine, no await happened since (no lock
+        was waited for), only this call's own fncache code ran in between: ``ck`` is what the inputs
+        give now, and they are not hashed again.
         """
-        if solo and threads_besides_main() == 0 and \
-                threading.current_thread() is threading.main_thread():
-            return _Before(ck, ck.depends_on, True, _alone(loop))
+        if solo is not None and threading.current_thread() is threading.main_thread() and \
+                quiet_since(solo):
+            return _Before(ck, ck.depends_on, True, alone(loop))
         now = self.keys.rebuild(ck.args)
         same = now.fingerprint is None or now.key == ck.key
-        return _Before(now, now.depends_on, same, _alone(loop))
+        return _Before(now, now.depends_on, same, alone(loop))
 
     def _store_result(self, before: _Before, ck: CallKey, value: Any, duration: float,
                       overwrite: bool, loop: Any) -> str | None:
@@ -346,7 +328,7 @@ class MissPath:
         rebound, changed, private = fp.changes() if fp is not None and before.same \
             else (False, [], True)
         decided = verdict(drifted=self._drifted(before), rebound=rebound, changed=bool(changed),
-                          alone=before.alone and _alone(loop), private=private)
+                          alone=before.alone and alone(loop), private=private)
         if decided is Verdict.SKIP:
             return self._not_stored(before, fp, changed, loop)
         if decided is Verdict.STORE:
@@ -381,7 +363,7 @@ class MissPath:
                     loop: Any) -> str:
         """Why a result is returned and not stored, in words that name the input and the remedy;
         warned once per function and input (then at INFO)."""
-        others = "other tasks" if loop is not None and _alone() else "other threads"
+        others = "other tasks" if loop is not None and alone() else "other threads"
         if not before.same:
             what, reason = "inputs", "the inputs changed between the lookup and the call"
         elif fp is not None and (names := fp.changed_names(changed)):
@@ -404,7 +386,7 @@ class MissPath:
 
     # -- the shells ----------------------------------------------------------------------------
     def call(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
-             finished: int | None = None, solo: bool = False) -> Any:
+             finished: int | None = None, solo: ThreadMark = None) -> Any:
         """A missed call of a plain function: once per key among this process's threads."""
         with self._flights_lock:
             flight = self._flights.get(ck.key)
@@ -435,7 +417,7 @@ class MissPath:
             flight.running.release()
 
     async def acall(self, ck: CallKey, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    finished: int | None = None, solo: bool = False) -> Any:
+                    finished: int | None = None, solo: ThreadMark = None) -> Any:
         """A missed call of a coroutine function: once per key among the tasks of one loop."""
         import asyncio
 
@@ -486,57 +468,3 @@ def _depends_changed(keys: KeyBuilder, before: bytes) -> bool:
     from fncache.code.depends import depends_digest
 
     return depends_digest(keys.depends) != before
-
-
-# Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
-# IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
-# always has them, so counting them would keep every function that writes state from ever storing.
-# fncache's own checkpoint threads (see threads_besides_main) are among them.
-_SERVICE_THREAD_MODULES = ("fncache.stores._checkpoint.", "ipykernel.", "IPython.", "zmq.",
-                           "jupyter_client.", "tornado.", "debugpy.")
-_SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
-
-
-def _fsspec_threads() -> set[threading.Thread]:
-    """fsspec's I/O thread's helpers: the default executor of its event loop (DNS look-ups)."""
-    asyn = sys.modules.get("fsspec.asyn")
-    loop = (getattr(asyn, "loop", None) or [None])[0]
-    executor = getattr(loop, "_default_executor", None)
-    return set(getattr(executor, "_threads", ()))
-
-
-def _is_service_thread(t: threading.Thread) -> bool:
-    if "fsspec" in sys.modules and (t.name in _SERVICE_THREAD_NAMES or t in _fsspec_threads()):
-        return True
-    target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
-    owner = getattr(target, "__self__", None)
-    where = type(owner) if owner is not None and not isinstance(owner, type) else target
-    if where is None:
-        where = type(t)
-    module = getattr(where, "__module__", None) or ""
-    return (module + ".").startswith(_SERVICE_THREAD_MODULES)
-
-
-def _others_active() -> bool:
-    """Whether threading counts more active threads than this one and the checkpoint threads
-    (each counts itself only while threading counts it active; both read under its lock)."""
-    with _checkpoint.live_lock:
-        return threading.active_count() - _checkpointers[0] != 1
-
-
-def _alone(loop: Any = None) -> bool:
-    """Whether no other thread that can run user code exists (and, given an event loop, the current
-    task is the loop's only one): then no other code can change what the function reads meanwhile.
-
-    Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
-    the docs ("What invalidates a cache entry"), that they never run the user's code.
-    """
-    if threading.active_count() != 1 and _others_active():
-        me = threading.current_thread()
-        if any(t is not me and not _is_service_thread(t) for t in threading.enumerate()):
-            return False
-    if loop is None:
-        return True
-    import asyncio
-
-    return len(asyncio.all_tasks(loop)) <= 1

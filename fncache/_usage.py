@@ -6,7 +6,7 @@ A hit must stay cheap, so it never writes: :meth:`UsageLog.note` adds the use to
 for all the entries used) at the first hit or write after :data:`INTERVAL` seconds since the last
 flush, and at interpreter exit. So each process writes an entry's record at most once per interval
 (one minute), however often it is hit. No thread is started: a background flusher would count as
-another thread that could change what a function reads (see :func:`fncache._miss._alone`).
+another thread that could change what a function reads (see :func:`fncache._threads.alone`).
 
 Usage records are bookkeeping and untrusted: a flush that fails is logged at debug level and
 dropped, concurrent flushes may lose one another's counts, and what a store reads back is checked

@@ -208,7 +208,7 @@ def _checkpointed(store: DiskStore) -> bool:
 _CHECKPOINT_THREAD = r"""
 import json, sys, threading, time
 import fncache
-from fncache._miss import _alone, threads_besides_main
+from fncache._threads import alone as _alone, threads_besides_main
 from fncache.stores.disk import DiskStore
 
 LOGS = {"a": [], "b": [], "c": []}

@@ -138,17 +138,141 @@ def test_with_another_thread_the_check_before_the_call_hashes_once_more(store, c
         other.join()
 
 
+_BESIDE_SERVICE_THREADS = _SINGLE_THREADED.split("f = fncache.memoize")[0] + """
+import asyncio, threading
+import fsspec.asyn
+
+
+async def atotal(x):
+    return x + sum(_rows())
+
+
+f = fncache.memoize(store=sys.argv[1])(total)
+g = fncache.memoize(store=sys.argv[1])(atotal)
+f(0), asyncio.run(g(0))  # the fingerprints
+fsspec.asyn.get_loop()  # fsspec's I/O thread, as an S3 store starts it
+counts = {}
+
+
+def count(name, call):
+    HASHES.clear()
+    call()
+    counts[name] = len(HASHES)
+
+
+count("first", lambda: f(1))
+count("second", lambda: f(2))
+count("coroutine", lambda: asyncio.run(g(3)))
+stop = threading.Event()
+user = threading.Thread(target=stop.wait)
+user.start()
+count("beside a user thread", lambda: f(4))
+count("beside it again", lambda: f(5))
+stop.set()
+user.join()
+count("once it ended", lambda: f(6))
+io = threading.Thread(target=threading.Event().wait, name="fsspecIO", daemon=True)
+io.start()  # another thread of the kind fsspec starts
+count("a new service thread", lambda: f(7))
+count("once it was seen", lambda: f(8))
+print(json.dumps(counts))
+"""
+
+
+def test_beside_library_service_threads_a_miss_hashes_as_with_none(tmp_path):
+    """fsspec's I/O thread (an S3 store's, or any fsspec user's) and a notebook kernel's threads
+    never run user code: once a miss has seen them, a miss hashes a mutable global twice, as in a
+    process without threads. Beside a thread that could run user code, and on the first miss after
+    a service thread started, three times (once more just before the call)."""
+    from tests.helpers import last_json, run_py, write
+
+    pytest.importorskip("fsspec")
+    script = write(tmp_path / "job.py", _BESIDE_SERVICE_THREADS)
+    out = last_json(run_py(script, str(tmp_path / "store")))
+    assert out == {"first": 3, "second": 2, "coroutine": 2, "beside a user thread": 3,
+                   "beside it again": 3, "once it ended": 2, "a new service thread": 3,
+                   "once it was seen": 2}
+
+
+_CHANGED_BY_A_THREAD_THAT_ENDED = _BESIDE_SERVICE_THREADS.split("counts = {}")[0] + """
+f(1), f(2)  # fsspec's threads seen: a miss no longer hashes again before the call
+during_key = []  # run by the token of the key's hash (once)
+
+
+def _token(table):
+    HASHES.append(1)
+    token = tuple(table.rows)
+    while during_key:
+        during_key.pop()()
+    return token
+
+
+fncache.register(Table, _token)
+go = threading.Event()
+
+
+def user(start_service):
+    go.wait(60)
+    TABLE.rows.append(100)  # the key was made from [1, 2, 3]; the call reads [1, 2, 3, 100]
+    if start_service:  # and the count of threads is as it was when the key was begun
+        threading.Thread(target=threading.Event().wait, name="fsspecIO", daemon=True).start()
+
+
+def let_it_run(thread, look):
+    go.set()
+    thread.join()
+    if look:  # a miss of another function meanwhile, which looks at the threads
+        h(9)
+
+
+h = fncache.memoize(store=sys.argv[1])(lambda x: x)
+out = {}
+for x, case, start_service, look in ((10, "ended", False, False), (20, "replaced", True, False),
+                                     (30, "replaced and seen", True, True)):
+    go.clear()
+    thread = threading.Thread(target=user, args=(start_service,), daemon=True)
+    thread.start()
+    during_key.append(lambda: let_it_run(thread, look))
+    stores = f.cache_info().stores
+    returned = f(x)
+    stored = f.cache_info().stores - stores
+    TABLE.rows.remove(100)
+    out[case] = [returned, stored, f(x)]
+print(json.dumps(out))
+"""
+
+
+def test_a_global_changed_by_a_thread_that_ended_before_the_call_is_not_stored(tmp_path):
+    """Beside service threads already seen, a thread that ran when the key was begun, changed the
+    global before the call and ended (leaving as many threads as before, one of them a new service
+    thread, even one another miss has seen since) is not mistaken for absent: the result, computed
+    from the changed global, is returned and not stored under the key of the unchanged one, and a
+    call with the global as it was computes its own."""
+    from tests.helpers import last_json, run_py, write
+
+    pytest.importorskip("fsspec")
+    script = write(tmp_path / "job.py", _CHANGED_BY_A_THREAD_THAT_ENDED)
+    out = last_json(run_py(script, str(tmp_path / "store")))
+    assert out == {"ended": [116, 0, 16], "replaced": [126, 0, 26],
+                   "replaced and seen": [136, 0, 36]}
+
+
 def test_a_coroutine_miss_hashes_as_a_plain_one(store, counted):
     """The async miss path is the same steps: a key, then one check after the call (and the check
-    before it, once more, where threads a test run left behind are running)."""
-    from fncache._miss import threads_besides_main
-
+    before it, once more, where a thread that could run user code is running: one is started here,
+    as a test run leaves threads behind that may or may not be such)."""
     f = fncache.memoize(store=store)(atotal)
     assert asyncio.run(f(1)) == 7
-    counted.clear()
-    others = threads_besides_main()
-    assert asyncio.run(f(2)) == 8
-    assert len(counted) == (2 if others == 0 else 3)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        counted.clear()
+        assert asyncio.run(f(2)) == 8
+        assert len(counted) == 3
+    finally:
+        stop.set()
+        other.join()
     counted.clear()
     assert asyncio.run(f(2)) == 8
     assert len(counted) == 1
@@ -213,7 +337,7 @@ def test_verdict_truth_table(drifted, rebound, changed, alone, private):
 def test_the_thread_count_it_reads_counts_a_running_thread_until_it_ends():
     """What the one-step check before the call relies on: a started thread counts from before it
     runs Python code until it has ended."""
-    from fncache._miss import threads_besides_main
+    from fncache._threads import threads_besides_main
 
     assert threading.current_thread() is threading.main_thread()
     before = threads_besides_main()  # a test run may leave threads of its own behind

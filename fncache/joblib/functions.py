@@ -21,8 +21,8 @@ from fncache import _codec
 from fncache._entries import Strategies
 from fncache._errors import ConfigError
 from fncache._memoize import Memoized
-from fncache._miss import threads_besides_main
 from fncache._options import DISABLED, Options
+from fncache._threads import thread_mark
 from fncache.code.targets import importable
 from fncache.joblib.results import (
     MemorizedResult,
@@ -226,7 +226,7 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
     def _shelving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool, Any]:
         """The call key of a shelving call and whether it is a hit, counted as a call's are (a hit
         is also a use of its entry), with what a miss passes on to the miss path."""
-        solo = threads_besides_main() == 0  # as Memoized.__call__ takes it, before the key
+        solo = thread_mark()  # as Memoized.__call__ takes it, before the key
         revive(self.store)
         ck = self._keys.build(args, kwargs)
         finished = self._miss.finished

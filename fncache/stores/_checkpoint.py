@@ -17,7 +17,7 @@ without work (started again by the next commit that needs it), when its store is
 interpreter exit, and before a fork. It runs only this module's code and SQLite's (and whatever
 trace hooks or ``fncache`` log handlers the program installs), never a memoized function's, so
 it does not count as a thread that could change what one reads (:data:`live`,
-:func:`fncache._miss.threads_besides_main`).
+:func:`fncache._threads.threads_besides_main`).
 
 A checkpoint the thread runs while the writer goes on rarely copies the whole log (the writer
 appends as it copies), and SQLite syncs the database file only after one that did: the pages the
@@ -62,7 +62,7 @@ IDLE = 30.0
 #: Checkpoint threads of this process between the first and last line of their run, changed
 #: under :data:`live_lock` only: a thread is counted by ``_thread._count()`` and
 #: ``threading.active_count()`` all the while it is counted here. So, read with ``live_lock`` held
-#: together with the count it is subtracted from (:func:`fncache._miss.threads_besides_main`), the
+#: together with the count it is subtracted from (:func:`fncache._threads.threads_besides_main`), the
 #: difference never leaves out a thread that could run user code.
 live = [0]
 live_lock = threading.Lock()

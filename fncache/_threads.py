@@ -1,0 +1,161 @@
+"""Which threads could run user code while a memoized function's inputs are taken and it runs.
+
+The miss path (:mod:`fncache._miss`) asks twice. Before the call: did any thread that could run user
+code run since the key was begun (:func:`thread_mark`, :func:`quiet_since`)? If not, the key is what
+the inputs give now, and they are not hashed again. After it: is the function alone (:func:`alone`),
+so that a change to what it read is its own doing? Threads that libraries start for their own I/O
+(a notebook kernel's, fsspec's, fncache's checkpoint threads) never run user code and do not count:
+a guess, documented in "What invalidates a cache entry".
+"""
+
+from __future__ import annotations
+
+import _thread
+import sys
+import threading
+import weakref
+from typing import Any
+
+from fncache.stores import _checkpoint
+
+__all__ = ["ThreadMark", "alone", "is_service_thread", "quiet_since", "thread_mark",
+           "threads_besides_main"]
+
+# How many threads run besides the main thread. ``_thread._count()`` (in CPython since 2.x, counted in
+# C from before a thread runs any Python code until after it ran its last): a tenth of the cost of
+# ``threading.active_count()``, which takes a lock. Read on every call (see :func:`thread_mark`); a
+# test pins what it is assumed to count.
+_count = _thread._count
+_checkpointers = _checkpoint.live
+
+
+def threads_besides_main() -> int:
+    """Threads besides the main one that could run user code: fncache's checkpoint threads
+    (:mod:`fncache.stores._checkpoint`) never do, and are not counted. The two counts are read
+    under the lock the checkpoint threads change theirs under (read apart, a thread that started
+    in between would be subtracted without having been counted)."""
+    if _count() == 0:  # no thread at all: none to subtract
+        return 0
+    with _checkpoint.live_lock:
+        return _count() - _checkpointers[0]
+
+
+#: What :func:`thread_mark` takes before a key is built, for :func:`quiet_since`: 0 (no thread besides
+#: the main one could run user code), ``(threads besides the main one, looks so far)``, or None
+#: (nothing to compare with: the inputs are always taken again).
+ThreadMark = int | tuple[int, int] | None
+
+# The threads a miss on the main thread has looked at (see quiet_since): a library service thread
+# with the number of the look that first saw it, any other thread with -1; weak, so an ended thread
+# goes. A thread runs once: one seen by an earlier look and alive now was alive all the while.
+_seen: weakref.WeakKeyDictionary[threading.Thread, int] = weakref.WeakKeyDictionary()
+_looks = [0]  # the next look's number
+
+
+def thread_mark() -> ThreadMark:
+    """Taken before a key is built (on every call: as cheap as :func:`threads_besides_main`)."""
+    if _count() == 0:
+        return 0
+    with _checkpoint.live_lock:
+        besides = _count()
+        if besides == _checkpointers[0]:
+            return 0
+    return (besides, _looks[0])
+
+
+def quiet_since(mark: ThreadMark) -> bool:
+    """Whether no thread that could run user code ran besides this one, the main thread, between
+    ``mark`` and now: then nothing but this call's own code ran in between.
+
+    With other threads: only library service threads (:func:`is_service_thread`) run now, each seen
+    by a look before the mark (running then, so running and counted all the while since), and as
+    many threads were counted at the mark (so none besides them ran then). A thread that started
+    and ended in between goes unseen, as it does with no thread at all. This is a look (the threads
+    not seen before are told apart and remembered): a service thread started since counts from the
+    next miss on.
+    """
+    if mark is None:
+        return False
+    if not isinstance(mark, tuple):
+        if threads_besides_main() == 0:
+            return True
+        mark = (-1, 0)  # threads started since: nothing to compare with, but a look for the next calls
+    besides, looked = mark
+    others, all_seen = _look(looked)
+    return all_seen and others == besides and _count() == besides
+
+
+def _look(looked: int) -> tuple[int, bool]:
+    """The threads running besides this one, and whether each is a service thread seen by a look
+    numbered below ``looked``; those not seen before are told apart and remembered."""
+    me = threading.current_thread()
+    others = 0
+    all_seen = True
+    for t in threading.enumerate():
+        if t is me:
+            continue
+        others += 1
+        seen = _seen.get(t)
+        if seen is None:
+            if not t.is_alive():  # still starting (counted or not yet): not seen until it runs
+                all_seen = False
+                continue
+            seen = _seen[t] = _looks[0] if is_service_thread(t) else -1
+        if not 0 <= seen < looked:
+            all_seen = False
+    _looks[0] += 1
+    return others, all_seen
+
+
+# Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
+# IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
+# always has them, so counting them would keep every function that writes state from ever storing.
+# fncache's own checkpoint threads (see threads_besides_main) are among them.
+_SERVICE_THREAD_MODULES = ("fncache.stores._checkpoint.", "ipykernel.", "IPython.", "zmq.",
+                           "jupyter_client.", "tornado.", "debugpy.")
+_SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
+
+
+def _fsspec_threads() -> set[threading.Thread]:
+    """fsspec's I/O thread's helpers: the default executor of its event loop (DNS look-ups)."""
+    asyn = sys.modules.get("fsspec.asyn")
+    loop = (getattr(asyn, "loop", None) or [None])[0]
+    executor = getattr(loop, "_default_executor", None)
+    return set(getattr(executor, "_threads", ()))
+
+
+def is_service_thread(t: threading.Thread) -> bool:
+    if "fsspec" in sys.modules and (t.name in _SERVICE_THREAD_NAMES or t in _fsspec_threads()):
+        return True
+    target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
+    owner = getattr(target, "__self__", None)
+    where = type(owner) if owner is not None and not isinstance(owner, type) else target
+    if where is None:
+        where = type(t)
+    module = getattr(where, "__module__", None) or ""
+    return (module + ".").startswith(_SERVICE_THREAD_MODULES)
+
+
+def _others_active() -> bool:
+    """Whether threading counts more active threads than this one and the checkpoint threads
+    (each counts itself only while threading counts it active; both read under its lock)."""
+    with _checkpoint.live_lock:
+        return threading.active_count() - _checkpointers[0] != 1
+
+
+def alone(loop: Any = None) -> bool:
+    """Whether no other thread that can run user code exists (and, given an event loop, the current
+    task is the loop's only one): then no other code can change what the function reads meanwhile.
+
+    Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
+    the docs ("What invalidates a cache entry"), that they never run the user's code.
+    """
+    if threading.active_count() != 1 and _others_active():
+        me = threading.current_thread()
+        if any(t is not me and not is_service_thread(t) for t in threading.enumerate()):
+            return False
+    if loop is None:
+        return True
+    import asyncio
+
+    return len(asyncio.all_tasks(loop)) <= 1
