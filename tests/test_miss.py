@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 
 import pytest
@@ -61,11 +62,6 @@ def test_a_hit_hashes_a_mutable_global_once(store, counted):
 _SINGLE_THREADED = """
 import json, sys
 import fncache
-import fncache.code.walk
-
-# A value whose first hash took over a millisecond (a loaded machine) is hashed once more to time
-# it for the slow-value report: not a hash of the call path, which is what this counts.
-fncache.code.walk.SLOW_REHASH = float("inf")
 
 
 class Table:
@@ -118,6 +114,61 @@ def test_a_miss_hashes_a_mutable_global_once_for_the_key_and_once_after_the_call
     # The first call also computes the fingerprint: hashing the global once is part of that.
     assert out == {"results": [7, 8], "first": 2, "miss": 2, "info": [0, 2, 2, 0],
                    "meta_is_key": True}
+
+
+_SLOW_GLOBAL = """
+import json, logging, sys, time
+import fncache
+
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stdout)
+
+
+class Table:
+    def __init__(self, rows):
+        self.rows = rows
+
+
+HASHES = []
+TABLE = Table([1, 2, 3])
+
+
+def _token(table):  # over the slow-value report's millisecond, however fast the machine
+    HASHES.append(1)
+    time.sleep(0.003)
+    return tuple(table.rows)
+
+
+fncache.register(Table, _token)
+
+
+def total(x):
+    return x + sum(TABLE.rows)
+
+
+f = fncache.memoize(store=sys.argv[1])(total)
+counts = []
+for x in (1, 1, 2):
+    HASHES.clear()
+    f(x)
+    counts.append(len(HASHES))
+print(json.dumps(counts))
+"""
+
+
+def test_a_value_slow_to_hash_is_timed_by_the_next_hash_not_an_extra_one(tmp_path):
+    """The slow-value report times the first re-hash after the fingerprint's walk (a miss's check
+    after the call, or the next call's), rather than hashing the value once more just to time it:
+    a first call that misses hashes a 3 ms global twice, as a fast one, and the report is still
+    given once."""
+    from tests.helpers import run_py, write
+
+    script = write(tmp_path / "job.py", _SLOW_GLOBAL)
+    lines = run_py(script, str(tmp_path / "store")).stdout.strip().splitlines()
+    reports = [line for line in lines if "re-hashes it on every call" in line]
+    assert len(reports) == 1, lines
+    assert reports[0].startswith("INFO job:total reads global TABLE, a __main__.Table, and re-hashes it "
+                                 "on every call to see whether it changed: "), reports
+    assert json.loads(lines[-1]) == [2, 1, 2]
 
 
 def test_with_another_thread_the_check_before_the_call_hashes_once_more(store, counted):

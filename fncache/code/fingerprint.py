@@ -199,8 +199,13 @@ class Fingerprint:
     functions: tuple[tuple[str, Any], ...] = ()
     shown: tuple[tuple[str, str], ...] = ()
     #: Mutable values read that are slow to re-hash, as checked on every use: ``(where, what,
-    #: seconds)``, e.g. ``("global DF", "pandas.DataFrame (160.0 MB)", 0.0102)``.
+    #: seconds)``, e.g. ``("global DF", "pandas.DataFrame (160.0 MB)", 0.0102)``; filled by the
+    #: first re-hash after the walk (see :meth:`_first_rehash`).
     slow: tuple[tuple[str, str, float], ...] = ()
+    #: ``(where, value)`` of the mutable values the walk took over ``SLOW_REHASH`` to hash, until the
+    #: first re-hash times them; and the name a report of them gives the function ("" for none).
+    _unmeasured: tuple[tuple[str, Any], ...] = ()
+    _reported_as: str = ""
     #: The components keyed by name, with why (see :attr:`by_name`).
     named: tuple[tuple[str, str], ...] = ()
 
@@ -215,6 +220,8 @@ class Fingerprint:
 
     def changed_state(self) -> list[Any]:
         """The mutable values read whose content differs from when this fingerprint was made."""
+        if self._unmeasured:
+            return self._first_rehash()
         out = []
         for value, d in self._mutable:
             try:
@@ -252,6 +259,44 @@ class Fingerprint:
         private = not changed or all(id(v) in self._private for v in changed)
         return not self._same_objects(), changed, private
 
+    def _mutable_unchanged(self) -> bool:
+        """Whether every mutable value read hashes as it did (stops at the first that does not)."""
+        if self._unmeasured:
+            return not self._first_rehash()
+        for value, d in self._mutable:
+            try:
+                if _hasher.digest(value, self.root) != d:
+                    return False
+            except Exception:
+                return False
+        return True
+
+    def _first_rehash(self) -> list[Any]:
+        """:meth:`changed_state` for the first re-hash after the walk, which times the values the walk
+        found slow to hash (its own time may include one-time costs: a library's first import, cold
+        caches) and reports those still slow (see :func:`_report_slow`): once per fingerprint, and no
+        extra hash for the timing."""
+        pending = {id(value): where for where, value in self._unmeasured}
+        self._unmeasured = ()
+        out, slow = [], []
+        for value, d in self._mutable:
+            start = time.perf_counter()
+            try:
+                same = _hasher.digest(value, self.root) == d
+            except Exception:
+                out.append(value)
+                continue
+            spent = time.perf_counter() - start
+            if not same:
+                out.append(value)
+            where = pending.pop(id(value), None)
+            if where is not None and spent > SLOW_REHASH:
+                slow.append((where, describe(value), spent))
+        self.slow = tuple(slow)
+        if slow and self._reported_as:
+            _report_slow(self._reported_as, self.slow)
+        return out
+
     def _same_objects(self) -> bool:
         """Whether every name and attribute read is bound to the object it was, and every mapping
         counted has its length (loops, not generators: every hit and every miss asks)."""
@@ -272,12 +317,8 @@ class Fingerprint:
             return False  # track()/untrack() changed what counts as user code since
         if not self._same_objects():
             return False
-        for value, d in self._mutable:
-            try:
-                if _hasher.digest(value, self.root) != d:
-                    return False
-            except Exception:
-                return False
+        if self._mutable and not self._mutable_unchanged():
+            return False
         for obj in self._unpicklable:
             # Keyed by name because nothing else could key it: a ref() or register() since then
             # gives it a token, which must count from the next call on.
@@ -348,7 +389,7 @@ def _result(walk: Walk) -> Fingerprint:
             reads[id(v)] = reads.get(id(v), 0) + 1
         private = frozenset(i for i in walk.private if reads[i] == walk.private.count(i))
     return Fingerprint(
-        slow=_measured(walk),
+        _unmeasured=tuple(walk.slow),
         digest=_hasher.digest(("fncache.fingerprint", tuple(comps.items()))),
         components=comps,
         _dict_watches=tuple(walk.dict_watches),
@@ -369,33 +410,22 @@ def _result(walk: Walk) -> Fingerprint:
     )
 
 
-def _measured(walk: Walk) -> tuple[tuple[str, str, float], ...]:
-    """The walk's slow values, timed again as a use re-hashes them (the walk's own timing may include
-    one-time costs: a library's first import, cold caches)."""
-    out = []
-    for where, value in walk.slow:
-        start = time.perf_counter()
-        try:
-            _hasher.digest(value, walk.root_module)
-        except Exception:
-            continue  # it hashed during the walk; a failure now is the next use's to report
-        spent = time.perf_counter() - start
-        if spent > SLOW_REHASH:
-            out.append((where, describe(value), spent))
-    return tuple(out)
-
-
 # (function, where) pairs already reported as slow: once per process each.
 _reported_slow: set[tuple[str, str]] = set()
 
 
-def _report_slow(obj: Any, fp: Fingerprint) -> None:
-    """Log at INFO, once per function and value, each value that every use of ``fp`` re-hashes slowly."""
+def _reported_name(obj: Any) -> str:
+    """``obj``'s name in a slow-value report, as ls and explain name it."""
     from fncache.code.targets import recorded_module
 
     module = recorded_module(getattr(obj, "__module__", None) or "?", getattr(obj, "__globals__", None))
-    name = f"{module}:{getattr(obj, '__qualname__', '?')}"  # as ls and explain name it
-    for where, what, seconds in fp.slow:
+    return f"{module}:{getattr(obj, '__qualname__', '?')}"
+
+
+def _report_slow(name: str, slow: Iterable[tuple[str, str, float]]) -> None:
+    """Log at INFO, once per function and value, each value that every use of its fingerprint
+    re-hashes slowly (``(where, what, seconds)``, see :attr:`Fingerprint.slow`)."""
+    for where, what, seconds in slow:
         if (name, where) in _reported_slow:
             continue
         _reported_slow.add((name, where))
@@ -467,8 +497,8 @@ def _fingerprint_of(obj: Any, versions: bool) -> Fingerprint:
         fp = _library_fingerprint(obj, versions)
     else:
         fp = _compute(obj, versions)
-        if fp.slow:
-            _report_slow(obj, fp)
+        if fp._unmeasured:  # reported once the next use re-hashes them (see _first_rehash)
+            fp._reported_as = _reported_name(obj)
         if not fp.cacheable:
             return fp
     try:
