@@ -114,3 +114,45 @@ def test_notebook_function_is_cached_across_kernel_restarts_and_cell_edits(
 
     reverted = run_notebook(kernel_dir, cells)
     assert (reverted["out"], reverted["hits"], computations(kernel_dir)) == (expected, 1, 3)
+
+
+COUNTED_GLOBAL = """\
+class Table:
+    def __init__(self, rows):
+        self.rows = rows
+
+
+HASHES = []
+
+
+def _token(table):
+    HASHES.append(1)
+    return tuple(table.rows)
+
+
+fncache.register(Table, _token)
+TABLE = Table([1, 2, 3])
+
+
+@fncache.memoize
+def total(x):
+    return x + sum(TABLE.rows)
+"""
+
+COUNT_MISSES = """\
+counts = []
+for x in range(1, 5):
+    HASHES.clear()
+    total(x)
+    counts.append(len(HASHES))
+print(json.dumps({"counts": counts, "stores": total.cache_info().stores}))
+"""
+
+
+def test_in_a_kernel_a_miss_hashes_a_global_as_in_a_script(kernel_dir: Path) -> None:
+    """A kernel's own threads (IOPub, heartbeat, control, shell channel, history, output pipes)
+    never run the user's code: from the second miss on, a miss hashes a mutable global twice (for
+    the key, and after the call to see whether the call changed it), as in a process without
+    threads; the first miss looks at them, and hashes it once more just before the call."""
+    out = run_notebook(kernel_dir, [SETUP, COUNTED_GLOBAL, COUNT_MISSES])
+    assert out == {"counts": [3, 2, 2, 2], "stores": 4}
