@@ -107,12 +107,27 @@ def _look(looked: int) -> tuple[int, bool]:
     return others, all_seen
 
 
-# Threads that libraries start for their own I/O and never hand user code to: a Jupyter kernel's
-# IOPub, heartbeat, control and history threads, fsspec's (and so the S3 store's) event loop. A notebook
-# always has them, so counting them would keep every function that writes state from ever storing.
-# fncache's own checkpoint threads (see threads_besides_main) are among them.
-_SERVICE_THREAD_MODULES = ("fncache.stores._checkpoint.", "ipykernel.", "IPython.", "zmq.",
-                           "jupyter_client.", "tornado.", "debugpy.")
+# Threads that libraries start for their own I/O and never hand user code to, named exactly: the
+# thread's class, or for a plain ``threading.Thread`` the class of the object whose method it runs. A
+# Jupyter kernel's IOPub thread, output-pipe watchers, heartbeat, control, shell-channel (which only
+# routes requests to the thread that runs them), parent poller and history threads; pyzmq's garbage
+# collector; fncache's own checkpoint threads. Not a kernel's subshell threads, IPython's background
+# jobs or any event loop's thread (those run user code), nor a subclass of a class named here. A
+# notebook always has them, so counting them would keep every function that writes state from ever
+# storing, and make every miss hash the inputs again before the call.
+_SERVICE_THREAD_CLASSES = frozenset({
+    "fncache.stores._checkpoint.Checkpointer",
+    "ipykernel.iostream.IOPubThread",
+    "ipykernel.iostream.OutStream",
+    "ipykernel.heartbeat.Heartbeat",
+    "ipykernel.control.ControlThread",
+    "ipykernel.shellchannel.ShellChannelThread",
+    "ipykernel.parentpoller.ParentPollerUnix",
+    "ipykernel.parentpoller.ParentPollerWindows",
+    "IPython.core.history.HistorySavingThread",
+    "zmq.utils.garbage.GarbageCollectorThread",
+})
+# fsspec's I/O loop (the S3 store's), by the name fsspec gives it, and its loop's executor threads.
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
@@ -125,15 +140,18 @@ def _fsspec_threads() -> set[threading.Thread]:
 
 
 def is_service_thread(t: threading.Thread) -> bool:
+    """Whether ``t`` is a library's service thread (see :data:`_SERVICE_THREAD_CLASSES`)."""
     if "fsspec" in sys.modules and (t.name in _SERVICE_THREAD_NAMES or t in _fsspec_threads()):
         return True
-    target = getattr(t, "_target", None)  # private, but stable since Python 2; None for subclasses
-    owner = getattr(target, "__self__", None)
-    where = type(owner) if owner is not None and not isinstance(owner, type) else target
-    if where is None:
-        where = type(t)
-    module = getattr(where, "__module__", None) or ""
-    return (module + ".").startswith(_SERVICE_THREAD_MODULES)
+    kind: type = type(t)
+    if kind is threading.Thread:
+        # Private, but stable since Python 2 (deleted once the target returns: then not service).
+        owner = getattr(getattr(t, "_target", None), "__self__", None)
+        if owner is None or isinstance(owner, type):
+            return False
+        kind = type(owner)
+    return f"{getattr(kind, '__module__', '')}.{getattr(kind, '__qualname__', '')}" in \
+        _SERVICE_THREAD_CLASSES
 
 
 def _others_active() -> bool:
@@ -147,7 +165,7 @@ def alone(loop: Any = None) -> bool:
     """Whether no other thread that can run user code exists (and, given an event loop, the current
     task is the loop's only one): then no other code can change what the function reads meanwhile.
 
-    Library service threads (:data:`_SERVICE_THREAD_MODULES`) do not count: a guess, documented in
+    Library service threads (:data:`_SERVICE_THREAD_CLASSES`) do not count: a guess, documented in
     the docs ("What invalidates a cache entry"), that they never run the user's code.
     """
     if threading.active_count() != 1 and _others_active():

@@ -130,6 +130,7 @@ class Table:
 
 HASHES = []
 TABLE = Table([1, 2, 3])
+ALSO = TABLE
 
 
 def _token(table):  # over the slow-value report's millisecond, however fast the machine
@@ -142,7 +143,7 @@ fncache.register(Table, _token)
 
 
 def total(x):
-    return x + sum(TABLE.rows)
+    return x + sum(TABLE.rows) + len(ALSO.rows)
 
 
 f = fncache.memoize(store=sys.argv[1])(total)
@@ -158,17 +159,18 @@ print(json.dumps(counts))
 def test_a_value_slow_to_hash_is_timed_by_the_next_hash_not_an_extra_one(tmp_path):
     """The slow-value report times the first re-hash after the fingerprint's walk (a miss's check
     after the call, or the next call's), rather than hashing the value once more just to time it:
-    a first call that misses hashes a 3 ms global twice, as a fast one, and the report is still
-    given once."""
+    a first call that misses hashes a 3 ms global twice, as a fast one (here read under two names:
+    four times), and the report is still given once for each name."""
     from tests.helpers import run_py, write
 
     script = write(tmp_path / "job.py", _SLOW_GLOBAL)
     lines = run_py(script, str(tmp_path / "store")).stdout.strip().splitlines()
     reports = [line for line in lines if "re-hashes it on every call" in line]
-    assert len(reports) == 1, lines
-    assert reports[0].startswith("INFO job:total reads global TABLE, a __main__.Table, and re-hashes it "
-                                 "on every call to see whether it changed: "), reports
-    assert json.loads(lines[-1]) == [2, 1, 2]
+    assert sorted(r.split(", a ")[0] for r in reports) == ["INFO job:total reads global ALSO",
+                                                           "INFO job:total reads global TABLE"], lines
+    assert all(r.split(", a ")[1].startswith("__main__.Table, and re-hashes it on every call to see "
+                                             "whether it changed: ") for r in reports), reports
+    assert json.loads(lines[-1]) == [4, 2, 4]
 
 
 def test_with_another_thread_the_check_before_the_call_hashes_once_more(store, counted):
@@ -306,6 +308,113 @@ def test_a_global_changed_by_a_thread_that_ended_before_the_call_is_not_stored(t
     out = last_json(run_py(script, str(tmp_path / "store")))
     assert out == {"ended": [116, 0, 16], "replaced": [126, 0, 26],
                    "replaced and seen": [136, 0, 36]}
+
+
+_CHANGED_BY_A_LOOP_THREAD = _SINGLE_THREADED.split("f = fncache.memoize")[0] + """
+import threading
+from tornado.ioloop import IOLoop
+
+during_key = []
+
+
+def _token(table):
+    HASHES.append(1)
+    token = tuple(table.rows)
+    while during_key:
+        during_key.pop()()
+    return token
+
+
+fncache.register(Table, _token)
+f = fncache.memoize(store=sys.argv[1])(total)
+loop = IOLoop(make_current=False)  # the user's own event loop, on a thread of its own
+threading.Thread(target=loop.start, daemon=True).start()
+f(1), f(2)  # misses that look at the threads
+done = threading.Event()
+
+
+def rows_appended():  # user code, run by the loop's thread between the key and the call
+    TABLE.rows.append(100)
+    done.set()
+
+
+out = {}
+during_key.append(lambda: (loop.add_callback(rows_appended), done.wait(60)))
+returned = f(3)
+stores = f.cache_info().stores
+TABLE.rows.remove(100)
+after = f(3)
+TABLE.rows.append(4)
+out["between the key and the call"] = [returned, stores, after, f(3)]
+TABLE.rows.remove(4)
+during_call = []
+
+
+def waits(x):
+    while during_call:
+        during_call.pop()()
+    return x + sum(TABLE.rows)
+
+
+g = fncache.memoize(store=sys.argv[1], ignore_globals=["during_call"])(waits)
+g(1), g(2)
+done.clear()
+during_call.append(lambda: (loop.add_callback(rows_appended), done.wait(60)))
+returned = g(3)
+stores = g.cache_info().stores
+TABLE.rows.remove(100)
+after = g(3)
+TABLE.rows.append(4)
+out["during the call"] = [returned, stores, after, g(3)]
+print(json.dumps(out))
+"""
+
+
+def test_a_global_changed_by_an_event_loop_thread_is_not_taken_as_the_functions_own(tmp_path):
+    """A thread of a library class that runs user code (here an event loop the user runs on its own
+    thread, whose callbacks are theirs) is never taken for a service thread: a global it changes
+    between the key and the call, or during the call, is not taken as the function's own doing
+    (which would key it by name from then on: later changes ignored, stale hits); the result is
+    returned and not stored, and the global stays keyed by its content."""
+    from tests.helpers import last_json, run_py, write
+
+    pytest.importorskip("tornado")
+    script = write(tmp_path / "job.py", _CHANGED_BY_A_LOOP_THREAD)
+    assert last_json(run_py(script, str(tmp_path / "store"))) == {
+        "between the key and the call": [109, 2, 9, 13], "during the call": [109, 2, 9, 13]}
+
+
+def test_library_threads_that_run_user_code_are_not_service_threads():
+    """Only the named classes of threads that never run user code count as service threads: not a
+    kernel's subshell threads (which run cells), IPython's background jobs, an event loop's thread
+    or a user's subclass of a service thread's class."""
+    from fncache._threads import is_service_thread
+
+    pytest.importorskip("tornado")
+    from IPython.lib.backgroundjobs import BackgroundJobFunc
+    from tornado.ioloop import IOLoop
+
+    loop = IOLoop(make_current=False)
+    try:
+        assert not is_service_thread(threading.Thread(target=loop.start))
+    finally:
+        loop.close()
+    assert not is_service_thread(BackgroundJobFunc(print))
+    heartbeat = pytest.importorskip("ipykernel.heartbeat")
+
+    class Mine(heartbeat.Heartbeat):
+        pass
+
+    import zmq
+
+    context = zmq.Context()
+    try:
+        assert is_service_thread(heartbeat.Heartbeat(context))
+        assert not is_service_thread(Mine(context))
+        subshell = pytest.importorskip("ipykernel.subshell")
+        assert not is_service_thread(subshell.SubshellThread("a", context))
+    finally:
+        context.term()
 
 
 def test_a_coroutine_miss_hashes_as_a_plain_one(store, counted):

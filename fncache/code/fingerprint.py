@@ -260,7 +260,8 @@ class Fingerprint:
         return not self._same_objects(), changed, private
 
     def _mutable_unchanged(self) -> bool:
-        """Whether every mutable value read hashes as it did (stops at the first that does not)."""
+        """Whether every mutable value read hashes as it did (stops at the first that does not, but
+        on the first re-hash, which times them all)."""
         if self._unmeasured:
             return not self._first_rehash()
         for value, d in self._mutable:
@@ -276,9 +277,12 @@ class Fingerprint:
         found slow to hash (its own time may include one-time costs: a library's first import, cold
         caches) and reports those still slow (see :func:`_report_slow`): once per fingerprint, and no
         extra hash for the timing."""
-        pending = {id(value): where for where, value in self._unmeasured}
+        pending: dict[int, list[str]] = {}
+        for where, value in self._unmeasured:  # one value may be read under several names
+            pending.setdefault(id(value), []).append(where)
         self._unmeasured = ()
-        out, slow = [], []
+        out: list[Any] = []
+        slow: list[tuple[str, str, float]] = []
         for value, d in self._mutable:
             start = time.perf_counter()
             try:
@@ -289,9 +293,8 @@ class Fingerprint:
             spent = time.perf_counter() - start
             if not same:
                 out.append(value)
-            where = pending.pop(id(value), None)
-            if where is not None and spent > SLOW_REHASH:
-                slow.append((where, describe(value), spent))
+            if spent > SLOW_REHASH:
+                slow.extend((where, describe(value), spent) for where in pending.pop(id(value), ()))
         self.slow = tuple(slow)
         if slow and self._reported_as:
             _report_slow(self._reported_as, self.slow)
