@@ -100,8 +100,8 @@ def _look(looked: int) -> tuple[int, bool]:
             if not t.is_alive():  # still starting (counted or not yet): not seen until it runs
                 all_seen = False
                 continue
-            seen = _seen[t] = _looks[0] if is_service_thread(t) else -1
-        if not 0 <= seen < looked:
+            seen = _seen[t] = _looks[0] if _is_fsspec_thread(t) or _is_service_class(t) else -1
+        if not 0 <= seen < looked or (_is_fsspec_thread(t) and not _fsspec_idle()):
             all_seen = False
     _looks[0] += 1
     return others, all_seen
@@ -109,12 +109,14 @@ def _look(looked: int) -> tuple[int, bool]:
 
 # Threads that libraries start for their own I/O and never hand user code to, named exactly: the
 # thread's class, or for a plain ``threading.Thread`` the class of the object whose method it runs. A
-# Jupyter kernel's IOPub thread, output-pipe watchers, heartbeat, control, shell-channel (which only
-# routes requests to the thread that runs them), parent poller and history threads; pyzmq's garbage
-# collector; fncache's own checkpoint threads. Not a kernel's subshell threads, IPython's background
-# jobs or any event loop's thread (those run user code), nor a subclass of a class named here. A
-# notebook always has them, so counting them would keep every function that writes state from ever
-# storing, and make every miss hash the inputs again before the call.
+# Jupyter kernel's IOPub thread, output-pipe watchers, heartbeat, control (see docs/invalidation.md
+# for what a front end can make it run), shell-channel (which only routes requests to the thread
+# that runs them), parent poller and history threads; pyzmq's garbage collector; tornado's selector
+# thread (a kernel's on Windows: it only waits in ``select``); fncache's own checkpoint threads. Not
+# a kernel's subshell threads, IPython's background jobs or any event loop's thread (those run user
+# code), nor a subclass of a class named here. A notebook always has them, so counting them would
+# keep every function that writes state from ever storing, and make every miss hash the inputs
+# again before the call.
 _SERVICE_THREAD_CLASSES = frozenset({
     "fncache.stores._checkpoint.Checkpointer",
     "ipykernel.iostream.IOPubThread",
@@ -125,24 +127,44 @@ _SERVICE_THREAD_CLASSES = frozenset({
     "ipykernel.parentpoller.ParentPollerUnix",
     "ipykernel.parentpoller.ParentPollerWindows",
     "IPython.core.history.HistorySavingThread",
+    "tornado.platform.asyncio.SelectorThread",
     "zmq.utils.garbage.GarbageCollectorThread",
 })
-# fsspec's I/O loop (the S3 store's), by the name fsspec gives it, and its loop's executor threads.
+# fsspec's I/O loop (the S3 store's), by the name fsspec gives it, and its loop's executor threads:
+# service threads only while the loop runs no task. It is a public event loop: a task a user's
+# coroutine left on it (``fsspec.asyn.sync`` runs users' coroutines there) runs user code.
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
-def _fsspec_threads() -> set[threading.Thread]:
-    """fsspec's I/O thread's helpers: the default executor of its event loop (DNS look-ups)."""
+def _fsspec_loop() -> Any:
     asyn = sys.modules.get("fsspec.asyn")
-    loop = (getattr(asyn, "loop", None) or [None])[0]
-    executor = getattr(loop, "_default_executor", None)
-    return set(getattr(executor, "_threads", ()))
+    return (getattr(asyn, "loop", None) or [None])[0]
 
 
-def is_service_thread(t: threading.Thread) -> bool:
-    """Whether ``t`` is a library's service thread (see :data:`_SERVICE_THREAD_CLASSES`)."""
-    if "fsspec" in sys.modules and (t.name in _SERVICE_THREAD_NAMES or t in _fsspec_threads()):
+def _is_fsspec_thread(t: threading.Thread) -> bool:
+    """fsspec's I/O thread, or one of its loop's default executor's (DNS look-ups)."""
+    if "fsspec" not in sys.modules:
+        return False
+    if t.name in _SERVICE_THREAD_NAMES:
         return True
+    executor = getattr(_fsspec_loop(), "_default_executor", None)
+    return t in set(getattr(executor, "_threads", ()))
+
+
+def _fsspec_idle() -> bool:
+    """Whether fsspec's event loop runs no task now (a task's executor work is awaited by it)."""
+    loop = _fsspec_loop()
+    if loop is None:
+        return True
+    import asyncio
+
+    try:
+        return not asyncio.all_tasks(loop)
+    except RuntimeError:  # the set kept changing under the copy: tasks come and go
+        return False
+
+
+def _is_service_class(t: threading.Thread) -> bool:
     kind: type = type(t)
     if kind is threading.Thread:
         # Private, but stable since Python 2 (deleted once the target returns: then not service).
@@ -154,11 +176,21 @@ def is_service_thread(t: threading.Thread) -> bool:
         _SERVICE_THREAD_CLASSES
 
 
-def _others_active() -> bool:
-    """Whether threading counts more active threads than this one and the checkpoint threads
-    (each counts itself only while threading counts it active; both read under its lock)."""
+def is_service_thread(t: threading.Thread) -> bool:
+    """Whether ``t`` is a library's service thread now (see :data:`_SERVICE_THREAD_CLASSES`)."""
+    if _is_fsspec_thread(t):
+        return _fsspec_idle()
+    return _is_service_class(t)
+
+
+def _others_exist() -> bool:
+    """Whether threading or ``_thread`` counts another thread than this one and the checkpoint
+    threads (each counts itself only while both count it; all read under its lock). A debugger
+    hides threads from ``threading`` (pydevd: its own and those marked as its own, a kernel's
+    subshell threads among them); ``_thread`` still counts them."""
     with _checkpoint.live_lock:
-        return threading.active_count() - _checkpointers[0] != 1
+        checkpointers = _checkpointers[0]
+        return threading.active_count() - checkpointers != 1 or _count() != checkpointers
 
 
 def alone(loop: Any = None) -> bool:
@@ -166,11 +198,16 @@ def alone(loop: Any = None) -> bool:
     task is the loop's only one): then no other code can change what the function reads meanwhile.
 
     Library service threads (:data:`_SERVICE_THREAD_CLASSES`) do not count: a guess, documented in
-    the docs ("What invalidates a cache entry"), that they never run the user's code.
+    the docs ("What invalidates a cache entry"), that they never run the user's code. A thread that
+    ``threading`` does not list (one a debugger hides, or started with ``_thread``) counts: as many
+    threads must be listed besides the main one as ``_thread`` counts.
     """
-    if threading.active_count() != 1 and _others_active():
+    if _others_exist():
+        shown = threading.enumerate()
+        if len(shown) != _count() + 1:
+            return False
         me = threading.current_thread()
-        if any(t is not me and not is_service_thread(t) for t in threading.enumerate()):
+        if any(t is not me and not is_service_thread(t) for t in shown):
             return False
     if loop is None:
         return True

@@ -384,22 +384,102 @@ def test_a_global_changed_by_an_event_loop_thread_is_not_taken_as_the_functions_
         "between the key and the call": [109, 2, 9, 13], "during the call": [109, 2, 9, 13]}
 
 
+_CHANGED_DURING_THE_CALL = """
+import json, sys, threading
+import fncache
+
+TABLE = [1, 2, 3]
+started, changed = threading.Event(), threading.Event()
+
+
+def waits(x):  # reads TABLE while another thread may change it
+    started.set()
+    changed.wait(60)
+    return x + sum(TABLE)
+
+
+ready = threading.Event()
+
+
+def change_once():  # the other thread's user code: runs while a call waits
+    ready.set()
+    started.wait(60)
+    TABLE.append(100)
+    changed.set()
+
+
+g = fncache.memoize(store=sys.argv[1], ignore_globals=["started", "changed"])(waits)
+changed.set()
+g(1), g(2)  # misses that look at the threads
+changed.clear()
+started.clear()
+START_THE_OTHER_THREAD
+ready.wait(60)  # it runs when the call begins
+returned = g(3)
+stores = g.cache_info().stores
+TABLE.remove(100)
+after = g(3)
+TABLE.append(4)
+print(json.dumps([returned, stores, after, g(3)]))
+"""
+
+_ON_FSSPECS_LOOP = """
+import asyncio
+import fsspec.asyn
+
+
+async def leave_a_task():  # run on fsspec's loop with its helper; the task stays behind
+    async def watch():
+        await asyncio.get_running_loop().run_in_executor(None, change_once)
+    asyncio.ensure_future(watch())
+
+
+fsspec.asyn.sync(fsspec.asyn.get_loop(), leave_a_task)
+"""
+
+
+@pytest.mark.parametrize("other", ["a task left on fsspec's loop", "a thread started with _thread"])
+def test_a_global_changed_during_the_call_by_code_threading_does_not_list_as_user_code(tmp_path,
+                                                                                        other):
+    """fsspec's I/O loop is a public event loop: while a task a user's coroutine left on it runs,
+    its threads are not service threads. A thread ``threading`` does not list (started with
+    ``_thread``, or hidden by a debugger, as pydevd hides its own and a kernel's subshells) counts
+    too: as many threads must be listed as ``_thread`` counts. A global either changes during the
+    call is not taken as the function's own (keyed by name from then on: stale hits)."""
+    from tests.helpers import last_json, run_py, write
+
+    if other.startswith("a task"):
+        pytest.importorskip("fsspec")
+        start = _ON_FSSPECS_LOOP
+    else:
+        start = "import _thread\n_thread.start_new_thread(change_once, ())"
+    script = write(tmp_path / "job.py",
+                   _CHANGED_DURING_THE_CALL.replace("START_THE_OTHER_THREAD", start))
+    assert last_json(run_py(script, str(tmp_path / "store"))) == [109, 2, 9, 13]
+
+
 def test_library_threads_that_run_user_code_are_not_service_threads():
     """Only the named classes of threads that never run user code count as service threads: not a
     kernel's subshell threads (which run cells), IPython's background jobs, an event loop's thread
-    or a user's subclass of a service thread's class."""
+    or a user's subclass of a service thread's class; tornado's selector thread and a kernel's
+    heartbeat are."""
     from fncache._threads import is_service_thread
 
     pytest.importorskip("tornado")
     from IPython.lib.backgroundjobs import BackgroundJobFunc
     from tornado.ioloop import IOLoop
+    from tornado.platform.asyncio import SelectorThread
 
     loop = IOLoop(make_current=False)
     try:
         assert not is_service_thread(threading.Thread(target=loop.start))
     finally:
         loop.close()
-    assert not is_service_thread(BackgroundJobFunc(print))
+    # tornado's selector thread (a kernel's on Windows) only waits in select(): a service thread.
+    assert is_service_thread(threading.Thread(target=object.__new__(SelectorThread)._run_select))
+    job = BackgroundJobFunc.__new__(BackgroundJobFunc)  # (its __init__ needs a running IPython)
+    threading.Thread.__init__(job)
+    assert not is_service_thread(job)
     heartbeat = pytest.importorskip("ipykernel.heartbeat")
 
     class Mine(heartbeat.Heartbeat):

@@ -198,12 +198,11 @@ class Fingerprint:
     #: [digest]"`` for a long one).
     functions: tuple[tuple[str, Any], ...] = ()
     shown: tuple[tuple[str, str], ...] = ()
-    #: Mutable values read that are slow to re-hash, as checked on every use: ``(where, what,
-    #: seconds)``, e.g. ``("global DF", "pandas.DataFrame (160.0 MB)", 0.0102)``; filled by the
-    #: first re-hash after the walk (see :meth:`_first_rehash`).
+    #: Mutable values read that are slow to re-hash, as checked on every use (timed by the first
+    #: re-hash after the walk): ``(where, what, seconds)``, e.g. ``("global DF", "pandas...", 0.01)``.
     slow: tuple[tuple[str, str, float], ...] = ()
-    #: ``(where, value)`` of the mutable values the walk took over ``SLOW_REHASH`` to hash, until the
-    #: first re-hash times them; and the name a report of them gives the function ("" for none).
+    #: ``(where, value)`` the walk took over ``SLOW_REHASH`` to hash, until :meth:`_first_rehash`;
+    #: and the name a report of them gives the function ("" for none).
     _unmeasured: tuple[tuple[str, Any], ...] = ()
     _reported_as: str = ""
     #: The components keyed by name, with why (see :attr:`by_name`).
@@ -273,10 +272,9 @@ class Fingerprint:
         return True
 
     def _first_rehash(self) -> list[Any]:
-        """:meth:`changed_state` for the first re-hash after the walk, which times the values the walk
-        found slow to hash (its own time may include one-time costs: a library's first import, cold
-        caches) and reports those still slow (see :func:`_report_slow`): once per fingerprint, and no
-        extra hash for the timing."""
+        """:meth:`changed_state` for the first re-hash after the walk: it times the values the walk
+        found slow (the walk's time may include one-time costs: an import, cold caches) and reports
+        those still slow (:func:`_report_slow`), once per fingerprint, with no extra hash."""
         pending: dict[int, list[str]] = {}
         for where, value in self._unmeasured:  # one value may be read under several names
             pending.setdefault(id(value), []).append(where)
