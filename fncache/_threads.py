@@ -16,6 +16,7 @@ import threading
 import weakref
 from typing import Any
 
+from fncache import _forks
 from fncache.stores import _checkpoint
 
 __all__ = ["ThreadMark", "alone", "is_service_thread", "quiet_since", "thread_mark",
@@ -24,9 +25,18 @@ __all__ = ["ThreadMark", "alone", "is_service_thread", "quiet_since", "thread_ma
 # How many threads run besides the main thread. ``_thread._count()`` (in CPython since 2.x, counted in
 # C from before a thread runs any Python code until after it ran its last): a tenth of the cost of
 # ``threading.active_count()``, which takes a lock. Read on every call (see :func:`thread_mark`); a
-# test pins what it is assumed to count.
+# test pins what it is assumed to count. Less ``_ghosts[0]``: a forked child keeps its parent's
+# count (3.11 to 3.13) though it has none of its threads, which would never end there.
 _count = _thread._count
+_ghosts = [0]
 _checkpointers = _checkpoint.live
+
+
+def _forget_parents_threads() -> None:
+    _ghosts[0] = _count()  # in the child, before it runs anything: only the forking thread runs
+
+
+_forks.on_fork(_forget_parents_threads)
 
 
 def threads_besides_main() -> int:
@@ -34,10 +44,10 @@ def threads_besides_main() -> int:
     (:mod:`fncache.stores._checkpoint`) never do, and are not counted. The two counts are read
     under the lock the checkpoint threads change theirs under (read apart, a thread that started
     in between would be subtracted without having been counted)."""
-    if _count() == 0:  # no thread at all: none to subtract
+    if _count() == _ghosts[0]:  # no thread at all: none to subtract
         return 0
     with _checkpoint.live_lock:
-        return _count() - _checkpointers[0]
+        return _count() - _ghosts[0] - _checkpointers[0]
 
 
 #: What :func:`thread_mark` takes before a key is built, for :func:`quiet_since`: 0 (no thread besides
@@ -54,10 +64,10 @@ _looks = [0]  # the next look's number
 
 def thread_mark() -> ThreadMark:
     """Taken before a key is built (on every call: as cheap as :func:`threads_besides_main`)."""
-    if _count() == 0:
+    if _count() == _ghosts[0]:
         return 0
     with _checkpoint.live_lock:
-        besides = _count()
+        besides = _count() - _ghosts[0]
         if besides == _checkpointers[0]:
             return 0
     return (besides, _looks[0])
@@ -82,7 +92,7 @@ def quiet_since(mark: ThreadMark) -> bool:
         mark = (-1, 0)  # threads started since: nothing to compare with, but a look for the next calls
     besides, looked = mark
     others, all_seen = _look(looked)
-    return all_seen and others == besides and _count() == besides
+    return all_seen and others == besides and _count() - _ghosts[0] == besides
 
 
 def _look(looked: int) -> tuple[int, bool]:
@@ -92,19 +102,24 @@ def _look(looked: int) -> tuple[int, bool]:
     others = 0
     all_seen = True
     for t in threading.enumerate():
-        if t is me:
-            continue
-        others += 1
-        seen = _seen.get(t)
-        if seen is None:
-            if not t.is_alive():  # still starting (counted or not yet): not seen until it runs
+        if t is not me:
+            others += 1
+            seen = _seen_as(t)
+            if all_seen and not (0 <= seen < looked and (not _is_fsspec_thread(t) or _fsspec_idle())):
                 all_seen = False
-                continue
-            seen = _seen[t] = _looks[0] if _is_fsspec_thread(t) or _is_service_class(t) else -1
-        if not 0 <= seen < looked or (_is_fsspec_thread(t) and not _fsspec_idle()):
-            all_seen = False
     _looks[0] += 1
     return others, all_seen
+
+
+def _seen_as(t: threading.Thread) -> int:
+    """The number of the look that first saw ``t`` as a service thread (now, if none did), -1 for
+    another thread, -2 for one still starting (counted or not yet: not seen until it runs)."""
+    seen = _seen.get(t)
+    if seen is None:
+        if not t.is_alive():
+            return -2
+        seen = _seen[t] = _looks[0] if _is_fsspec_thread(t) or _is_service_class(t) else -1
+    return seen
 
 
 # Threads that libraries start for their own I/O and never hand user code to, named exactly: the
@@ -152,10 +167,19 @@ def _is_fsspec_thread(t: threading.Thread) -> bool:
 
 
 def _fsspec_idle() -> bool:
-    """Whether fsspec's event loop runs no task now (a task's executor work is awaited by it)."""
+    """Whether fsspec's event loop runs no task now, and its default executor no work (which can
+    outlive the task that submitted it: a time-out, a cancellation)."""
     loop = _fsspec_loop()
     if loop is None:
         return True
+    executor = getattr(loop, "_default_executor", None)
+    if executor is not None:
+        # Private, stable since 3.8: a worker releases the semaphore each time it becomes idle and
+        # a submit takes one back; a queued item is work no worker has taken yet.
+        idle = getattr(getattr(executor, "_idle_semaphore", None), "_value", None)
+        queue = getattr(executor, "_work_queue", None)
+        if idle is None or queue is None or idle < len(executor._threads) or not queue.empty():
+            return False
     import asyncio
 
     try:
@@ -188,9 +212,12 @@ def _others_exist() -> bool:
     threads (each counts itself only while both count it; all read under its lock). A debugger
     hides threads from ``threading`` (pydevd: its own and those marked as its own, a kernel's
     subshell threads among them); ``_thread`` still counts them."""
+    if _count() == _ghosts[0] and threading.active_count() == 1:
+        return False
     with _checkpoint.live_lock:
         checkpointers = _checkpointers[0]
-        return threading.active_count() - checkpointers != 1 or _count() != checkpointers
+        return threading.active_count() - checkpointers != 1 or \
+            _count() - _ghosts[0] != checkpointers
 
 
 def alone(loop: Any = None) -> bool:
@@ -204,7 +231,7 @@ def alone(loop: Any = None) -> bool:
     """
     if _others_exist():
         shown = threading.enumerate()
-        if len(shown) != _count() + 1:
+        if len(shown) != _count() - _ghosts[0] + 1:
             return False
         me = threading.current_thread()
         if any(t is not me and not is_service_thread(t) for t in shown):

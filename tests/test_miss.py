@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import threading
 
 import pytest
@@ -438,24 +439,83 @@ fsspec.asyn.sync(fsspec.asyn.get_loop(), leave_a_task)
 """
 
 
-@pytest.mark.parametrize("other", ["a task left on fsspec's loop", "a thread started with _thread"])
+_GIVEN_UP_ON_FSSPECS_LOOP = """
+import asyncio
+import fsspec.asyn
+
+
+async def gives_up():  # on fsspec's loop: stops waiting for its executor work, which goes on
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, change_once), 0.01)
+    except asyncio.TimeoutError:
+        pass
+
+
+fsspec.asyn.sync(fsspec.asyn.get_loop(), gives_up)
+"""
+
+
+@pytest.mark.parametrize("other", ["a task left on fsspec's loop", "executor work fsspec's loop gave up on",
+                                   "a thread started with _thread"])
 def test_a_global_changed_during_the_call_by_code_threading_does_not_list_as_user_code(tmp_path,
                                                                                         other):
-    """fsspec's I/O loop is a public event loop: while a task a user's coroutine left on it runs,
-    its threads are not service threads. A thread ``threading`` does not list (started with
+    """fsspec's I/O loop is a public event loop: while a task a user's coroutine left on it runs, or
+    its executor runs work (which may outlive the task that submitted it), its threads are not
+    service threads. A thread ``threading`` does not list (started with
     ``_thread``, or hidden by a debugger, as pydevd hides its own and a kernel's subshells) counts
     too: as many threads must be listed as ``_thread`` counts. A global either changes during the
     call is not taken as the function's own (keyed by name from then on: stale hits)."""
     from tests.helpers import last_json, run_py, write
 
-    if other.startswith("a task"):
+    if "fsspec" in other:
         pytest.importorskip("fsspec")
-        start = _ON_FSSPECS_LOOP
+        start = _ON_FSSPECS_LOOP if other.startswith("a task") else _GIVEN_UP_ON_FSSPECS_LOOP
     else:
         start = "import _thread\n_thread.start_new_thread(change_once, ())"
     script = write(tmp_path / "job.py",
                    _CHANGED_DURING_THE_CALL.replace("START_THE_OTHER_THREAD", start))
     assert last_json(run_py(script, str(tmp_path / "store"))) == [109, 2, 9, 13]
+
+
+_FORKED_BESIDE_A_THREAD = """
+import json, os, sys, threading
+import fncache
+
+LOG = []
+
+
+def appends(x):  # writes state: stored when it runs alone
+    LOG.append(x)
+    return x
+
+
+f = fncache.memoize(store=sys.argv[1])(appends)
+idle = threading.Event()
+threading.Thread(target=idle.wait, daemon=True).start()  # the parent's (a kernel's, a pool's)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:  # the child has only the thread that forked
+    f(1), f(1)
+    info = f.cache_info()
+    os.write(w, json.dumps([info.hits, info.stores, threading.active_count()]).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.read(r, 1000).decode())
+"""
+
+
+def test_a_child_forked_beside_threads_is_alone_without_them(tmp_path):
+    """A forked child has none of its parent's threads, though ``_thread`` still counts them there
+    (3.11 to 3.13): a function that writes state is stored and hits in the child, as in a process
+    that never had threads (it was never stored in such a child: multiprocessing's fork workers
+    from a notebook, from a process that used the S3 store, a pool's replacement workers)."""
+    from tests.helpers import last_json, run_py, write
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    script = write(tmp_path / "job.py", _FORKED_BESIDE_A_THREAD)
+    # [hits, stores, threads]: what a process that never had threads gives.
+    assert last_json(run_py(script, str(tmp_path / "store"))) == [1, 2, 1]
 
 
 def test_library_threads_that_run_user_code_are_not_service_threads():
