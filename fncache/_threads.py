@@ -11,12 +11,12 @@ a guess, documented in "What invalidates a cache entry".
 from __future__ import annotations
 
 import _thread
+import os
 import sys
 import threading
 import weakref
 from typing import Any
 
-from fncache import _forks
 from fncache.stores import _checkpoint
 
 __all__ = ["ThreadMark", "alone", "is_service_thread", "quiet_since", "thread_mark",
@@ -30,13 +30,25 @@ __all__ = ["ThreadMark", "alone", "is_service_thread", "quiet_since", "thread_ma
 _count = _thread._count
 _ghosts = [0]
 _checkpointers = _checkpoint.live
+_at_fork: dict[int, int] = {}  # forking thread -> the count just before the fork
+
+
+def _note_count() -> None:
+    # Registered after other libraries' hooks: runs before theirs (before-fork hooks run in reverse).
+    _at_fork[threading.get_ident()] = _count()
 
 
 def _forget_parents_threads() -> None:
-    _ghosts[0] = _count()  # in the child, before it runs anything: only the forking thread runs
+    # After-fork hooks run in order: a library's registered before fncache's may have started a
+    # thread in the child already. The parent's count before the fork leaves it counted (a thread
+    # that ended meanwhile makes the child's own count the lower one).
+    _ghosts[0] = min(_count(), _at_fork.pop(threading.get_ident(), _count()))
+    _at_fork.clear()
 
 
-_forks.on_fork(_forget_parents_threads)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_note_count, after_in_child=_forget_parents_threads,
+                        after_in_parent=lambda: _at_fork.pop(threading.get_ident(), None))
 
 
 def threads_besides_main() -> int:
@@ -105,7 +117,8 @@ def _look(looked: int) -> tuple[int, bool]:
         if t is not me:
             others += 1
             seen = _seen_as(t)
-            if all_seen and not (0 <= seen < looked and (not _is_fsspec_thread(t) or _fsspec_idle())):
+            # fsspec's: never, as it could have been busy at the mark (nothing records that then).
+            if all_seen and not (0 <= seen < looked and not _is_fsspec_thread(t)):
                 all_seen = False
     _looks[0] += 1
     return others, all_seen
@@ -146,8 +159,10 @@ _SERVICE_THREAD_CLASSES = frozenset({
     "zmq.utils.garbage.GarbageCollectorThread",
 })
 # fsspec's I/O loop (the S3 store's), by the name fsspec gives it, and its loop's executor threads:
-# service threads only while the loop runs no task. It is a public event loop: a task a user's
-# coroutine left on it (``fsspec.asyn.sync`` runs users' coroutines there) runs user code.
+# service threads after a call (:func:`alone`) only while the loop runs no task and the executor no
+# work, and never for skipping the hash before the call (:func:`quiet_since`: whether they were
+# idle when the key was begun is not known). It is a public event loop: a task a user's coroutine
+# left on it (``fsspec.asyn.sync`` runs users' coroutines there) runs user code.
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
@@ -173,19 +188,29 @@ def _fsspec_idle() -> bool:
     if loop is None:
         return True
     executor = getattr(loop, "_default_executor", None)
-    if executor is not None:
-        # Private, stable since 3.8: a worker releases the semaphore each time it becomes idle and
-        # a submit takes one back; a queued item is work no worker has taken yet.
-        idle = getattr(getattr(executor, "_idle_semaphore", None), "_value", None)
-        queue = getattr(executor, "_work_queue", None)
-        if idle is None or queue is None or idle < len(executor._threads) or not queue.empty():
-            return False
+    if executor is not None and not _executor_idle(executor):
+        return False
     import asyncio
 
     try:
         return not asyncio.all_tasks(loop)
     except RuntimeError:  # the set kept changing under the copy: tasks come and go
         return False
+
+
+def _executor_idle(executor: Any) -> bool:
+    """Whether no worker of a ``ThreadPoolExecutor`` runs a work item, and none is queued: each
+    worker's innermost Python frame is its loop (``_worker``, waiting for the queue). Its idle
+    semaphore is no count of work in flight (3.11 releases it after every item)."""
+    queue = getattr(executor, "_work_queue", None)
+    if queue is None or not queue.empty():
+        return False
+    frames = sys._current_frames()
+    for t in list(getattr(executor, "_threads", ())):
+        frame = frames.get(t.ident) if t.ident is not None else None
+        if frame is not None and frame.f_code.co_name != "_worker":
+            return False
+    return True
 
 
 def _is_service_class(t: threading.Thread) -> bool:

@@ -194,7 +194,7 @@ def test_with_another_thread_the_check_before_the_call_hashes_once_more(store, c
 
 _BESIDE_SERVICE_THREADS = _SINGLE_THREADED.split("f = fncache.memoize")[0] + """
 import asyncio, threading
-import fsspec.asyn
+from zmq.utils.garbage import GarbageCollector, gc
 
 
 async def atotal(x):
@@ -204,7 +204,7 @@ async def atotal(x):
 f = fncache.memoize(store=sys.argv[1])(total)
 g = fncache.memoize(store=sys.argv[1])(atotal)
 f(0), asyncio.run(g(0))  # the fingerprints
-fsspec.asyn.get_loop()  # fsspec's I/O thread, as an S3 store starts it
+gc.start()  # pyzmq's garbage collector thread, as a kernel's zero-copy sends start it
 counts = {}
 
 
@@ -225,31 +225,35 @@ count("beside it again", lambda: f(5))
 stop.set()
 user.join()
 count("once it ended", lambda: f(6))
-io = threading.Thread(target=threading.Event().wait, name="fsspecIO", daemon=True)
-io.start()  # another thread of the kind fsspec starts
+GarbageCollector().start()  # another one
 count("a new service thread", lambda: f(7))
 count("once it was seen", lambda: f(8))
+import fsspec.asyn
+fsspec.asyn.get_loop()  # fsspec's I/O thread: its loop could have run a task when the key was begun
+count("beside fsspec's thread", lambda: f(9))
 print(json.dumps(counts))
 """
 
 
 def test_beside_library_service_threads_a_miss_hashes_as_with_none(tmp_path):
-    """fsspec's I/O thread (an S3 store's, or any fsspec user's) and a notebook kernel's threads
-    never run user code: once a miss has seen them, a miss hashes a mutable global twice, as in a
-    process without threads. Beside a thread that could run user code, and on the first miss after
-    a service thread started, three times (once more just before the call)."""
+    """pyzmq's garbage collector thread, like a notebook kernel's threads, never runs user code:
+    once a miss has seen it, a miss hashes a mutable global twice, as in a process without threads.
+    Beside a thread that could run user code, on the first miss after a service thread started,
+    and beside fsspec's I/O thread (whose public loop may have run a user's task when the key was
+    begun: nothing records that), three times (once more just before the call)."""
     from tests.helpers import last_json, run_py, write
 
+    pytest.importorskip("zmq")
     pytest.importorskip("fsspec")
     script = write(tmp_path / "job.py", _BESIDE_SERVICE_THREADS)
     out = last_json(run_py(script, str(tmp_path / "store")))
     assert out == {"first": 3, "second": 2, "coroutine": 2, "beside a user thread": 3,
                    "beside it again": 3, "once it ended": 2, "a new service thread": 3,
-                   "once it was seen": 2}
+                   "once it was seen": 2, "beside fsspec's thread": 3}
 
 
 _CHANGED_BY_A_THREAD_THAT_ENDED = _BESIDE_SERVICE_THREADS.split("counts = {}")[0] + """
-f(1), f(2)  # fsspec's threads seen: a miss no longer hashes again before the call
+f(1), f(2)  # the collector's thread seen: a miss no longer hashes again before the call
 during_key = []  # run by the token of the key's hash (once)
 
 
@@ -269,7 +273,7 @@ def user(start_service):
     go.wait(60)
     TABLE.rows.append(100)  # the key was made from [1, 2, 3]; the call reads [1, 2, 3, 100]
     if start_service:  # and the count of threads is as it was when the key was begun
-        threading.Thread(target=threading.Event().wait, name="fsspecIO", daemon=True).start()
+        GarbageCollector().start()
 
 
 def let_it_run(thread, look):
@@ -304,7 +308,7 @@ def test_a_global_changed_by_a_thread_that_ended_before_the_call_is_not_stored(t
     call with the global as it was computes its own."""
     from tests.helpers import last_json, run_py, write
 
-    pytest.importorskip("fsspec")
+    pytest.importorskip("zmq")
     script = write(tmp_path / "job.py", _CHANGED_BY_A_THREAD_THAT_ENDED)
     out = last_json(run_py(script, str(tmp_path / "store")))
     assert out == {"ended": [116, 0, 16], "replaced": [126, 0, 26],
@@ -479,6 +483,12 @@ def test_a_global_changed_during_the_call_by_code_threading_does_not_list_as_use
 
 _FORKED_BESIDE_A_THREAD = """
 import json, os, sys, threading
+
+HOOKS = []
+GO = threading.Event()
+if sys.argv[2] == "hook":  # a library's at-fork hook, run before fncache's: restarts its worker
+    os.register_at_fork(after_in_child=lambda: HOOKS.append(threading.Thread(target=GO.wait)) or
+                        HOOKS[-1].start())
 import fncache
 
 LOG = []
@@ -494,7 +504,10 @@ idle = threading.Event()
 threading.Thread(target=idle.wait, daemon=True).start()  # the parent's (a kernel's, a pool's)
 r, w = os.pipe()
 pid = os.fork()
-if pid == 0:  # the child has only the thread that forked
+if pid == 0:  # the child has only the thread that forked (and the hook's, which ends)
+    GO.set()
+    for hooked in HOOKS:
+        hooked.join()
     f(1), f(1)
     info = f.cache_info()
     os.write(w, json.dumps([info.hits, info.stores, threading.active_count()]).encode())
@@ -504,18 +517,21 @@ print(os.read(r, 1000).decode())
 """
 
 
-def test_a_child_forked_beside_threads_is_alone_without_them(tmp_path):
+@pytest.mark.parametrize("hook", ["hook", "no hook"])
+def test_a_child_forked_beside_threads_is_alone_without_them(tmp_path, hook):
     """A forked child has none of its parent's threads, though ``_thread`` still counts them there
     (3.11 to 3.13): a function that writes state is stored and hits in the child, as in a process
     that never had threads (it was never stored in such a child: multiprocessing's fork workers
-    from a notebook, from a process that used the S3 store, a pool's replacement workers)."""
+    from a notebook, from a process that used the S3 store, a pool's replacement workers). A thread
+    another library's at-fork hook starts in the child before fncache's runs is not taken for one
+    of the parent's."""
     from tests.helpers import last_json, run_py, write
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
     script = write(tmp_path / "job.py", _FORKED_BESIDE_A_THREAD)
     # [hits, stores, threads]: what a process that never had threads gives.
-    assert last_json(run_py(script, str(tmp_path / "store"))) == [1, 2, 1]
+    assert last_json(run_py(script, str(tmp_path / "store"), hook)) == [1, 2, 1]
 
 
 def test_library_threads_that_run_user_code_are_not_service_threads():
