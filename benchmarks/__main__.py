@@ -52,9 +52,9 @@ from benchmarks._kit import measure as _measure
 from benchmarks._kit import row as _row
 from benchmarks._kit import stat as _stat
 
-# In run order. ``listing`` runs last: its S3 store leaves fsspec's I/O thread running, which
-# changes the rows after it (beside it a miss hashes what its function reads once more before the
-# call, and a function that writes state may not store: see docs/invalidation.md).
+# In the default run's order. ``listing`` runs last: its S3 store leaves fsspec's I/O thread
+# running, which changes the rows after it (beside it a miss hashes what its function reads once
+# more before the call: see docs/invalidation.md).
 NAMES = ("hit", "miss", "hash", "large", "frame", "compress", "scale", "import", "lazy", "global",
          "pipeline", "peak", "listing", "shared-scale")
 Row = dict[str, Any]

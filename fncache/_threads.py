@@ -4,8 +4,9 @@ The miss path (:mod:`fncache._miss`) asks twice. Before the call: did any thread
 code run since the key was begun (:func:`thread_mark`, :func:`quiet_since`)? If not, the key is what
 the inputs give now, and they are not hashed again. After it: is the function alone (:func:`alone`),
 so that a change to what it read is its own doing? Threads that libraries start for their own I/O
-(a notebook kernel's, fsspec's, fncache's checkpoint threads) never run user code and do not count:
-a guess, documented in "What invalidates a cache entry".
+(a notebook kernel's, fncache's checkpoint threads; fsspec's while its loop is idle, and only for
+the second question) never run user code and do not count: a guess, documented in "What
+invalidates a cache entry".
 """
 
 from __future__ import annotations
@@ -30,25 +31,18 @@ __all__ = ["ThreadMark", "alone", "is_service_thread", "quiet_since", "thread_ma
 _count = _thread._count
 _ghosts = [0]
 _checkpointers = _checkpoint.live
-_at_fork: dict[int, int] = {}  # forking thread -> the count just before the fork
-
-
-def _note_count() -> None:
-    # Registered after other libraries' hooks: runs before theirs (before-fork hooks run in reverse).
-    _at_fork[threading.get_ident()] = _count()
 
 
 def _forget_parents_threads() -> None:
-    # After-fork hooks run in order: a library's registered before fncache's may have started a
-    # thread in the child already. The parent's count before the fork leaves it counted (a thread
-    # that ended meanwhile makes the child's own count the lower one).
-    _ghosts[0] = min(_count(), _at_fork.pop(threading.get_ident(), _count()))
-    _at_fork.clear()
+    # In the child, after threading's own hook (registered first) left only this thread listed,
+    # and after any other library's registered before fncache's, which may have started a thread
+    # here already (threading lists it once it runs): the threads counted but not listed are the
+    # parent's.
+    _ghosts[0] = max(0, _count() - (len(threading.enumerate()) - 1))
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_note_count, after_in_child=_forget_parents_threads,
-                        after_in_parent=lambda: _at_fork.pop(threading.get_ident(), None))
+    os.register_at_fork(after_in_child=_forget_parents_threads)
 
 
 def threads_besides_main() -> int:
@@ -159,10 +153,11 @@ _SERVICE_THREAD_CLASSES = frozenset({
     "zmq.utils.garbage.GarbageCollectorThread",
 })
 # fsspec's I/O loop (the S3 store's), by the name fsspec gives it, and its loop's executor threads:
-# service threads after a call (:func:`alone`) only while the loop runs no task and the executor no
-# work, and never for skipping the hash before the call (:func:`quiet_since`: whether they were
-# idle when the key was begun is not known). It is a public event loop: a task a user's coroutine
-# left on it (``fsspec.asyn.sync`` runs users' coroutines there) runs user code.
+# service threads for :func:`alone` (taken before and after the call) only while the loop runs no
+# task and no executor worker runs an item, and never for skipping the hash before the call
+# (:func:`quiet_since`: whether they were idle when the key was begun is not known). It is a public
+# event loop: a task a user's coroutine left on it (``fsspec.asyn.sync`` runs users' coroutines
+# there) runs user code.
 _SERVICE_THREAD_NAMES = frozenset({"fsspecIO"})
 
 
@@ -200,8 +195,9 @@ def _fsspec_idle() -> bool:
 
 def _executor_idle(executor: Any) -> bool:
     """Whether no worker of a ``ThreadPoolExecutor`` runs a work item, and none is queued: each
-    worker's innermost Python frame is its loop (``_worker``, waiting for the queue). Its idle
-    semaphore is no count of work in flight (3.11 releases it after every item)."""
+    worker's innermost Python frame is its loop (``_worker``: waiting for the queue, or between
+    taking an item and running it, a few bytecodes). Its idle semaphore is no count of work in
+    flight (3.11 releases it after every item)."""
     queue = getattr(executor, "_work_queue", None)
     if queue is None or not queue.empty():
         return False
@@ -226,7 +222,8 @@ def _is_service_class(t: threading.Thread) -> bool:
 
 
 def is_service_thread(t: threading.Thread) -> bool:
-    """Whether ``t`` is a library's service thread now (see :data:`_SERVICE_THREAD_CLASSES`)."""
+    """Whether ``t`` is a library's service thread now: of a class in
+    :data:`_SERVICE_THREAD_CLASSES`, or fsspec's while its loop and executor are idle."""
     if _is_fsspec_thread(t):
         return _fsspec_idle()
     return _is_service_class(t)
@@ -249,8 +246,8 @@ def alone(loop: Any = None) -> bool:
     """Whether no other thread that can run user code exists (and, given an event loop, the current
     task is the loop's only one): then no other code can change what the function reads meanwhile.
 
-    Library service threads (:data:`_SERVICE_THREAD_CLASSES`) do not count: a guess, documented in
-    the docs ("What invalidates a cache entry"), that they never run the user's code. A thread that
+    Library service threads (:func:`is_service_thread`) do not count: a guess, documented in the
+    docs ("What invalidates a cache entry"), that they never run the user's code. A thread that
     ``threading`` does not list (one a debugger hides, or started with ``_thread``) counts: as many
     threads must be listed besides the main one as ``_thread`` counts.
     """
