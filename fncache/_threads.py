@@ -110,9 +110,8 @@ def _look(looked: int) -> tuple[int, bool]:
     for t in threading.enumerate():
         if t is not me:
             others += 1
-            seen = _seen_as(t)
-            # fsspec's: never, as it could have been busy at the mark (nothing records that then).
-            if all_seen and not (0 <= seen < looked and not _is_fsspec_thread(t)):
+            seen = _seen_as(t)  # every thread: a look remembers each one it has not seen
+            if not 0 <= seen < looked:
                 all_seen = False
     _looks[0] += 1
     return others, all_seen
@@ -120,12 +119,13 @@ def _look(looked: int) -> tuple[int, bool]:
 
 def _seen_as(t: threading.Thread) -> int:
     """The number of the look that first saw ``t`` as a service thread (now, if none did), -1 for
-    another thread, -2 for one still starting (counted or not yet: not seen until it runs)."""
+    another thread, -2 for one still starting (counted or not yet: not seen until it runs).
+    fsspec's threads are others here: whether they were busy when the key was begun is unknown."""
     seen = _seen.get(t)
     if seen is None:
         if not t.is_alive():
             return -2
-        seen = _seen[t] = _looks[0] if _is_fsspec_thread(t) or _is_service_class(t) else -1
+        seen = _seen[t] = _looks[0] if _is_service_class(t) else -1
     return seen
 
 
@@ -173,7 +173,7 @@ def _is_fsspec_thread(t: threading.Thread) -> bool:
     if t.name in _SERVICE_THREAD_NAMES:
         return True
     executor = getattr(_fsspec_loop(), "_default_executor", None)
-    return t in set(getattr(executor, "_threads", ()))
+    return t in getattr(executor, "_threads", ())
 
 
 def _fsspec_idle() -> bool:

@@ -252,8 +252,9 @@ def test_beside_library_service_threads_a_miss_hashes_as_with_none(tmp_path):
                    "once it was seen": 2, "beside fsspec's thread": 3}
 
 
-_CHANGED_BY_A_THREAD_THAT_ENDED = _BESIDE_SERVICE_THREADS.split("counts = {}")[0] + """
-f(1), f(2)  # the collector's thread seen: a miss no longer hashes again before the call
+# Code run while the key is made, between the lookup's start and the call: the token of the key's
+# hash of TABLE runs what the script appends to ``during_key`` (once).
+_DURING_KEY = """
 during_key = []  # run by the token of the key's hash (once)
 
 
@@ -266,7 +267,11 @@ def _token(table):
 
 
 fncache.register(Table, _token)
-go = threading.Event()
+"""
+
+_CHANGED_BY_A_THREAD_THAT_ENDED = _BESIDE_SERVICE_THREADS.split("counts = {}")[0] + """
+f(1), f(2)  # the collector's thread seen: a miss no longer hashes again before the call
+""" + _DURING_KEY + """go = threading.Event()
 
 
 def user(start_service):
@@ -318,20 +323,7 @@ def test_a_global_changed_by_a_thread_that_ended_before_the_call_is_not_stored(t
 _CHANGED_BY_A_LOOP_THREAD = _SINGLE_THREADED.split("f = fncache.memoize")[0] + """
 import threading
 from tornado.ioloop import IOLoop
-
-during_key = []
-
-
-def _token(table):
-    HASHES.append(1)
-    token = tuple(table.rows)
-    while during_key:
-        during_key.pop()()
-    return token
-
-
-fncache.register(Table, _token)
-f = fncache.memoize(store=sys.argv[1])(total)
+""" + _DURING_KEY + """f = fncache.memoize(store=sys.argv[1])(total)
 loop = IOLoop(make_current=False)  # the user's own event loop, on a thread of its own
 threading.Thread(target=loop.start, daemon=True).start()
 f(1), f(2)  # misses that look at the threads
