@@ -368,6 +368,15 @@ def test_keys_are_the_same_in_fresh_processes(tmp_path):
         values["pandas array with an attribute"] = pd.array([1, None], dtype="Int64")
         values["pandas array with an attribute"].label = Box(3)
         values["pandas array"] = pd.array([1, None], dtype="Int64")  # after: the class is known
+        import datetime as dt
+        zone = dt.timezone(dt.timedelta(hours=1), "X")
+        values["zoned"] = pd.Series(pd.date_range("2020", periods=2, tz="UTC")).dt.tz_convert(zone)
+        values["business days"] = pd.date_range(
+            "2020-01-01", periods=2, freq=pd.offsets.CustomBusinessDay(holidays=["2020-01-10"]))
+        values["multiindex"] = pd.MultiIndex(levels=[["b", "a"], [1, 2]], codes=[[0, 1], [0, 1]])
+        values["ordered dictionary"] = pa.DictionaryArray.from_arrays(
+            pa.array([1, 0], pa.int8()), pa.array(["b", "a"]), ordered=True)
+        values["flagged"] = pl.Series([3, 1, 2]).set_sorted()
         try:
             import torch
             values["torch"] = torch.arange(6.0).reshape(2, 3).t()
@@ -526,3 +535,124 @@ def test_sparse_matrices_are_keyed_by_their_logical_entries():
     zero = sp.csr_matrix((np.array([0.0, 2.0]), np.array([0, 1]), np.array([0, 2])), shape=(1, 2))
     assert len({H(a), H(a.tocsc()), H(sp.csr_array(a)), H(changed)}) == 4
     assert H(zero) != H(sp.csr_matrix(np.array([[0.0, 2.0]])))
+
+
+# -- what the value's own pickle keeps (found by review) ------------------------------------------
+
+def _memoized_sees_each(tmp_path, fn, values):
+    """Call ``fn`` memoized on each value in turn: the results, as computed fresh each time."""
+    cached = fncache.memoize(store=str(tmp_path / "store"))(fn)
+    return [cached(v) for v in values], [fn(v) for v in values]
+
+
+def test_pandas_time_zones_and_frequencies_are_keyed_as_objects(tmp_path):
+    """Two zones of one name at other offsets, and a custom business day with other holidays,
+    print alike: a memoized function reading them computes each anew; equal ones hit."""
+    import datetime as dt
+
+    utc = pd.Series(pd.date_range("2020-01-01", periods=2, freq="h", tz="UTC"))
+    one = utc.dt.tz_convert(dt.timezone(dt.timedelta(hours=1), "X"))
+    two = utc.dt.tz_convert(dt.timezone(dt.timedelta(hours=2), "X"))
+    got, truth = _memoized_sees_each(tmp_path, lambda s: s.dt.hour.tolist(), [one, two])
+    assert got == truth == [[1, 2], [2, 3]]
+    assert H(one) == H(utc.dt.tz_convert(dt.timezone(dt.timedelta(hours=1), "X")))
+    ivals = [pd.arrays.IntervalArray.from_breaks(s) for s in (one, two)]
+    assert H(ivals[0]) != H(ivals[1])
+
+    holiday = pd.offsets.CustomBusinessDay(holidays=["2020-01-10"])
+    a = pd.date_range("2020-01-01", periods=2, freq=holiday)
+    b = pd.date_range("2020-01-01", periods=2, freq=pd.offsets.CustomBusinessDay())
+    assert list(a) == list(b) and a.freqstr == b.freqstr
+    got, truth = _memoized_sees_each(tmp_path / "f", lambda i: str(i.shift(7)[0].date()), [a, b])
+    assert got == truth == ["2020-01-13", "2020-01-10"]
+    assert H(a) == H(pd.date_range("2020-01-01", periods=2, freq=holiday))
+    assert H(pd.date_range("2020", periods=3, freq="D")) == H(pd.date_range("2020", periods=3, freq="D"))
+
+
+def test_multiindex_levels_are_keyed_in_their_order_with_the_sort_depth(tmp_path):
+    """The same rows over levels in another order unstack in another order: two keys."""
+    rows = [("b", 1), ("a", 2)]
+    sorted_levels = pd.MultiIndex.from_tuples(rows)
+    other_order = pd.MultiIndex(levels=[["b", "a"], [1, 2]], codes=[[0, 1], [0, 1]])
+    assert list(sorted_levels) == list(other_order)
+    frames = [pd.Series([1, 2], index=i) for i in (sorted_levels, other_order)]
+    got, truth = _memoized_sees_each(tmp_path, lambda s: list(s.unstack().index), frames)
+    assert got == truth == [["a", "b"], ["b", "a"]]
+    assert H(sorted_levels) == H(pd.MultiIndex.from_tuples(rows))
+    lexsorted = pd.MultiIndex(levels=[["a", "b"], [1, 2]], codes=[[0, 1], [1, 0]], sortorder=1)
+    assert H(lexsorted) != H(pd.MultiIndex(levels=[["a", "b"], [1, 2]], codes=[[0, 1], [1, 0]]))
+
+
+def test_an_ordered_arrow_dictionary_keys_its_order(tmp_path):
+    """An ordered dictionary's order is how its values compare: two keys for one decoded content;
+    an unordered one still keys its decoded values alone."""
+    def dictionary(indices, values, ordered):
+        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int8()), pa.array(values),
+                                              ordered=ordered)
+
+    a, b = dictionary([0, 1], ["a", "b"], True), dictionary([1, 0], ["b", "a"], True)
+    got, truth = _memoized_sees_each(tmp_path, lambda arr: (arr.to_pandas() < "b").tolist(), [a, b])
+    assert got == truth == [[True, False], [False, False]]
+    assert H(a) == H(dictionary([0, 1], ["a", "b"], True))
+    assert H(dictionary([0, 1], ["a", "b"], False)) == H(dictionary([1, 0], ["b", "a"], False))
+    frame = [pd.DataFrame({"c": pd.Series(x, dtype=pd.ArrowDtype(x.type))}) for x in (a, b)]
+    assert H(frame[0]) != H(frame[1])
+
+
+class _Signal(np.ndarray):
+    def __array_finalize__(self, obj):
+        self.fs = getattr(obj, "fs", None)
+
+
+def _signal(fs):
+    s = np.array([1.0, 2.0]).view(_Signal)
+    s.fs = fs
+    return s
+
+
+def test_a_masked_array_keys_the_class_and_attributes_of_its_data(tmp_path):
+    """A masked array over a user's ndarray subclass keeps that class (its pickle does) and the
+    attributes numpy copies from it: keyed; a plain one keys as before."""
+    over = [np.ma.masked_array(_signal(100)), np.ma.masked_array(_signal(200)),
+            np.ma.masked_array(np.array([1.0, 2.0]))]
+    got, truth = _memoized_sees_each(
+        tmp_path, lambda m: (type(np.ma.getdata(m)).__name__, getattr(m, "fs", None)), over)
+    assert got == truth == [("_Signal", 100), ("_Signal", 200), ("ndarray", None)]
+    assert H(over[0]) == H(np.ma.masked_array(_signal(100)))
+
+
+def test_layout_state_code_can_read_is_keyed():
+    """scipy's index dtype and BSR block shape, a SparseArray's kind, a polars sortedness flag the
+    values do not bear out, and the item order of a dict subclass keyed by name: each counts."""
+    sp = pytest.importorskip("scipy.sparse")
+    m32 = sp.csr_array(np.eye(3))
+    m64 = m32.copy()
+    m64.indices, m64.indptr = m64.indices.astype(np.int64), m64.indptr.astype(np.int64)
+    assert H(m32) != H(m64) and H(m32) == H(sp.csr_array(np.eye(3)))
+    assert H(sp.bsr_array(np.ones((2, 2)), blocksize=(2, 2))) != H(sp.bsr_array(np.ones((2, 2)), blocksize=(1, 1)))
+    kinds = [pd.arrays.SparseArray([0, 0, 1], fill_value=0, kind=k) for k in ("integer", "block")]
+    assert H(kinds[0]) != H(kinds[1])
+    lying = pl.Series([3, 1, 2]).set_sorted()
+    assert lying.max() != pl.Series([3, 1, 2]).max()  # polars trusts the flag
+    assert H(lying) != H(pl.Series([3, 1, 2]))
+    assert H(pl.Series([1, 2, 3]).set_sorted()) == H(pl.Series([3, 1, 2]).sort()) == H(pl.Series([1, 2, 3]))
+    assert H(pl.Series([None, 1, 2]).set_sorted()) == H(pl.Series([None, 1, 2]))
+    registry = tmp_dict_registry()
+    registry.update(a=1, b=2)
+    first = H(registry)
+    registry.clear()
+    registry.update(b=2, a=1)
+    assert H(registry) != first
+
+
+class _Registry(dict):
+    def __reduce__(self):
+        return "_REGISTRY"
+
+
+_REGISTRY = _Registry()
+
+
+def tmp_dict_registry():
+    _REGISTRY.clear()
+    return _REGISTRY

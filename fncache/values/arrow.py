@@ -18,7 +18,10 @@ xxh3-128 digest fed chunk by chunk (so chunk boundaries never show):
   (struct nulls merged into the children), recursively.
 
 Dictionary-encoded arrays are keyed by their decoded values: nothing about the dictionary itself
-(its order, unused or repeated entries, a dictionary per chunk) counts. A column of string or
+(its order, unused or repeated entries, a dictionary per chunk) counts, unless the type is
+*ordered*: then the dictionary's order is the order its values compare and sort in (``to_pandas``
+makes an ordered categorical of it), and each chunk's dictionary is keyed too, whole and in order
+(``<path>/o/...``; ``<path>/o/k``: the length of each). A column of string or
 binary values (the common case: categoricals) with at most ``_COMPACT_MAX`` distinct values is
 keyed in a compact form that never decodes it:
 
@@ -139,8 +142,9 @@ _COMPACT_MAX = 1 << 12
 
 def _compact_values(pa: Any, t: Any) -> bool:
     """Whether a dictionary's value type allows the compact form: values equal exactly when
-    their bytes are, so Arrow's sort and comparison agree with the plain form."""
-    return isinstance(t, pa.DictionaryType) and (
+    their bytes are, so Arrow's sort and comparison agree with the plain form. Not for an ordered
+    dictionary, whose order is content (see :func:`fncache.values.arrow_streams.walk`)."""
+    return isinstance(t, pa.DictionaryType) and not t.ordered and (
         pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
         or pa.types.is_binary(t.value_type) or pa.types.is_large_binary(t.value_type))
 

@@ -464,6 +464,7 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     if not _LARGE_IDS:
         _LARGE_IDS.update({pa.large_string().id, pa.large_binary().id,
                            pa.large_list(pa.int8()).id})
+    _ordered_dictionary(s, path, pa, np, arr)
     arr = _normalise(pa, arr)
     t = arr.type
     n = len(arr)
@@ -489,6 +490,16 @@ def walk(s: Streams, path: str, arr: Any) -> None:
         _fixed(s, path + "/d", np, arr, width, valid)
         return
     _python_values(s, path, pa, np, arr)
+
+
+def _ordered_dictionary(s: Streams, path: str, pa: Any, np: Any, arr: Any) -> None:
+    """An ordered dictionary array's dictionary: its order is the order the values compare and
+    sort in, so each chunk's is keyed whole, in order, after its length (where one chunk's ends
+    shows). Nothing for any other array."""
+    t = arr.type
+    if isinstance(t, pa.DictionaryType) and t.ordered:
+        s.update(path + "/o/k", np.array([len(arr.dictionary)], dtype=np.uint64))
+        walk(s, path + "/o", arr.dictionary)
 
 
 def _is_binary(pa: Any, t: Any) -> bool:

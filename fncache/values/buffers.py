@@ -127,12 +127,16 @@ def masked_array_token(a: Any) -> tuple[Any, ...]:
     if masked:
         data = a.filled(np.zeros(1, dtype=a.dtype)[0])
     kind = class_token(type(a), "numpy")
-    head = (kind, ndarray_token(data), ndarray_token(mask) if masked else None, a.fill_value,
-            bool(a.hardmask))
-    if isinstance(kind, str):
-        return head
-    # A user's subclass: its own attributes count (numpy's pickle would drop them; a method may
-    # read them), in sorted order.
+    head: tuple[Any, ...] = (kind, ndarray_token(data), ndarray_token(mask) if masked else None,
+                             a.fill_value, bool(a.hardmask))
+    base = getattr(a, "_baseclass", np.ndarray)
+    if base is not np.ndarray:
+        # The class its data is a view of (``m.data``: a user's ndarray subclass; its pickle keeps
+        # it), by its code.
+        head = (*head, ("baseclass", class_token(base, "numpy")))
+    # Any other attribute counts, in sorted order: a subclass's own, and those numpy copies into
+    # every masked array from the array it was made of (``fs`` of a ``Signal``), which a method
+    # or ``m.data`` reads. (numpy's pickle would drop them.)
     extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _MASKED_STATE))
     return (*head, extra) if extra else head
 

@@ -45,7 +45,7 @@ _by_name = threading.local()  # ids of the objects whose by-name state is being 
 
 # Builtin bases whose content a subclass's ``__getstate__`` leaves out, and how to read it.
 _BASE_CONTENT: tuple[tuple[type, Any], ...] = (
-    (dict, lambda o: sorted_state(dict(o))), (list, list), (tuple, tuple), (set, frozenset),
+    (dict, dict), (list, list), (tuple, tuple), (set, frozenset),
     (frozenset, frozenset), (str, str.__str__), (bytes, bytes), (bytearray, bytes),
     (int, int.__index__), (float, float.__float__), (complex, complex.__complex__))
 

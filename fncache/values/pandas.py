@@ -7,12 +7,14 @@ undefined bytes under ``NA``, and pandas 3 string columns are Arrow arrays with 
 * **DataFrame**: the column labels, the index, ``attrs`` and the duplicate-labels flag, and for each
   column in order its dtype and values; **Series**: name, dtype, values, index, ``attrs``, flag;
   **Index**: class, names, dtype, values (a ``RangeIndex`` by start, stop and step; a
-  ``MultiIndex`` by each level's values; a datetime index's ``freq``).
+  ``MultiIndex`` by its levels in order, its codes and its sort depth; a datetime index's ``freq``
+  as an object).
 * Values: numpy-backed columns as numpy arrays (any strides, so a column of a 2-D block is hashed
   where it lies); masked arrays as their mask (only when something is missing) and their data with
   ``NA`` slots zeroed; Arrow-backed arrays (pandas 3 strings, ``ArrowDtype``) by their logical Arrow
   content; categoricals by codes, categories and order; datetimes, timedeltas and periods by their
-  int64 data (unit, zone and frequency are in the dtype); any other extension array element by
+  int64 data (unit, zone and frequency are in the dtype; a zone is keyed as an object, not by its
+  name); any other extension array element by
   element.
 """
 
@@ -52,7 +54,16 @@ def _dtype(np: Any, d: Any) -> Any:
         return d
     kind = class_token(type(d), "pandas")
     if isinstance(kind, str):
-        return (kind, repr(d))  # pandas' dtypes print all their parameters
+        # pandas' dtypes print all their parameters, but a time zone by its name alone (two zones
+        # named alike at other offsets, a custom tzinfo): the zone itself is keyed, as its pickle
+        # keeps it, for a zoned dtype and an interval dtype over one.
+        tz = getattr(d, "tz", None)
+        if tz is not None:
+            return (kind, repr(d), ("tz", tz))
+        subtype = getattr(d, "subtype", None)
+        if getattr(subtype, "tz", None) is not None:
+            return (kind, repr(d), ("subtype", _dtype(np, subtype)))
+        return (kind, repr(d))
     # Another library's dtype may print as ``<... object at 0x...>`` (a new key in every process) or
     # leave parameters out: its own pickle says what it is.
     return ("reduce", d.__reduce_ex__(5))
@@ -84,7 +95,10 @@ def _values(pd: Any, np: Any, v: Any) -> Any:
     backing = getattr(v, "_ndarray", None)
     if isinstance(backing, np.ndarray):  # datetimes, timedeltas, periods, numpy-backed arrays
         return ("ndarray", backing)
-    return ("objects", _qualname(type(v)), list(np.asarray(v, dtype=object)))
+    objects = ("objects", _qualname(type(v)), list(np.asarray(v, dtype=object)))
+    if isinstance(v, pd.arrays.SparseArray):  # its pickle keeps the kind of its index (v.kind)
+        return (*objects, ("kind", v.kind))
+    return objects
 
 
 def index_token(idx: Any) -> tuple[Any, ...]:
@@ -96,23 +110,15 @@ def index_token(idx: Any) -> tuple[Any, ...]:
     if isinstance(idx, pd.RangeIndex):
         return (kind, names, idx.start, idx.stop, idx.step)
     if isinstance(idx, pd.MultiIndex):
-        levels = tuple(index_token(idx.get_level_values(i)) for i in range(idx.nlevels))
-        if _has_unused_levels(np, idx):
-            # Its pickle keeps levels no row uses (``full.loc[["x"]]``), and groupby shows them: a
-            # fresh index of the same rows is another value.
-            return (kind, names, levels, ("levels", tuple(index_token(lv) for lv in idx.levels)))
-        return (kind, names, levels)
-    freq = getattr(idx, "freqstr", None) if hasattr(idx, "freq") else None
+        # What its pickle keeps: each level in its order (``unstack`` and ``levels`` show it, and
+        # levels no row uses, which groupby shows), the codes into them, and the sort depth.
+        levels = tuple(index_token(level) for level in idx.levels)
+        codes = tuple(np.asarray(c) for c in idx.codes)
+        return (kind, names, ("levels", levels), ("codes", codes), ("sortorder", idx.sortorder))
+    # A datetime, timedelta or period index's frequency as an object: its short name leaves out a
+    # custom business day's holidays and weekmask and a business hour's opening times.
+    freq = idx.freq if hasattr(idx, "freq") else None
     return (kind, names, _dtype(np, idx.dtype), _values(pd, np, idx._values), freq)
-
-
-def _has_unused_levels(np: Any, idx: Any) -> bool:
-    for level, codes in zip(idx.levels, idx.codes, strict=True):
-        used = np.zeros(len(level), dtype=bool)
-        used[np.asarray(codes)[np.asarray(codes) >= 0]] = True
-        if not used.all():
-            return True
-    return False
 
 
 def series_token(s: Any) -> tuple[Any, ...]:

@@ -48,7 +48,24 @@ def sparse_token(m: Any) -> tuple[Any, ...]:
     t = type(m)
     return (f"{t.__module__}.{t.__qualname__}", tuple(m.shape), m.dtype,
             tuple(ndarray_token(np.ascontiguousarray(c, dtype=np.int64)) for c in coords),
-            ndarray_token(np.ascontiguousarray(coo.data)))
+            ndarray_token(np.ascontiguousarray(coo.data)), _layout(np, m))
+
+
+def _layout(np: Any, m: Any) -> tuple[Any, ...]:
+    """What the instance's pickle keeps of its layout that the entries leave out and code can
+    read: the dtype of its index arrays (``m.indices.dtype``, int32 or int64) and a BSR's block
+    shape (``m.blocksize``, which shapes ``m.data``)."""
+    out: list[Any] = []
+    for name in ("indices", "indptr", "offsets", "row", "col"):
+        index = vars(m).get(name)
+        if isinstance(index, np.ndarray):
+            out.append((name, index.dtype.str))
+    coords = vars(m).get("coords")
+    if isinstance(coords, tuple):
+        out.append(("coords", tuple(getattr(c, "dtype", np.dtype(object)).str for c in coords)))
+    if "blocksize" in vars(m) or hasattr(type(m), "blocksize"):
+        out.append(("blocksize", tuple(m.blocksize)))
+    return tuple(out)
 
 
 # Every attribute scipy's formats keep on an instance (keyed above or declared not content). An
