@@ -377,6 +377,85 @@ PROGRAMS["body_imports"] = {
     """,
 }
 
+# One module imported in the bodies of two helpers (each reads another name through it), and a
+# submodule the walk meets before something imports it: a package module reading ``pkg.OFFSET``
+# that imports ``from . import backend`` in its body, and ``lazy2.ensure()`` importing it for the
+# root, which reads ``lazy2.backend`` first.
+PROGRAMS["body_imports_late"] = {
+    "tools2.py": """
+        def first(x):
+            return x + 1
+
+
+        def second(x):
+            return x * 10  #@v1
+            return x * 20  #@v2
+    """,
+    "relpkg/__init__.py": """
+        OFFSET = 0
+    """,
+    "relpkg/api.py": """
+        import relpkg
+
+
+        def g(x):
+            from . import backend
+            return backend.run(x) + relpkg.OFFSET
+    """,
+    "relpkg/backend.py": """
+        def run(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+    """,
+    "lazy2/__init__.py": """
+        def ensure():
+            from . import backend
+    """,
+    "lazy2/backend.py": """
+        def run(x):
+            return x - 1  #@v1
+            return x - 2  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import lazy2
+        import relpkg.api
+
+
+        def g1(x):
+            from tools2 import first
+            return first(x)
+
+
+        def g2(x):
+            from tools2 import second
+            return second(x)
+
+
+        @fncache.memoize
+        def two_helpers_import_one_module(x):
+            return g1(x) + g2(x)
+
+
+        @fncache.memoize
+        def relative_import_beside_a_package_global(x):
+            return relpkg.api.g(x)
+
+
+        @fncache.memoize
+        def submodule_a_helper_imports(x):
+            lazy2.ensure()
+            return lazy2.backend.run(x)
+
+
+        CALLS = {
+            "two_helpers_import_one_module": (two_helpers_import_one_module, (3,)),
+            "relative_import_beside_a_package_global": (relative_import_beside_a_package_global, (3,)),
+            "submodule_a_helper_imports": (submodule_a_helper_imports, (3,)),
+        }
+    """,
+}
+
 # -- 2. functools.singledispatch and singledispatchmethod ---------------------------------------
 PROGRAMS["singledispatch"] = {
     "libdispatch.py": """
@@ -1821,7 +1900,7 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
-                                     "pickle_drops"])
+                                     "pickle_drops", "body_imports_late"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""

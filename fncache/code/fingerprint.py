@@ -27,7 +27,6 @@ saw it modify while it ran (see :func:`mark_state` and :mod:`fncache.code.state`
 ``Fingerprint.by_name`` lists those components.
 """
 
-
 from __future__ import annotations
 
 import logging
@@ -54,23 +53,12 @@ from fncache.code.usercode import (
     unwrap_memoized,
     whole_module,
 )
-from fncache.code.walk import (
-    MISSING,
-    SLOW_REHASH,
-    Walk,
-)
+from fncache.code.walk import MISSING, SLOW_REHASH, Walk
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
 
-__all__ = [
-    "Fingerprint",
-    "code_digest",
-    "fingerprint",
-    "is_user_module",
-    "still_valid",
-    "track",
-    "untrack",
-]
+__all__ = ["Fingerprint", "code_digest", "fingerprint", "is_user_module", "still_valid", "track",
+           "untrack"]
 
 log = logging.getLogger("fncache")
 
@@ -558,6 +546,17 @@ def _visit_root(walk: Walk, obj: Any, owner: type | None) -> None:
 
 def _compute(obj: Any, versions: bool, owner: type | None = None,
              ignore_globals: frozenset[str] = frozenset()) -> Fingerprint:
+    # A walk imports what body imports name, to follow them; one that defines a name the walk had
+    # found missing (``pkg.backend``, read before ``pkg.ensure()`` imports it) makes it again.
+    for _ in range(3):
+        fp = _walked(obj, versions, owner, ignore_globals)
+        if fp._same_objects():
+            break
+    return fp
+
+
+def _walked(obj: Any, versions: bool, owner: type | None,
+            ignore_globals: frozenset[str]) -> Fingerprint:
     stack: list[Any] = getattr(_in_progress, "stack", None) or []
     _in_progress.stack = stack
     for depth, o in enumerate(stack):

@@ -84,6 +84,7 @@ class Walk:
         self.taken: set[str] = set()
         self.namespaces: dict[int, str] = {}
         self.module_names: dict[int, set[str]] = {}  # names visited per user module (visit_module_attrs)
+        self.module_absent: dict[int, set[str]] = {}  # of those, the ones it did not define then
         self.namespace_names: set[str] = set()
         self.dict_watches: list[tuple[Any, str, Any]] = []
         self.attr_watches: list[tuple[Any, str, Any]] = []
@@ -337,13 +338,21 @@ class Walk:
         # One module is reached from several pieces of code, each reading other names through it
         # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
         # visited, and a set already covered ends the visit (which also ends cycles of imports).
+        # A name it did not define when visited may be defined later in the walk: a submodule that
+        # a body import (``from . import backend``) loads after the module was first reached, and
+        # then it is visited.
         seen = self.module_names.setdefault(id(mod), set())
-        if names <= seen:
+        absent = self.module_absent.setdefault(id(mod), set())
+        if names <= seen and absent.isdisjoint(names & md.keys()):
             return
         seen |= names
         self.keep.append(mod)
         visit = functools.partial(self.visit_whole_attr, mod) if whole else self.visit_attr
         missing = [attr for attr in sorted(names) if not visit(md, ns, attr, names)]
+        absent -= names
+        absent.update(missing)
+        # One defined after the walk (imported by the call itself) is a new key from then on.
+        self.dict_watches.extend((md, attr, MISSING) for attr in missing)
         if type(mod) is not types.ModuleType and is_user_object(type(mod)):
             # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
             # attributes too.
@@ -358,8 +367,7 @@ class Walk:
         (and what it reads) counts, and defining the name later changes the answer."""
         hook = md.get("__getattr__", MISSING)
         self.dict_watches.append((md, "__getattr__", hook))
-        if hook is not MISSING:
-            self.dict_watches.extend((md, attr, MISSING) for attr in missing)
+        if hook is not MISSING:  # (the missing names are watched by the caller)
             self.read_once(f"attr {ns}.__getattr__", hook, names)
 
     def visit_attr(self, md: dict[str, Any], ns: str, attr: str, names: set[str] | None) -> bool:
@@ -421,6 +429,7 @@ class Walk:
             return  # a relative import outside a package fails when the function runs
         label = f"import {name}"
         if label in self.components:
+            self.import_again(imp, name, names)
             return
         self.components[label] = ""
         if self.library_import(label, name):
@@ -437,6 +446,15 @@ class Walk:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
             token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
         self.components[label] = _hasher.digest(tuple(token)).hex()
+
+    def import_again(self, imp: Import, name: str, names: set[str]) -> None:
+        """A user module imported again by other code (``from tools import second`` in another
+        helper): the names this code reads through it count too."""
+        mod = sys.modules.get(name)
+        if isinstance(mod, types.ModuleType) and is_user_module(name):
+            self.reference(mod, names)
+            if not imp.fromlist and "." in name:
+                self.reference(sys.modules.get(name.partition(".")[0]), names)
 
     def library_import(self, label: str, name: str) -> bool:
         """Key an import of library module ``name`` by name, imported or not (the same token before
