@@ -76,6 +76,10 @@ def bench_global(tmp: str, quick: bool, *, measure: Callable[..., Any], row: Cal
             pickle.dump(df, f, protocol=5)
         ld = measure({"ours": lambda: ours(0), "jl": lambda: jl(0), "floor": floor_load}, rounds,
                      touch=nbytes)
+        # The key's part of the load: fncache's hash of the frame (column by column, as a call's
+        # key reads the global) against the floor's one xxh3 pass over as many bytes.
+        key = measure({"ours": lambda: fncache.hash(df),
+                       "floor": lambda: xxhash.xxh3_128_digest(scan)}, rounds)
     finally:
         _funcs.BIG = df = None
     what = f"pandas {n}x10 ({nbytes >> 20} MB) read via a helper's global"
@@ -89,7 +93,9 @@ def bench_global(tmp: str, quick: bool, *, measure: Callable[..., Any], row: Cal
             row("  the load's floor vs joblib.Memory", ld["floor"], ld["jl"], "joblib.Memory",
                 "(info)", None, "ms"),
             row("  fncache's load vs that floor", ld["ours"], ld["floor"], floor, "(info)", None,
-                "ms")]
+                "ms"),
+            row("  in it, the key's hash of the frame vs one xxh3 pass", key["ours"],
+                key["floor"], "xxh3 over as many bytes", "(info)", None, "ms")]
 
 
 _PIPELINE = textwrap.dedent("""
@@ -175,7 +181,35 @@ def bench_pipeline(tmp: str, quick: bool, *, measure: Callable[..., Any], row: C
     less = [t - i for t, i in zip(runs["ours"], imports, strict=True)]
     rows.append(row("  the new process less that import", stat(less), stat(runs["jl"]),
                     "joblib.Memory", "(info)", None, "ms"))
+    # What the row charges joblib.Memory for its import: nothing, since scikit-learn imported
+    # joblib already. Each import alone, in a new process that has imported numpy only.
+    alone: dict[str, list[float]] = {"ours": [], "jl": []}
+    for r in range(3 if quick else 11):
+        for name in (list(alone) if r % 2 == 0 else list(alone)[::-1]):
+            alone[name].append(_import_alone(name))
+    rows.append(row("  Memory's import alone, after numpy only", stat(alone["ours"]),
+                    stat(alone["jl"]), "joblib's", "(info)", None, "ms"))
     return rows
+
+
+_IMPORT_ALONE = textwrap.dedent("""
+    import sys, time
+    import numpy
+    start = time.perf_counter()
+    if sys.argv[1] == "ours":
+        from fncache import Memory
+        import fncache.stores.disk
+    else:
+        from joblib import Memory
+    print(time.perf_counter() - start)
+""")
+
+
+def _import_alone(name: str) -> float:
+    """Seconds a new process's import of ``Memory`` took, as it measured them."""
+    done = subprocess.run([sys.executable, "-c", _IMPORT_ALONE, name], check=True,
+                          capture_output=True, text=True)
+    return float(done.stdout.split()[0])
 
 
 def _child(name: str, location: str, n: int) -> float:
