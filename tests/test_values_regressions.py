@@ -567,6 +567,20 @@ def test_pandas_time_zones_and_frequencies_are_keyed_as_objects(tmp_path):
     assert got == truth == ["2020-01-13", "2020-01-10"]
     assert H(a) == H(pd.date_range("2020-01-01", periods=2, freq=holiday))
     assert H(pd.date_range("2020", periods=3, freq="D")) == H(pd.date_range("2020", periods=3, freq="D"))
+    # A weekmask given through calendar=, which pandas' own pickle drops; keyword order does not count.
+    six_days = pd.offsets.CustomBusinessDay(calendar=np.busdaycalendar(weekmask="1111110"))
+    c = pd.DatetimeIndex(["2024-01-01"], freq=six_days)
+    d = pd.DatetimeIndex(["2024-01-01"], freq=pd.offsets.CustomBusinessDay())
+    got, truth = _memoized_sees_each(tmp_path / "c", lambda i: str(i.shift(5)[0].date()), [c, d])
+    assert got == truth == ["2024-01-06", "2024-01-08"]
+    assert H(pd.date_range("2024", periods=3, freq=pd.DateOffset(months=1, days=2))) == \
+        H(pd.date_range("2024", periods=3, freq=pd.DateOffset(days=2, months=1)))
+    # Every UTC pandas takes for one (a Parquet read gives zoneinfo's for datetime's) is one key.
+    import zoneinfo
+
+    utcs = [pd.Series(pd.date_range("2020", periods=2, tz=tz))
+            for tz in (dt.UTC, zoneinfo.ZoneInfo("UTC"), "UTC")]
+    assert len({H(u) for u in utcs}) == 1
 
 
 def test_multiindex_levels_are_keyed_in_their_order_with_the_sort_depth(tmp_path):
@@ -595,6 +609,12 @@ def test_an_ordered_arrow_dictionary_keys_its_order(tmp_path):
     assert got == truth == [[True, False], [False, False]]
     assert H(a) == H(dictionary([0, 1], ["a", "b"], True))
     assert H(dictionary([0, 1], ["a", "b"], False)) == H(dictionary([1, 0], ["b", "a"], False))
+    # Chunk boundaries still do not count; a dictionary that takes over at another row does.
+    whole = pa.chunked_array([dictionary([0, 1, 0], ["a", "b"], True)])
+    split = pa.chunked_array([dictionary([0], ["a", "b"], True), dictionary([1, 0], ["a", "b"], True)])
+    assert H(whole) == H(split)
+    other = pa.chunked_array([dictionary([0], ["a", "b"], True), dictionary([0, 1], ["b", "a"], True)])
+    assert other.to_pylist() == whole.to_pylist() and H(other) != H(whole)
     frame = [pd.DataFrame({"c": pd.Series(x, dtype=pd.ArrowDtype(x.type))}) for x in (a, b)]
     assert H(frame[0]) != H(frame[1])
 
@@ -619,6 +639,10 @@ def test_a_masked_array_keys_the_class_and_attributes_of_its_data(tmp_path):
         tmp_path, lambda m: (type(np.ma.getdata(m)).__name__, getattr(m, "fs", None)), over)
     assert got == truth == [("_Signal", 100), ("_Signal", 200), ("ndarray", None)]
     assert H(over[0]) == H(np.ma.masked_array(_signal(100)))
+    # Over a memory map, as over the array in memory (where its bytes live is not content).
+    np.save(tmp_path / "a.npy", np.array([1.0, np.nan]))
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+    assert H(np.ma.masked_invalid(mapped)) == H(np.ma.masked_invalid(np.array([1.0, np.nan])))
 
 
 def test_layout_state_code_can_read_is_keyed():
@@ -629,7 +653,8 @@ def test_layout_state_code_can_read_is_keyed():
     m64 = m32.copy()
     m64.indices, m64.indptr = m64.indices.astype(np.int64), m64.indptr.astype(np.int64)
     assert H(m32) != H(m64) and H(m32) == H(sp.csr_array(np.eye(3)))
-    assert H(sp.bsr_array(np.ones((2, 2)), blocksize=(2, 2))) != H(sp.bsr_array(np.ones((2, 2)), blocksize=(1, 1)))
+    blocks = [sp.bsr_array(np.ones((2, 2)), blocksize=b) for b in ((2, 2), (1, 1))]
+    assert H(blocks[0]) != H(blocks[1])
     kinds = [pd.arrays.SparseArray([0, 0, 1], fill_value=0, kind=k) for k in ("integer", "block")]
     assert H(kinds[0]) != H(kinds[1])
     lying = pl.Series([3, 1, 2]).set_sorted()
@@ -637,6 +662,10 @@ def test_layout_state_code_can_read_is_keyed():
     assert H(lying) != H(pl.Series([3, 1, 2]))
     assert H(pl.Series([1, 2, 3]).set_sorted()) == H(pl.Series([3, 1, 2]).sort()) == H(pl.Series([1, 2, 3]))
     assert H(pl.Series([None, 1, 2]).set_sorted()) == H(pl.Series([None, 1, 2]))
+    # A flag over ties, 0.0 beside -0.0 or nulls at the end changes results (arg_max, min): counts.
+    for values in ([1, 2, 2], [0.0, -0.0], [1, 2, None]):
+        assert H(pl.Series(values).set_sorted()) != H(pl.Series(values)), values
+    assert pl.Series([1, 2, 2]).set_sorted().arg_max() != pl.Series([1, 2, 2]).arg_max()
     registry = tmp_dict_registry()
     registry.update(a=1, b=2)
     first = H(registry)

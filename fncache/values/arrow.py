@@ -20,8 +20,9 @@ xxh3-128 digest fed chunk by chunk (so chunk boundaries never show):
 Dictionary-encoded arrays are keyed by their decoded values: nothing about the dictionary itself
 (its order, unused or repeated entries, a dictionary per chunk) counts, unless the type is
 *ordered*: then the dictionary's order is the order its values compare and sort in (``to_pandas``
-makes an ordered categorical of it), and each chunk's dictionary is keyed too, whole and in order
-(``<path>/o/...``; ``<path>/o/k``: the length of each). A column of string or
+makes an ordered categorical of it), and the dictionary is keyed too, whole and in order
+(``<path>/o/...``), with the row it takes effect from and its length (``<path>/o/k``), where it
+differs from the previous chunk's. A column of string or
 binary values (the common case: categoricals) with at most ``_COMPACT_MAX`` distinct values is
 keyed in a compact form that never decodes it:
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import xxhash
@@ -137,12 +138,13 @@ class _Bits:
 class Streams:
     """Named digests fed in chunk order; the result does not depend on where chunks begin."""
 
-    __slots__ = ("bits", "bytes_", "ends")
+    __slots__ = ("bits", "bytes_", "dictionaries", "ends")
 
     def __init__(self) -> None:
         self.bytes_: dict[str, list[Any]] = {}
         self.bits: dict[str, _Bits] = {}
         self.ends: dict[str, int] = {}  # offset streams: where the column so far ends
+        self.dictionaries: dict[str, Any] = {}  # ordered dictionary columns: the last dictionary
 
     def update(self, name: str, data: Any) -> None:
         entry = self.bytes_.get(name)
@@ -180,13 +182,17 @@ class Streams:
 # ---------------------------------------------------------------------------------------------
 
 
-def _normalise(pa: Any, arr: Any) -> Any:
-    """The array in a layout with the same logical values that this module knows how to walk."""
+def _normalise(pa: Any, arr: Any, ordered: Callable[[Any], None]) -> Any:
+    """The array in a layout with the same logical values that this module knows how to walk;
+    ``ordered`` is given each array of an ordered dictionary type met on the way, before it is
+    decoded (also one inside an extension type's storage or a run-end encoding's values)."""
     while True:
         t = arr.type
         if isinstance(t, pa.BaseExtensionType):
             arr = arr.storage
         elif isinstance(t, pa.DictionaryType):
+            if t.ordered:
+                ordered(arr)
             arr = arr.dictionary_decode()
         elif isinstance(t, pa.RunEndEncodedType):
             import pyarrow.compute as pc
@@ -464,8 +470,7 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     if not _LARGE_IDS:
         _LARGE_IDS.update({pa.large_string().id, pa.large_binary().id,
                            pa.large_list(pa.int8()).id})
-    _ordered_dictionary(s, path, pa, np, arr)
-    arr = _normalise(pa, arr)
+    arr = _normalise(pa, arr, lambda dictionary_array: _ordered(s, path, np, dictionary_array))
     t = arr.type
     n = len(arr)
     s.count(path + "/n", n)
@@ -492,14 +497,20 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     _python_values(s, path, pa, np, arr)
 
 
-def _ordered_dictionary(s: Streams, path: str, pa: Any, np: Any, arr: Any) -> None:
-    """An ordered dictionary array's dictionary: its order is the order the values compare and
-    sort in, so each chunk's is keyed whole, in order, after its length (where one chunk's ends
-    shows). Nothing for any other array."""
-    t = arr.type
-    if isinstance(t, pa.DictionaryType) and t.ordered:
-        s.update(path + "/o/k", np.array([len(arr.dictionary)], dtype=np.uint64))
-        walk(s, path + "/o", arr.dictionary)
+def _ordered(s: Streams, path: str, np: Any, arr: Any) -> None:
+    """A chunk of an ordered dictionary type: its dictionary's order is the order the values
+    compare and sort in, so the dictionary is keyed whole, in order, with the row it takes effect
+    from, where it differs from the previous chunk's (chunk boundaries do not show otherwise)."""
+    if not len(arr):
+        return
+    last = s.dictionaries.get(path)
+    dictionary = arr.dictionary
+    if last is not None and (last is dictionary or last.equals(dictionary)):
+        return
+    s.dictionaries[path] = dictionary
+    before = s.bytes_.get(path + "/n", (None, 0))[1]  # the rows of the chunks before this one
+    s.update(path + "/o/k", np.array([before, len(dictionary)], dtype=np.uint64))
+    walk(s, path + "/o", dictionary)
 
 
 def _is_binary(pa: Any, t: Any) -> bool:

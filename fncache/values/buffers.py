@@ -129,7 +129,7 @@ def masked_array_token(a: Any) -> tuple[Any, ...]:
     kind = class_token(type(a), "numpy")
     head: tuple[Any, ...] = (kind, ndarray_token(data), ndarray_token(mask) if masked else None,
                              a.fill_value, bool(a.hardmask))
-    base = getattr(a, "_baseclass", np.ndarray)
+    base, skip = _data_class(np, a)
     if base is not np.ndarray:
         # The class its data is a view of (``m.data``: a user's ndarray subclass; its pickle keeps
         # it), by its code.
@@ -137,8 +137,17 @@ def masked_array_token(a: Any) -> tuple[Any, ...]:
     # Any other attribute counts, in sorted order: a subclass's own, and those numpy copies into
     # every masked array from the array it was made of (``fs`` of a ``Signal``), which a method
     # or ``m.data`` reads. (numpy's pickle would drop them.)
-    extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _MASKED_STATE))
+    extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in skip))
     return (*head, extra) if extra else head
+
+
+def _data_class(np: Any, a: Any) -> tuple[Any, frozenset[str]]:
+    """The class a masked array's data is a view of, and the attributes of its ``__dict__`` that
+    are not content: over a memory map, where its bytes live is not (as for the memmap itself)."""
+    base = getattr(a, "_baseclass", np.ndarray)
+    if isinstance(base, type) and issubclass(base, np.memmap):
+        return (np.ndarray if base is np.memmap else base), _MASKED_STATE | frozenset(_MEMMAP_STATE)
+    return base, _MASKED_STATE
 
 
 # What every MaskedArray's ``__dict__`` holds; keyed above or bookkeeping (see the registration).

@@ -59,7 +59,7 @@ def _dtype(np: Any, d: Any) -> Any:
         # keeps it, for a zoned dtype and an interval dtype over one.
         tz = getattr(d, "tz", None)
         if tz is not None:
-            return (kind, repr(d), ("tz", tz))
+            return (kind, repr(d), ("tz", _zone(tz)))
         subtype = getattr(d, "subtype", None)
         if getattr(subtype, "tz", None) is not None:
             return (kind, repr(d), ("subtype", _dtype(np, subtype)))
@@ -67,6 +67,33 @@ def _dtype(np: Any, d: Any) -> Any:
     # Another library's dtype may print as ``<... object at 0x...>`` (a new key in every process) or
     # leave parameters out: its own pickle says what it is.
     return ("reduce", d.__reduce_ex__(5))
+
+
+def _zone(tz: Any) -> Any:
+    """A time zone as its pickle keeps it; any of the UTC zones pandas takes for one (datetime's,
+    zoneinfo's, pytz's, dateutil's: a Parquet read of datetime's gives zoneinfo's) as one."""
+    try:
+        from pandas._libs.tslibs.timezones import is_utc  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - another pandas layout: each zone as itself
+        return tz
+    return "UTC" if is_utc(tz) else tz
+
+
+def _offset(np: Any, freq: Any) -> Any:
+    """A frequency by what it does: its reduction (class, arguments, and state with its keys
+    sorted: ``DateOffset(months=1, days=2)`` and ``DateOffset(days=2, months=1)`` are equal and
+    act alike), and a custom business day's calendar, whose weekmask and holidays pandas' own
+    pickle drops when they were given as ``calendar=``."""
+    if freq is None:
+        return None
+    rv = freq.__reduce_ex__(5)
+    parts = list(rv[:2])
+    if len(rv) > 2 and isinstance(rv[2], dict):
+        parts.append(sorted(rv[2].items(), key=lambda kv: str(kv[0])))
+    calendar = getattr(freq, "calendar", None)
+    if calendar is not None:
+        parts.append(("calendar", np.asarray(calendar.weekmask), np.asarray(calendar.holidays)))
+    return ("offset", tuple(parts))
 
 
 def _values(pd: Any, np: Any, v: Any) -> Any:
@@ -117,7 +144,7 @@ def index_token(idx: Any) -> tuple[Any, ...]:
         return (kind, names, ("levels", levels), ("codes", codes), ("sortorder", idx.sortorder))
     # A datetime, timedelta or period index's frequency as an object: its short name leaves out a
     # custom business day's holidays and weekmask and a business hour's opening times.
-    freq = idx.freq if hasattr(idx, "freq") else None
+    freq = _offset(np, idx.freq) if hasattr(idx, "freq") else None
     return (kind, names, _dtype(np, idx.dtype), _values(pd, np, idx._values), freq)
 
 

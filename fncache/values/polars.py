@@ -79,8 +79,8 @@ def _series(pl: Any, s: Any) -> tuple[Any, ...]:
     asc, desc = bool(flags.get("SORTED_ASC")), bool(flags.get("SORTED_DESC"))
     if (asc or desc) and not _sorted_as_flagged(pl, s, desc):
         # A sortedness flag is kept by the pickle, and polars trusts it: ``max`` of a series
-        # flagged sorted is its last value. One the values bear out changes no result (and how a
-        # series was made decides whether it has one); one they do not is content.
+        # flagged sorted is its last value. One the values bear out strictly changes no result
+        # (and how a series was made decides whether it has one); any other is content.
         head = (*head, ("sorted", asc, desc))
     if _has_object(pl, s.dtype):
         return (*head, "objects", s.to_list())
@@ -98,26 +98,27 @@ def _series(pl: Any, s: Any) -> tuple[Any, ...]:
 
 def _sorted_as_flagged(pl: Any, s: Any, descending: bool) -> bool:
     """Whether the values of ``s`` are sorted as its flag says, read without the flag (element
-    by element comparisons): nulls all at one end, each value after the previous one. False
+    by element comparisons): nulls all at the start, each value after the previous one. False
     where that cannot be told for sure (a NaN, a dtype whose comparison may not be the order
     polars sorts it in: categoricals, nested types)."""
     dtype = s.dtype
     if not (dtype.is_numeric() or dtype.is_temporal() or dtype in (pl.String, pl.Boolean)):
         return False
-    values = _nulls_at_one_end(s)
+    values = _nulls_first(s)
     if values is None or (dtype.is_float() and values.is_nan().any()):
         return False
     before, after = values.head(-1), values.tail(-1)
-    return bool((before >= after if descending else before <= after).all())
+    # Strictly: with ties, or 0.0 beside -0.0, the flag does change results (``arg_max`` takes
+    # the last of equal values, ``min`` the first).
+    return bool((before > after if descending else before < after).all())
 
 
-def _nulls_at_one_end(s: Any) -> Any:
-    """``s`` without its nulls if they are all at its start or all at its end; else None."""
+def _nulls_first(s: Any) -> Any:
+    """``s`` without its nulls if they are all at its start (where a flag puts them); else None."""
     nulls = s.null_count()
     if not nulls:
         return s
-    missing = s.is_null()
-    if not (missing.head(nulls).all() or missing.tail(nulls).all()):
+    if not s.is_null().head(nulls).all():
         return None
     return s.drop_nulls()
 
