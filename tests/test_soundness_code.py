@@ -411,12 +411,42 @@ PROGRAMS["body_imports_late"] = {
         def ensure():
             from . import backend
     """,
+    "twosub/__init__.py": "",
+    "twosub/a.py": """
+        def run(x):
+            return x + 1
+    """,
+    "twosub/b.py": """
+        def run(x):
+            return x + 10  #@v1
+            return x + 20  #@v2
+    """,
+    "chain/__init__.py": """
+        def start():
+            from . import m3
+    """,
+    "chain/m3.py": """
+        def run(x):
+            from . import m2
+            return x
+    """,
+    "chain/m2.py": """
+        def run(x):
+            from . import m1
+            return x
+    """,
+    "chain/m1.py": """
+        def run(x):
+            return x + 10  #@v1
+            return x + 20  #@v2
+    """,
     "lazy2/backend.py": """
         def run(x):
             return x - 1  #@v1
             return x - 2  #@v2
     """,
     "main.py": """
+        import chain
         import fncache
         import lazy2
         import relpkg.api
@@ -448,10 +478,37 @@ PROGRAMS["body_imports_late"] = {
             return lazy2.backend.run(x)
 
 
+        def use_a(x):
+            from twosub import a
+            return a.run(x)
+
+
+        def use_b(x):
+            from twosub import b
+            return b.run(x)
+
+
+        @fncache.memoize
+        def two_helpers_import_two_submodules(x):
+            return use_a(x) + use_b(x)
+
+
+        @fncache.memoize
+        def a_chain_of_imports_uncovering_one_module_each(x):
+            # Each walk finds one more: start() imports m3, whose run imports m2, whose run m1.
+            chain.start()
+            chain.m3.run(x)
+            chain.m2.run(x)
+            return chain.m1.run(x)
+
+
         CALLS = {
             "two_helpers_import_one_module": (two_helpers_import_one_module, (3,)),
             "relative_import_beside_a_package_global": (relative_import_beside_a_package_global, (3,)),
             "submodule_a_helper_imports": (submodule_a_helper_imports, (3,)),
+            "two_helpers_import_two_submodules": (two_helpers_import_two_submodules, (3,)),
+            "a_chain_of_imports_uncovering_one_module_each": (
+                a_chain_of_imports_uncovering_one_module_each, (3,)),
         }
     """,
 }
@@ -1937,6 +1994,22 @@ def test_edit_is_never_served_the_old_result(program, entry):
 # ---------------------------------------------------------------------------------------------
 # In-process rules and reports
 # ---------------------------------------------------------------------------------------------
+
+def test_a_closure_cell_still_empty_when_the_call_is_made_keys_and_hits(tmp_path):
+    """A closure variable assigned after the function is made (its cell empty at the call): the
+    call is keyed and hits; the check of an empty cell raised ``ValueError: Cell is empty``."""
+    def outer():
+        def f(x):
+            return helper(x) if x > 5 else x
+
+        cached = fncache.memoize(store=str(tmp_path / "s"))(f)
+        results = [cached(1), cached(1)]
+        helper = abs  # noqa: F841 - assigned after the calls: the cell stays empty until here
+        return results, cached.cache_info()
+
+    results, info = outer()
+    assert results == [1, 1] and info.hits == 1
+
 
 def test_function_attribute_set_in_process_changes_the_key(tmp_path):
     """Setting a helper's attribute in a running process gives a new key; setting it back, the old."""

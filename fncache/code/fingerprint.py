@@ -23,13 +23,13 @@ rebound or mutated between two calls gives a new key, while a hit costs a few id
 
 State a function writes is keyed by the name it is read under and its first value, not by its content
 now, for that function only: a global its code rebinds (``global n; n += 1``) and the values memoize
-saw it modify while it ran (see :func:`mark_state` and :mod:`fncache.code.state`).
-``Fingerprint.by_name`` lists those components.
+saw it modify while it ran (:func:`mark_state`, :mod:`fncache.code.state`; listed by ``by_name``).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 import types
@@ -174,23 +174,20 @@ class Fingerprint:
     cacheable: bool = True
     generation: int = 0
     root: str | None = None  # the module classes are named relative to (see _hasher.digest)
-    # ids of mutable values reached only through a closure or a default of a function it covers:
-    # other code reaches them only through these functions (see changes()).
+    # ids of mutable values reached only through a closure or default of a function it covers.
     _private: frozenset[int] = frozenset()
     #: Infrastructure that cannot be pickled, keyed by type and name (``"global LOCK
     #: (_thread.lock)"``); :attr:`by_name` lists it with the state the function writes.
     infrastructure: tuple[str, ...] = ()
     _unpicklable: tuple[Any, ...] = ()
-    #: For ``explain``: the user functions it covers by label (their sources are kept with entries)
-    #: and each global value read as a person reads it (``"0.5"``; ``"pandas.DataFrame (160.0 MB)
-    #: [digest]"`` for a long one).
+    #: For ``explain``: the user functions it covers by label (their sources are kept with entries),
+    #: each global value read as a person reads it (``"0.5"``; ``"pandas.DataFrame (160.0 MB) ..."``).
     functions: tuple[tuple[str, Any], ...] = ()
     shown: tuple[tuple[str, str], ...] = ()
     #: Mutable values read that are slow to re-hash, as checked on every use (timed by the first
     #: re-hash after the walk): ``(where, what, seconds)``, e.g. ``("global DF", "pandas...", 0.01)``.
     slow: tuple[tuple[str, str, float], ...] = ()
-    #: ``(where, value)`` the walk took over ``SLOW_REHASH`` to hash, until :meth:`_first_rehash`;
-    #: and the name a report of them gives the function ("" for none).
+    #: ``(where, value)`` slow to hash in the walk (till :meth:`_first_rehash`); the report's name.
     _unmeasured: tuple[tuple[str, Any], ...] = ()
     _reported_as: str = ""
     #: The components keyed by name, with why (see :attr:`by_name`).
@@ -293,7 +290,11 @@ class Fingerprint:
             if mapping.get(name, MISSING) is not obj:
                 return False
         for owner, attr, obj in self._attr_watches:
-            if getattr(owner, attr, MISSING) is not obj:
+            try:
+                now = getattr(owner, attr, MISSING)
+            except ValueError:  # an empty closure cell
+                now = MISSING
+            if now is not obj:
                 return False
         for mapping, n in self._len_watches:
             if len(mapping) != n:
@@ -330,10 +331,9 @@ def _fresh_fp_lock() -> None:
 _forks.on_fork(_fresh_fp_lock)
 
 
-# Objects that a memoized function was seen to modify while it ran (a log list, a counter, a memo
-# dict): state it writes, not an input, *for that function only*; another function that reads them
-# still keys them by content. id(function) -> (function, {id: object}); both kept alive so that no
-# id can be reused meanwhile.
+# Objects a memoized function was seen to modify while it ran (a log list, a counter, a memo dict):
+# state it writes, not an input, *for that function only*; another function reading them keys them
+# by content. id(function) -> (function, {id: object}); both kept alive: no id is reused meanwhile.
 _state: dict[int, tuple[Any, dict[int, Any]]] = {}
 
 
@@ -546,11 +546,12 @@ def _visit_root(walk: Walk, obj: Any, owner: type | None) -> None:
 
 def _compute(obj: Any, versions: bool, owner: type | None = None,
              ignore_globals: frozenset[str] = frozenset()) -> Fingerprint:
-    # A walk imports what body imports name, to follow them; one that defines a name the walk had
-    # found missing (``pkg.backend``, read before ``pkg.ensure()`` imports it) makes it again.
-    for _ in range(3):
+    # A walk imports what body imports name; one defining a name the walk found missing (``pkg.b``
+    # read before ``pkg.ensure()`` imports it) makes it again, while walks import more modules.
+    for _ in range(16):
+        loaded = len(sys.modules)
         fp = _walked(obj, versions, owner, ignore_globals)
-        if fp._same_objects():
+        if fp._same_objects() or len(sys.modules) == loaded:
             break
     return fp
 

@@ -83,8 +83,9 @@ class Walk:
         self.keep: list[Any] = []  # objects whose id() is in labels must stay alive meanwhile
         self.taken: set[str] = set()
         self.namespaces: dict[int, str] = {}
-        self.module_names: dict[int, set[str]] = {}  # names visited per user module (visit_module_attrs)
-        self.module_absent: dict[int, set[str]] = {}  # of those, the ones it did not define then
+        self.module_names: dict[int, set[str]] = {}  # per user module: the names visited,
+        self.module_absent: dict[int, set[str]] = {}  # those it did not define then,
+        self.grown: dict[int, int] = {}  # and where its length is watched (see watch_growth)
         self.namespace_names: set[str] = set()
         self.dict_watches: list[tuple[Any, str, Any]] = []
         self.attr_watches: list[tuple[Any, str, Any]] = []
@@ -100,15 +101,15 @@ class Walk:
         self.private: list[int] = []  # ids of mutable values read through closures and defaults
         self.by_name: dict[str, None] = {}
         self.named: dict[str, tuple[str, str]] = {}  # label -> (why keyed by name, its digest)
-        # For explain: the user functions visited, by label (their source is kept with each entry),
-        # and how each global read reads to a person (a short repr, else its type, size and digest).
+        # For explain: the user functions visited by label (their source is kept with each entry),
+        # how each global read reads to a person (a short repr, else its type, size and digest).
         self.functions: dict[str, types.FunctionType] = {}
         self.shown: dict[str, str] = {}
         self.unpicklable_values: list[Any] = []
         self.where = "the function"
-        # A root function's namespace is named first: it is the one written without a prefix. A
-        # class's is whichever its methods read first (after cloudpickle, methods hold a copy of
-        # their module's globals, not the module the class claims).
+        # A root function's namespace is named first: the one written without a prefix. A class's
+        # is whichever its methods read first (after cloudpickle they hold a copy of their module's
+        # globals, not the module the class claims).
         self.root_namespace = self.root_module
         if isinstance(root, types.FunctionType):
             self.root_namespace = self.namespace(root.__globals__)
@@ -201,8 +202,8 @@ class Walk:
             return self.library_ref(value)
         if is_user_module(value.__name__):
             # Read through its attributes by the code (``util.helper``): the names the code reads.
-            # Reached as a value (a default, an argument, an entry of a container, an attribute)
-            # or passed on to other code: whatever reads it may read any name, so every one counts.
+            # Reached as a value (a default, an argument, an entry of a container, an attribute) or
+            # passed on: whatever reads it may read any name, so every one counts.
             if code_names:
                 self.visit_module_attrs(value, code_names)
             else:
@@ -337,29 +338,35 @@ class Walk:
                 submodule(mod.__name__, attr)
         # One module is reached from several pieces of code, each reading other names through it
         # (``from .sub import h`` here, ``from pkg import sub; sub.m()`` there): every name set is
-        # visited, and a set already covered ends the visit (which also ends cycles of imports).
-        # A name it did not define when visited may be defined later in the walk: a submodule that
-        # a body import (``from . import backend``) loads after the module was first reached, and
-        # then it is visited.
+        # visited, and a set already covered ends the visit (which also ends cycles of imports),
+        # unless a name missing then is defined now (a submodule a body import loaded meanwhile).
         seen = self.module_names.setdefault(id(mod), set())
         absent = self.module_absent.setdefault(id(mod), set())
         if names <= seen and absent.isdisjoint(names & md.keys()):
             return
         seen |= names
         self.keep.append(mod)
+        size = len(md)  # before the visit, which may import a submodule into it
         visit = functools.partial(self.visit_whole_attr, mod) if whole else self.visit_attr
         missing = [attr for attr in sorted(names) if not visit(md, ns, attr, names)]
-        absent -= names
-        absent.update(missing)
-        # One defined after the walk (imported by the call itself) is a new key from then on.
-        self.dict_watches.extend((md, attr, MISSING) for attr in missing)
+        absent.difference_update(names)
+        if missing:
+            absent.update(missing)
+            self.watch_growth(md, size)
         if type(mod) is not types.ModuleType and is_user_object(type(mod)):
-            # ``sys.modules[__name__].__class__ = Settings``: properties of the module's class serve
-            # attributes too.
+            # ``sys.modules[__name__].__class__ = Settings``: its class's properties serve attributes.
             self.attr_watches.append((mod, "__class__", type(mod)))
             self.read_once(f"attr {ns}.__class__", type(mod))
         if missing:
             self.visit_module_getattr(md, ns, missing, names)
+
+    def watch_growth(self, md: dict[str, Any], size: int) -> None:
+        """A name a module did not define may be defined later (a submodule imported later in the
+        walk, or after it): its length as first seen is watched, once per module (a walk that
+        made it grow is made again: ``fingerprint._compute``)."""
+        at = self.grown.setdefault(id(md), len(self.len_watches))
+        if at == len(self.len_watches) or size < self.len_watches[at][1]:
+            self.len_watches[at:at + 1] = [(md, size)]
 
     def visit_module_getattr(self, md: dict[str, Any], ns: str, missing: list[str],
                              names: set[str]) -> None:
@@ -367,7 +374,8 @@ class Walk:
         (and what it reads) counts, and defining the name later changes the answer."""
         hook = md.get("__getattr__", MISSING)
         self.dict_watches.append((md, "__getattr__", hook))
-        if hook is not MISSING:  # (the missing names are watched by the caller)
+        if hook is not MISSING:
+            self.dict_watches.extend((md, attr, MISSING) for attr in missing)
             self.read_once(f"attr {ns}.__getattr__", hook, names)
 
     def visit_attr(self, md: dict[str, Any], ns: str, attr: str, names: set[str] | None) -> bool:
@@ -452,6 +460,8 @@ class Walk:
         helper): the names this code reads through it count too."""
         mod = sys.modules.get(name)
         if isinstance(mod, types.ModuleType) and is_user_module(name):
+            if hasattr(mod, "__path__"):  # ``from pkg import b`` here, ``from pkg import a`` there
+                self.watch_submodules(mod, name, imp.fromlist)
             self.reference(mod, names)
             if not imp.fromlist and "." in name:
                 self.reference(sys.modules.get(name.partition(".")[0]), names)
@@ -486,8 +496,7 @@ class Walk:
         self.attr_watches.append((fn, "__code__", code))
         self.attr_watches.append((fn, "__defaults__", fn.__defaults__))
         self.attr_watches.append((fn, "__kwdefaults__", fn.__kwdefaults__))
-        # Element by element, so a mutable default the function writes to (a memo dict) can be told
-        # apart from the others.
+        # Element by element: a mutable default the function writes to (a memo dict) stands apart.
         defaults = tuple(self.private_reference(v, f"a default of {qual}") for v in fn.__defaults__ or ())
         kwdefaults = tuple((k, self.private_reference(v, f"default {qual}.{k}"))
                            for k, v in (fn.__kwdefaults__ or {}).items())
