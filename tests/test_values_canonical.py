@@ -232,6 +232,14 @@ def test_arrow_memoize_hits_across_layouts(tmp_path):
 pl = pytest.importorskip("polars")
 
 
+def _flagged_as_fresh(ways):
+    """The ways whose columns carry the sortedness flags the fresh one's do."""
+    def flags(v):
+        return [c.flags for c in (v.get_columns() if isinstance(v, pl.DataFrame) else [v])]
+
+    return {k: v for k, v in ways.items() if flags(v) == flags(ways["fresh"])}
+
+
 def _polars_ways(cols, tmp):
     df = pl.DataFrame({"i": pl.Series(cols["i"], dtype=pl.Int64), "s": pl.Series(cols["s"], dtype=pl.String),
                        "b": pl.Series(cols["b"], dtype=pl.Boolean)})
@@ -251,11 +259,15 @@ def _polars_ways(cols, tmp):
 @SETTINGS
 @given(tables)
 def test_polars_frames_built_any_way_are_one_key(cols):
-    """A polars frame fresh, sliced, chunked, read from IPC or Parquet, or from Arrow is one key."""
+    """A polars frame fresh, sliced, chunked, read from IPC or Parquet, or from Arrow is one key.
+
+    Unless polars flagged a column sorted on the way where its values have ties (``pl.concat`` of
+    one-row chunks does): the flag changes results (``arg_max`` takes the last of equal values),
+    so that frame is another value (see test_values_regressions)."""
     with tempfile.TemporaryDirectory() as tmp:
         ways = _polars_ways(cols, tmp)
-        _one_key(ways)
-        _one_key({k: v["s"] for k, v in ways.items()})
+        _one_key(_flagged_as_fresh(ways))
+        _one_key(_flagged_as_fresh({k: v["s"] for k, v in ways.items()}))
         df = ways["fresh"]
         _all_new(df, {"value": df.with_columns(pl.col("i").fill_null(0) + 1),
                       "null": df.with_columns(pl.lit(None, pl.String).alias("s"))
