@@ -578,8 +578,11 @@ def test_pandas_time_zones_and_frequencies_are_keyed_as_objects(tmp_path):
     # Every UTC pandas takes for one (a Parquet read gives zoneinfo's for datetime's) is one key.
     import zoneinfo
 
+    from dateutil import tz as dateutil_tz
+
     utcs = [pd.Series(pd.date_range("2020", periods=2, tz=tz))
-            for tz in (dt.UTC, zoneinfo.ZoneInfo("UTC"), "UTC")]
+            for tz in (dt.UTC, zoneinfo.ZoneInfo("UTC"), "UTC", dateutil_tz.tzutc(),
+                       dateutil_tz.gettz("UTC"))]
     assert len({H(u) for u in utcs}) == 1
 
 

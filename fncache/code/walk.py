@@ -85,7 +85,7 @@ class Walk:
         self.namespaces: dict[int, str] = {}
         self.module_names: dict[int, set[str]] = {}  # per user module: the names visited,
         self.module_absent: dict[int, set[str]] = {}  # those it did not define then,
-        self.grown: dict[int, int] = {}  # and where its length is watched (see watch_growth)
+        self.growth_watch_at: dict[int, int] = {}  # and its length watch (watch_growth)
         self.namespace_names: set[str] = set()
         self.dict_watches: list[tuple[Any, str, Any]] = []
         self.attr_watches: list[tuple[Any, str, Any]] = []
@@ -364,7 +364,7 @@ class Walk:
         """A name a module did not define may be defined later (a submodule imported later in the
         walk, or after it): its length as first seen is watched, once per module (a walk that
         made it grow is made again: ``fingerprint._compute``)."""
-        at = self.grown.setdefault(id(md), len(self.len_watches))
+        at = self.growth_watch_at.setdefault(id(md), len(self.len_watches))  # (only appended to)
         if at == len(self.len_watches) or size < self.len_watches[at][1]:
             self.len_watches[at:at + 1] = [(md, size)]
 

@@ -33,7 +33,8 @@ keyed in a compact form that never decodes it:
 
 Any other dictionary column (more distinct values, other value types, dictionaries nested in
 lists or structs) is decoded and keyed as its plain values. Either way the result is a function
-of the decoded values alone, and the two forms never share a stream name.
+of the decoded values alone (and, for an ordered type, of its dictionaries), and the two forms
+never share a stream name.
 
 Run-end-encoded arrays are keyed decoded, views as plain large strings/binaries/lists, extension
 arrays by their storage: the *type* (in the schema, keyed separately and in full) still tells

@@ -59,10 +59,11 @@ def _dtype(np: Any, d: Any) -> Any:
         # keeps it, for a zoned dtype and an interval dtype over one.
         tz = getattr(d, "tz", None)
         if tz is not None:
-            return (kind, repr(d), ("tz", _zone(tz)))
+            zone = _zone(tz)  # (its repr is the zone's: dateutil's UTC prints as ``tzutc()``)
+            return (kind, f"datetime64[{d.unit}]" if zone == "UTC" else repr(d), ("tz", zone))
         subtype = getattr(d, "subtype", None)
         if getattr(subtype, "tz", None) is not None:
-            return (kind, repr(d), ("subtype", _dtype(np, subtype)))
+            return (kind, "interval", d.closed, ("subtype", _dtype(np, subtype)))
         return (kind, repr(d))
     # Another library's dtype may print as ``<... object at 0x...>`` (a new key in every process) or
     # leave parameters out: its own pickle says what it is.
@@ -87,9 +88,11 @@ def _offset(np: Any, freq: Any) -> Any:
     if freq is None:
         return None
     rv = freq.__reduce_ex__(5)
-    parts = list(rv[:2])
-    if len(rv) > 2 and isinstance(rv[2], dict):
-        parts.append(sorted(rv[2].items(), key=lambda kv: str(kv[0])))
+    if not isinstance(rv, tuple):  # a global's name
+        return ("offset", rv)
+    parts = list(rv)
+    if len(parts) > 2 and isinstance(parts[2], dict):
+        parts[2] = sorted(parts[2].items(), key=lambda kv: str(kv[0]))
     calendar = getattr(freq, "calendar", None)
     if calendar is not None:
         parts.append(("calendar", np.asarray(calendar.weekmask), np.asarray(calendar.holidays)))
