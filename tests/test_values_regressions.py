@@ -688,3 +688,20 @@ _REGISTRY = _Registry()
 def tmp_dict_registry():
     _REGISTRY.clear()
     return _REGISTRY
+
+
+def test_a_type_adapter_naming_types_by_strings_keys_what_they_resolved_to(tmp_path):
+    """``TypeAdapter("list[Item]")`` resolves ``Item`` where it is made (a function's locals, a
+    class since redefined): two such adapters validate differently, and a memoized call tells them
+    apart; adapters of real types still key by what they are made from."""
+    pydantic = pytest.importorskip("pydantic")
+
+    def make(item):
+        Item = item  # noqa: F841 - read by the adapter's forward reference
+        return pydantic.TypeAdapter("list[Item]")
+
+    as_int, as_str = make(int), make(str)
+    got, truth = _memoized_sees_each(tmp_path, lambda a: a.validate_python(["5"]), [as_int, as_str])
+    assert got == truth == [[5], ["5"]]
+    assert H(pydantic.TypeAdapter(list[int])) == H(pydantic.TypeAdapter(list[int]))
+    assert H(pydantic.TypeAdapter(list[int])) != H(pydantic.TypeAdapter(list[str]))

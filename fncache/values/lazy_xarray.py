@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from fncache.values.lazy_paths import path_content, refuse, token
@@ -55,8 +56,47 @@ def file_manager_token(h: Any, m: Any) -> Any:
     if not args or not isinstance(args[0], (str, os.PathLike)):
         raise refuse(m, "it reads an open file object or in-memory bytes, not a path")
     path = os.fspath(args[0])
+    _check_not_replaced(m, path)
     return token("xarray.FileManager", opener, mode, kwargs, args[1:],
                  path_content(m, path, glob=False))
+
+
+def _check_not_replaced(m: Any, path: str) -> None:
+    """Refuse a manager that holds open a file ``path`` no longer names (a writer's atomic rename
+    since): it reads the file it opened, not the one at ``path``."""
+    opened = _opened_identity(m)
+    if opened is None:
+        return
+    try:
+        now = os.stat(path)
+    except OSError:
+        return  # (path_content says why it cannot be read)
+    if (now.st_dev, now.st_ino) != opened:
+        raise refuse(m, f"{path!r} was replaced since the file was opened, and the dataset still "
+                        "reads the file it opened (reopen it)")
+
+
+def _opened_identity(m: Any) -> tuple[int, int] | None:
+    """(device, inode) of the file the manager holds open now, where its backend's file object
+    shows it (scipy's, h5netcdf's, any with ``fileno()``); None if it holds none open or hides it
+    (netCDF4's: then a file replaced on disk since is not seen)."""
+    cache, key = getattr(m, "_cache", None), getattr(m, "_key", None)
+    try:
+        f = cache.get(key) if cache is not None and key is not None else getattr(m, "_file", None)
+    except Exception:  # a cache of another shape
+        return None
+    if f is None:
+        return None
+    reads: tuple[Callable[[], Any], ...] = (
+        lambda: f.fileno(), lambda: f.fp.fileno(), lambda: f._h5file.id.get_vfd_handle(),
+        lambda: f.id.get_vfd_handle())
+    for read in reads:
+        try:
+            st = os.fstat(read())
+        except Exception:  # not this backend's way
+            continue
+        return st.st_dev, st.st_ino
+    return None
 
 
 def lock_token(h: Any, lock: Any) -> Any:

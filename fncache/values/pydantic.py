@@ -5,12 +5,14 @@ the schema names each model class by ``id()`` (``'ref': 'mod.M:9387...'``): a gl
 ``TypeAdapter(list[User])`` gave every process a new key for every function that reads it, which
 then never hit. It is keyed as what it was made from: its type (a model in it by its class's code,
 see ``fncache.code.classify.PYDANTIC_DERIVED``), its config, and the module and frame depth its
-forward references resolve in. A version of pydantic whose adapters keep other state is keyed
+forward references resolve in. An adapter whose type names a type by a string (``list["User"]``),
+resolved where it was made, and a version of pydantic whose adapters keep other state, are keyed
 through their pickle, as before.
 """
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from fncache.values.registry import register_lazy, register_type, token
@@ -26,7 +28,22 @@ def _type_adapter_token(h: Any, adapter: Any) -> Any:
     state = vars(adapter)
     if not set(_MADE_FROM) <= state.keys() or not _BUILT.issuperset(state.keys() - set(_MADE_FROM)):
         return NotImplemented  # state this handler does not know: its pickle keys it
+    if _forward_ref(state["_type"]):
+        # ``TypeAdapter("list[Item]")``, ``list["User"]``: the names were looked up where the
+        # adapter was made (a function's locals, a class since redefined), which its type does not
+        # say; what they resolved to is in its schema: its pickle keys it.
+        return NotImplemented
     return token("pydantic.TypeAdapter", *(state[name] for name in _MADE_FROM))
+
+
+def _forward_ref(tp: Any, depth: int = 0) -> bool:
+    """Whether type ``tp`` names a type by a string anywhere in it (or nests too deep to tell)."""
+    if isinstance(tp, (str, typing.ForwardRef)) or depth > 32:
+        return True
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is typing.Annotated:
+        args = args[:1]  # the rest is metadata, not types
+    return any(_forward_ref(arg, depth + 1) for arg in args)
 
 
 @register_lazy("pydantic")
