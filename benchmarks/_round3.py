@@ -207,16 +207,19 @@ _IMPORT_ALONE = textwrap.dedent("""
 
 def _import_alone(name: str) -> float:
     """Seconds a new process's import of ``Memory`` took, as it measured them."""
-    done = subprocess.run([sys.executable, "-c", _IMPORT_ALONE, name], check=True,
-                          capture_output=True, text=True)
-    return float(done.stdout.split()[0])
+    return _imported_in(_IMPORT_ALONE, name)
 
 
 def _child(name: str, location: str, n: int) -> float:
     """Run one new-process fit; the seconds its import of ``Memory`` took, as it measured them."""
-    done = subprocess.run([sys.executable, "-c", _PIPELINE, name, location, str(n)], check=True,
-                          capture_output=True, text=True)
-    return float(done.stdout.split()[1])
+    return _imported_in(_PIPELINE, name, location, str(n))
+
+
+def _imported_in(script: str, *args: str) -> float:
+    """Run ``script`` in a new process; the last number it prints (its import's seconds)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], check=True, capture_output=True,
+                          text=True)
+    return float(done.stdout.split()[-1])
 
 
 def bench_peak(tmp: str, quick: bool, *, row: Callable[..., Any], const: Callable[..., Any]

@@ -447,24 +447,24 @@ class Walk:
         if mod is None:
             self.components[label] = _hasher.digest(("missing-module", name)).hex()
             return
+        self.components[label] = _hasher.digest(self.follow_import(imp, name, mod, names)).hex()
+
+    def follow_import(self, imp: Import, name: str, mod: Any, names: set[str]) -> tuple[Any, ...]:
+        """The submodules the import loads, and the names the code reads through the module."""
         if hasattr(mod, "__path__"):
             self.watch_submodules(mod, name, imp.fromlist)
         token = [self.reference(mod, names)]
         if not imp.fromlist and "." in name:
             # ``import a.b.c`` binds ``a``: the code reads on through it.
             token.append(self.reference(sys.modules.get(name.partition(".")[0]), names))
-        self.components[label] = _hasher.digest(tuple(token)).hex()
+        return tuple(token)
 
     def import_again(self, imp: Import, name: str, names: set[str]) -> None:
-        """A user module imported again by other code (``from tools import second`` in another
-        helper): the names this code reads through it count too."""
+        """A user module imported again by other code (``from pkg import b`` here, ``from pkg import
+        a`` there): what this import loads and the names its code reads through it count too."""
         mod = sys.modules.get(name)
         if isinstance(mod, types.ModuleType) and is_user_module(name):
-            if hasattr(mod, "__path__"):  # ``from pkg import b`` here, ``from pkg import a`` there
-                self.watch_submodules(mod, name, imp.fromlist)
-            self.reference(mod, names)
-            if not imp.fromlist and "." in name:
-                self.reference(sys.modules.get(name.partition(".")[0]), names)
+            self.follow_import(imp, name, mod, names)
 
     def library_import(self, label: str, name: str) -> bool:
         """Key an import of library module ``name`` by name, imported or not (the same token before
