@@ -514,6 +514,30 @@ def test_geodataframes_are_keyed_with_their_crs():
     assert H(a) == H(a.copy()) == H(gpd.GeoDataFrame(a.copy()))
 
 
+
+def test_an_empty_point_and_a_point_at_nan_are_two_keys(tmp_path):
+    """WKB writes ``POINT EMPTY`` as a point at (NaN, NaN), alone or inside a collection (so
+    geopandas' own pickle makes one of the other): a memoized function reading ``is_empty`` computes
+    each anew; equal ones hit."""
+    gpd = pytest.importorskip("geopandas")
+    shapely = pytest.importorskip("shapely")
+    from shapely.geometry import GeometryCollection, MultiPoint, Point
+
+    nan = float("nan")
+    pairs = [
+        ([Point(1, 2), None, Point(nan, nan)], [Point(1, 2), None, Point()]),
+        ([MultiPoint([Point(nan, nan), Point(1, 2)])], [shapely.from_wkt("MULTIPOINT (EMPTY, (1 2))")]),
+        ([GeometryCollection([Point(nan, nan)])], [GeometryCollection([Point()])]),
+    ]
+    for i, (at_nan, empty) in enumerate(pairs):
+        values = [gpd.GeoSeries(at_nan), gpd.GeoSeries(empty), gpd.GeoSeries(at_nan)]
+        got, truth = _memoized_sees_each(tmp_path / str(i), lambda s: s.is_empty.tolist()
+                                         + shapely.is_empty(shapely.get_parts(s.values)).tolist(),
+                                         values)
+        assert got == truth and truth[0] != truth[1], i
+        assert H(gpd.GeoDataFrame(geometry=at_nan)) != H(gpd.GeoDataFrame(geometry=empty))
+    assert H(gpd.GeoSeries([Point(1, 2), Point()])) == H(gpd.GeoSeries([Point(1, 2), Point()]))
+
 def test_sparse_matrices_are_keyed_by_their_logical_entries():
     """A copy, a matrix whose flags were read, unsorted vs sorted indices and duplicates vs summed
     share a key; another format, matrix vs array, a value or an explicit zero do not."""

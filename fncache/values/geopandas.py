@@ -6,6 +6,12 @@ geometries as WKB and its CRS, so it is keyed as:
 
 * its class (geopandas' own by name, a user's subclass by its code);
 * each geometry's WKB bytes (``None`` for a missing geometry) in order;
+* for each geometry whose WKB holds the NaN that WKB writes for an empty point, its WKT too, with
+  its position: WKB writes ``POINT EMPTY`` as a point at (NaN, NaN), also inside a collection, so
+  ``Point()`` and ``Point(nan, nan)`` have one WKB, where ``is_empty`` tells them apart (and so does
+  the WKT). geopandas' pickle conflates them (an unpickled NaN point is empty); a key must not, as
+  the function is called with the geometries themselves. Geometries without that NaN keep the key
+  they had;
 * the CRS as its WKT (every parameter: EPSG:4326 and EPSG:3857 differ; no CRS is ``None``), so a CRS
   spelled ``"EPSG:4326"`` and one given as its full definition are one key.
 
@@ -14,6 +20,8 @@ Not content, by declaration: the spatial index (``sindex``), a cache built from 
 
 from __future__ import annotations
 
+import struct
+import sys
 from typing import Any
 
 from fncache.values.buffers import class_token
@@ -27,11 +35,21 @@ def geometry_array_token(a: Any) -> tuple[Any, ...]:
     import shapely  # type: ignore[import-untyped]
 
     kind = class_token(type(a), "geopandas")
-    wkb = shapely.to_wkb(a._data, include_srid=True)  # noqa: SLF001 - what the array pickles
+    geoms = a._data  # noqa: SLF001 - what the array pickles
+    blobs = shapely.to_wkb(geoms, include_srid=True).tolist()
     crs = None if a.crs is None else a.crs.to_wkt()
     extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _ARRAY_STATE))
-    return (kind, wkb.tolist(), crs, extra)
+    head = (kind, blobs, crs, extra)
+    if _EMPTY_NAN not in b"".join(b for b in blobs if b is not None):
+        return head
+    at = [i for i, b in enumerate(blobs) if b is not None and _EMPTY_NAN in b]
+    return (*head, tuple(zip(at, shapely.to_wkt(geoms[at]).tolist(), strict=True)))
 
+
+# The coordinate WKB writes for an empty point (GEOS's NaN, little- or big-endian as the WKB is):
+# a geometry holding it is keyed by its WKT too (see the module docstring).
+_EMPTY_NAN = struct.pack("<d", float("nan")) if sys.byteorder == "little" \
+    else struct.pack(">d", float("nan"))
 
 # What a GeometryArray's ``__dict__`` holds (keyed above or a cache); anything else counts.
 _ARRAY_STATE = frozenset({"_data", "_crs", "_sindex"})
