@@ -538,6 +538,32 @@ def test_an_empty_point_and_a_point_at_nan_are_two_keys(tmp_path):
         assert H(gpd.GeoDataFrame(geometry=at_nan)) != H(gpd.GeoDataFrame(geometry=empty))
     assert H(gpd.GeoSeries([Point(1, 2), Point()])) == H(gpd.GeoSeries([Point(1, 2), Point()]))
 
+
+def test_an_object_array_holding_itself_is_keyed(tmp_path):
+    """``a[0] = a``: pickle takes it; the key's reduction of an object array made a new tuple for
+    each visit, which ran into the recursion limit (unhashable). Now keyed by its other elements,
+    in a memoized call too; a mutual cycle and a list that holds itself still hash."""
+
+    def holding_itself(x):
+        a = np.empty(2, dtype=object)
+        a[0], a[1] = a, x
+        return a
+
+    got, truth = _memoized_sees_each(tmp_path, lambda a: a[1] * 2,
+                                     [holding_itself(1), holding_itself(2), holding_itself(1)])
+    assert got == truth == [2, 4, 2]
+    assert H(holding_itself(1)) == H(holding_itself(1)) != H(holding_itself(2))
+    b, c = np.empty(1, dtype=object), np.empty(1, dtype=object)
+    b[0], c[0] = c, b
+    loop = [1]
+    loop.append(loop)
+    assert len({H(b), H([loop, holding_itself(1)]), H([loop, holding_itself(2)])}) == 3
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(fncache.UnhashableArgument, match="nested too deeply"):
+        H(deep)
+
 def test_sparse_matrices_are_keyed_by_their_logical_entries():
     """A copy, a matrix whose flags were read, unsorted vs sorted indices and duplicates vs summed
     share a key; another format, matrix vs array, a value or an explicit zero do not."""

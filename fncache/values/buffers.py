@@ -25,6 +25,7 @@ from typing import Any
 
 import xxhash
 
+from fncache._hasher import Token
 from fncache.values.instances import slot_names
 from fncache.values.registry import guarded, is_user_code, register_lazy, register_type, token
 
@@ -161,7 +162,18 @@ _MASKED_STATE = frozenset({"_baseclass", "_basedict", "_fill_value", "_hardmask"
 
 
 def _ndarray_token(h: Any, a: Any) -> Any:
+    if h.cyclic and a.dtype.hasobject:
+        return _cyclic_object_token(a)
     return token(*ndarray_token(a))
+
+
+def _cyclic_object_token(a: Any) -> Any:
+    """An object array in a value with a cycle (the hasher's memoizing pass): its elements follow
+    the array's own reduction, as a list's follow the list, so the pickler has memoized the array
+    when an element is, or holds, the array itself (``a[0] = a``), and writes a reference to it.
+    Elements in the reduction's arguments would reach the array again before it is memoized: a
+    recursion without end, which made such arrays unhashable."""
+    return (Token, ("ndarray-object-cyclic", a.dtype, a.shape), None, iter(a.reshape(-1).tolist()))
 
 
 def _ndarray_subclass_token(h: Any, a: Any) -> Any:
@@ -174,7 +186,7 @@ def _ndarray_subclass_token(h: Any, a: Any) -> Any:
     np = sys.modules["numpy"]
     t = type(a)
     if t is np.ndarray:
-        return token(*ndarray_token(a))
+        return _ndarray_token(h, a)
     if not is_user_code(t) or not _numpy_reduce(t, np):
         return NotImplemented
     attrs = dict(getattr(a, "__dict__", None) or {})

@@ -508,13 +508,11 @@ def _digest(obj: Any, root: str | None) -> bytes:
             raise _explain_failure(obj, e) from e
     except UnhashableArgument:
         raise
-    except RecursionError as e:
-        raise UnhashableArgument(
-            f"cannot hash a value of type {type(obj).__qualname__}: nested too deeply", None,
-            type(obj).__qualname__,
-        ) from e
     except Exception as e:  # pickling errors surface as many types (TypeError, PicklingError, ...)
-        raise _explain_failure(obj, e) from e
+        # Too deep, or a cycle fast mode cannot see (through a reduction that makes a new
+        # tuple each time: an object array holding itself): the memoizing pass below tells.
+        if not _too_deep(e):
+            raise _explain_failure(obj, e) from e
     else:
         # Only a pickler whose last use succeeded goes back to the pool: after an error the C
         # pickler may keep state (fast mode's nesting depth), and every later cyclic value hashed
@@ -529,7 +527,18 @@ def _digest(obj: Any, root: str | None) -> bytes:
     except UnhashableArgument:
         raise
     except Exception as e:
+        if _too_deep(e):
+            raise UnhashableArgument(
+                f"cannot hash a value of type {type(obj).__qualname__}: nested too deeply", None,
+                type(obj).__qualname__,
+            ) from e
         raise _explain_failure(obj, e) from e
+
+
+def _too_deep(e: BaseException) -> bool:
+    """Whether a pickler failed on the interpreter's recursion limit (cloudpickle gives that as a
+    ``PicklingError`` caused by the ``RecursionError``)."""
+    return isinstance(e, RecursionError) or isinstance(e.__cause__, RecursionError)
 
 
 def hash(obj: Any) -> str:  # noqa: A001 - the public name mirrors the builtin on purpose
