@@ -151,6 +151,11 @@ def test_entries_cleared_from_cli_are_recomputed(filled):
         (["clear", "--older-than", "7x"], "--older-than"),
         (["clear", "--larger-than", "big"], "--larger-than"),
         (["ls", "--sort", "colour"], "--sort"),
+        (["ls", "--function", "a", "--function", "b"], "--function: given twice"),
+        (["clear", "--function", "a", "--function", "b", "--dry-run"], "--function: given twice"),
+        (["doctor", "job.py:f", "--seeds", "1,x"], "--seeds"),
+        (["doctor", "job.py:f", "--seeds", "1,99999999999"], "--seeds"),
+        (["doctor", "job.py:f", "--seeds", ","], "--seeds"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -170,6 +175,10 @@ def test_missing_store_exits_1(tmp_path):
     assert proc.returncode == 1
     assert "no cache" in proc.stderr
     assert not missing.exists()
+    a_file = tmp_path / "job.py"
+    a_file.write_text("x = 1\n")
+    proc = fncache_cmd("ls", "--dir", str(a_file))
+    assert proc.returncode == 1 and "a file, not a directory" in proc.stderr
 
 
 @pytest.mark.slow

@@ -498,6 +498,22 @@ def test_reduce_size_keeps_the_most_recent_entries(memory, monkeypatch):
         memory.reduce_size(age_limit=datetime.timedelta(seconds=-1))
 
 
+
+def test_reduce_size_ranks_the_uses_this_process_has_not_written_yet(memory, monkeypatch):
+    """A hit's use is written with the next flush (up to a minute later): reduce_size writes it
+    first, so the entry just hit is kept and the ones stored after it but not used go."""
+    import fncache._usage
+
+    f = memory.cache(lambda i: "x" * 1000 + str(i))
+    for i in range(3):
+        f(i)
+    real = time.time
+    # The hit's clock 30 s on: later than every store, and within the flush interval.
+    monkeypatch.setattr(fncache._usage, "_clock", lambda: real() + 30)
+    f(0)
+    assert memory.reduce_size(items_limit=1) == 2
+    assert [f.check_call_in_cache(i) for i in range(3)] == [True, False, False]
+
 def test_memory_and_memorized_functions_pickle(tmp_path, memory):
     """Memory and MemorizedFunc (of a lambda, even) survive pickle and reach the same entries."""
     f = memory.cache(lambda x: time.time_ns(), ignore=["x"])

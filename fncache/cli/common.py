@@ -74,7 +74,8 @@ def _tier_store(part: Any, command: str) -> Any:
         return Path(inner)
     if command != "doctor":
         if not os.path.isdir(path):
-            raise Fail(f"no cache at {redact(text)!r} (the directory does not exist)")
+            why = "a file, not a directory" if os.path.exists(path) else "the directory does not exist"
+            raise Fail(f"no cache at {redact(text)!r} ({why})")
         if not os.path.exists(os.path.join(path, DISK_INDEX)):
             raise Fail(f"no cache at {redact(text)!r} (the directory holds no fncache store)")
     return part

@@ -146,6 +146,29 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _seeds(text: str) -> str:
+    """``--seeds``: comma-separated PYTHONHASHSEEDs, each ``random`` or 0 to 4294967295."""
+    seeds = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in seeds if s != "random" and not (s.isdigit() and int(s) <= 4294967295)]
+    if bad or not seeds:
+        raise argparse.ArgumentTypeError(
+            f"expected PYTHONHASHSEEDs, each 'random' or 0 to 4294967295, "
+            f"separated by commas (1,2,random); got {text!r}")
+    return ",".join(seeds)
+
+
+class _Once(argparse.Action):
+    """An option that may be given once: a second ``--function`` would silently replace the first
+    (argparse keeps the last), and ``clear`` would then remove another function's entries."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            raise argparse.ArgumentError(self, "given twice: give it once (run the command once "
+                                               "for each function)")
+        setattr(namespace, self.dest, values)
+
+
 def _size(text: str) -> int:
     try:
         size = parse_size(text)
@@ -230,7 +253,7 @@ def build_parser() -> tuple[_Parser, dict[str, _Parser]]:
     command("stats", cmd_info, "same as info")
 
     s = command("ls", cmd_ls, "entries grouped by function")
-    s.add_argument("--function", metavar="NAME",
+    s.add_argument("--function", metavar="NAME", action=_Once,
                    help="only this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or QUALNAME")
     s.add_argument("--sort", choices=tuple(LS_ORDER), default="size",
                    help="size, age (newest first), count, used (most recently used first)")
@@ -238,7 +261,7 @@ def build_parser() -> tuple[_Parser, dict[str, _Parser]]:
     s = command("clear", cmd_clear, "remove entries",
                 "Remove entries: all of them, or those matching every filter given. Asks first on a "
                 "terminal; elsewhere needs --yes.", deletes=True)
-    s.add_argument("--function", metavar="NAME",
+    s.add_argument("--function", metavar="NAME", action=_Once,
                    help="only entries of this function: MODULE:QUALNAME, SCRIPT.py:QUALNAME or "
                         "QUALNAME")
     s.add_argument("--older-than", type=_duration, metavar="AGE",
@@ -276,7 +299,9 @@ def build_parser() -> tuple[_Parser, dict[str, _Parser]]:
                 "a function, that its key is the same under several hash seeds. " + _RUNS_CODE
                 + " It runs in fresh interpreters.")
     s.add_argument("target", nargs="?", metavar="SCRIPT_OR_MODULE:FUNC")
-    s.add_argument("--seeds", default="1,2,random", help="PYTHONHASHSEEDs to compare (default 1,2,random)")
+    s.add_argument("--seeds", default="1,2,random", type=_seeds,
+                   help="PYTHONHASHSEEDs to compare, each 0 to 4294967295 or random "
+                        "(default 1,2,random)")
     return p, commands
 
 
