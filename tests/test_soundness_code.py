@@ -513,6 +513,44 @@ PROGRAMS["body_imports_late"] = {
     """,
 }
 
+# A class statement in a user's file that names a library module as its __module__ (to pickle by
+# another name): keyed by that name, its methods were never read.
+PROGRAMS["library_named_classes"] = {
+    "named.py": """
+        class K:
+            __module__ = "json"
+
+            def run(self, x):
+                return x + 1  #@v1
+                return x + 2  #@v2
+
+            @staticmethod
+            def twice(x):
+                return x * 2  #@v1
+                return x * 3  #@v2
+    """,
+    "main.py": """
+        import fncache
+        from named import K
+
+
+        @fncache.memoize
+        def method_of_a_class_named_as_a_librarys(x):
+            return K().run(x)
+
+
+        @fncache.memoize
+        def static_method_of_it(x):
+            return K.twice(x)
+
+
+        CALLS = {
+            "method_of_a_class_named_as_a_librarys": (method_of_a_class_named_as_a_librarys, (3,)),
+            "static_method_of_it": (static_method_of_it, (3,)),
+        }
+    """,
+}
+
 # -- 2. functools.singledispatch and singledispatchmethod ---------------------------------------
 PROGRAMS["singledispatch"] = {
     "libdispatch.py": """
@@ -1957,7 +1995,8 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
-                                     "pickle_drops", "body_imports_late"])
+                                     "pickle_drops", "body_imports_late",
+                                     "library_named_classes"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""

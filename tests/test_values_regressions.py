@@ -563,6 +563,102 @@ def test_an_object_array_holding_itself_is_keyed(tmp_path):
         deep = [deep]
     with pytest.raises(fncache.UnhashableArgument, match="nested too deeply"):
         H(deep)
+    # A cycle through a set is refused, and the message says it may be one.
+    node = _Node()
+    node.s = {node}
+    with pytest.raises(fncache.UnhashableArgument, match="holds itself through a set"):
+        H(node)
+
+
+class _Node:
+    pass
+
+
+class _DefaultRegistry(__import__("collections").defaultdict):
+    def __reduce__(self):
+        return "_DEFAULT_REGISTRY"
+
+
+class _OrderedRegistry(__import__("collections").OrderedDict):
+    def __reduce__(self):
+        return "_ORDERED_REGISTRY"
+
+
+class _QueueRegistry(__import__("collections").deque):
+    def __reduce__(self):
+        return "_QUEUE_REGISTRY"
+
+
+_DEFAULT_REGISTRY = _DefaultRegistry(list)
+_ORDERED_REGISTRY = _OrderedRegistry()
+_QUEUE_REGISTRY = _QueueRegistry(maxlen=5)
+
+
+def test_singletons_by_name_over_c_containers_key_their_items(tmp_path):
+    """A registry pickled by its global's name whose base is a ``defaultdict``, an ``OrderedDict``
+    or a ``deque`` (C types, not ``dict`` or ``list`` themselves) was keyed by the name alone: a
+    memoized function counting its items was served the count from before an item was added."""
+    for registry, add in ((_DEFAULT_REGISTRY, lambda r: r["a"].append(1)),
+                          (_ORDERED_REGISTRY, lambda r: r.update(a=1)),
+                          (_QUEUE_REGISTRY, lambda r: r.append(1))):
+        registry.clear()
+        count = fncache.memoize(store=str(tmp_path / type(registry).__name__))(lambda r: len(r))
+        before = count(registry)
+        add(registry)
+        assert count(registry) != before, type(registry).__name__
+        assert H(registry) == H(registry)
+    first = H(_QUEUE_REGISTRY)
+    _QUEUE_REGISTRY.clear()
+    assert H(_QUEUE_REGISTRY) != first
+    first = H(_DEFAULT_REGISTRY)
+    _DEFAULT_REGISTRY.default_factory = set  # what a missing key reads as: content
+    try:
+        assert H(_DEFAULT_REGISTRY) != first
+    finally:
+        _DEFAULT_REGISTRY.default_factory = list
+
+
+def test_a_structured_array_with_an_object_field_keys_float32_payloads(tmp_path):
+    """A float32 field beside an object field was keyed through ``tolist()``, which makes its
+    values Python floats and quiets a signaling NaN: the two NaNs shared a key."""
+    import struct
+
+    def with_nan(bits):
+        a = np.zeros(2, [("o", "O"), ("f", "<f4"), ("i", "<i8", (2,))])
+        a["f"] = np.frombuffer(struct.pack("<I", bits), "<f4")[0]
+        a["o"] = ["x", None]
+        return a
+
+    quiet, signaling = with_nan(0x7FC00001), with_nan(0x7F800001)
+    got, truth = _memoized_sees_each(tmp_path, lambda a: hex(int(a["f"].view("<u4")[0])),
+                                     [quiet, signaling])
+    assert got == truth == ["0x7fc00001", "0x7f800001"]
+    assert H(quiet) == H(with_nan(0x7FC00001))
+    other = with_nan(0x7FC00001)
+    other["o"][1] = 0
+    assert H(other) != H(quiet)
+
+
+def test_a_new_type_keys_its_supertype():
+    """``NewType("UserId", int)`` and ``NewType("UserId", str)`` pickle by the name alone, though
+    a validator converts by the supertype: two keys now, in a fresh process too."""
+    import typing
+
+    as_int, as_str = typing.NewType("UserId", int), typing.NewType("UserId", str)
+    assert H(as_int) != H(as_str)
+    assert H(as_int) == H(typing.NewType("UserId", int))
+    code = ("import fncache, typing\n"
+            "print(fncache.hash(typing.NewType('UserId', {})))\n")
+    runs = {t: {subprocess_out(code.format(t), seed) for seed in ("1", "2")} for t in ("int", "str")}
+    assert len(runs["int"]) == len(runs["str"]) == 1 and runs["int"] != runs["str"]
+
+
+def subprocess_out(code, seed):
+    import subprocess
+
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 def test_sparse_matrices_are_keyed_by_their_logical_entries():
     """A copy, a matrix whose flags were read, unsorted vs sorted indices and duplicates vs summed

@@ -16,6 +16,7 @@ import site
 import sys
 import sysconfig
 import types
+import weakref
 from typing import Any
 
 from fncache._errors import ArgumentTypeError
@@ -209,6 +210,42 @@ def is_user_code(obj: Any) -> bool:
         # ``collections.abc.MutableMapping.clear`` lives in ``_collections_abc``: code of a library
         # file under another module's name is still a library's.
         return not _library_file(obj.__code__.co_filename)
+    if isinstance(obj, type):
+        found = _class_verdicts.get(obj)
+        if found is None:
+            found = _class_verdicts[obj] = _written_by_user(obj)
+        return found
+    return False
+
+
+# Classes whose __module__ names a library module: whether their own body is a user's.
+_class_verdicts: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _written_by_user(cls: type) -> bool:
+    """Whether a class whose ``__module__`` names a library module was written in a user's file:
+    a function of its own body (qualified by the class's name) is user code by the rule for
+    functions and was compiled from a file that is not a library's. A class statement in a user's
+    file that sets ``__module__ = "json"`` (to pickle by another name, or to look like a library's
+    class) was keyed by that name: an edit of its methods was a stale hit. Functions made from
+    strings (``namedtuple``'s ``__new__``, a dataclass's ``__init__``, whose file is ``<string>``)
+    do not count: a library makes them in its own classes."""
+    prefix = f"{getattr(cls, '__qualname__', '')}."
+    try:
+        members = list(vars(cls).values())
+    except TypeError:
+        return False
+    for member in members:
+        if isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        elif isinstance(member, property):
+            member = member.fget
+        if not isinstance(member, types.FunctionType) \
+                or not getattr(member, "__qualname__", "").startswith(prefix):
+            continue
+        filename = member.__code__.co_filename
+        if os.path.isabs(filename) and not _library_file(filename) and is_user_code(member):
+            return True
     return False
 
 

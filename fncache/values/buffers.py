@@ -109,6 +109,11 @@ def ndarray_token(a: Any) -> tuple[Any, ...]:
     np = sys.modules["numpy"]
     dt = a.dtype
     if dt.hasobject:
+        if dt.names is not None:
+            # Each field as an array of its own: tolist() would make a float32 field's values
+            # Python floats, quieting a signaling NaN (its payload is content, as elsewhere).
+            return ("ndarray-object-fields", dt, a.shape,
+                    tuple(ndarray_token(a[name]) for name in dt.names))
         # Pointers are not content: hash the elements themselves.
         return ("ndarray-object", dt, a.shape, a.reshape(-1).tolist())
     body = a

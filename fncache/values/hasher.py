@@ -529,7 +529,8 @@ def _digest(obj: Any, root: str | None) -> bytes:
     except Exception as e:
         if _too_deep(e):
             raise UnhashableArgument(
-                f"cannot hash a value of type {type(obj).__qualname__}: nested too deeply", None,
+                f"cannot hash a value of type {type(obj).__qualname__}: nested too deeply, or it "
+                "holds itself through a set (each set element is hashed on its own)", None,
                 type(obj).__qualname__,
             ) from e
         raise _explain_failure(obj, e) from e

@@ -6,6 +6,7 @@ content (``functools.cmp_to_key``, ``struct.Struct``). Handlers take the canonic
 
 from __future__ import annotations
 
+import collections
 import functools
 import threading
 import types
@@ -100,12 +101,32 @@ def _base_of(t: type) -> Any:
         return found
     found = None
     for base in t.__mro__:
+        # The C containers first: Python 3.13 makes them heap types, as a Python class is.
+        found = next((read for b, read in _C_CONTAINERS if b is base), None)
+        if found is not None:
+            break
         if not base.__flags__ & _HEAPTYPE:
-            if base is not object:
-                found = next((read for b, read in _BASE_CONTENT if b is base), _C_STATE)
+            found = None if base is object else _builtin_read(base)
             break
     _bases[t] = found
     return found
+
+
+def _builtin_read(base: type) -> Any:
+    """How to read the items of a C base: a builtin base's reader, that of the builtin base a C
+    subclass derives from (an OrderedDict's dict: at least its items), else :data:`_C_STATE`."""
+    found = next((read for b, read in _BASE_CONTENT if b is base), None)
+    if found is None:
+        found = next((read for b, read in _BASE_CONTENT if issubclass(base, b)), _C_STATE)
+    return found
+
+
+# C containers of the standard library that are no builtin base, read with the state they keep in C
+# (pickled by their own reduce, which a subclass's __reduce__ returning a name replaces).
+_C_CONTAINERS: tuple[tuple[type, Any], ...] = (
+    (collections.defaultdict, lambda d: (dict(d), d.default_factory)),
+    (collections.deque, lambda d: (list(d), d.maxlen)),
+)
 
 
 # Exact types whose values the pickler always writes (no reducer of theirs can fail).

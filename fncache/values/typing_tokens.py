@@ -17,7 +17,8 @@ __all__ = ["handler_for"]
 
 
 def handler_for(t: type) -> Callable[[Any, Any], Any] | None:
-    """The handler of a type alias, type variable or forward reference type; None for another."""
+    """The handler of a type alias, type variable, forward reference or ``NewType`` type; None
+    for another."""
     if t.__module__ in ("typing", "typing_extensions"):
         if t.__name__ == "TypeAliasType":
             return _type_alias_token
@@ -25,7 +26,17 @@ def handler_for(t: type) -> Callable[[Any, Any], Any] | None:
             return _type_variable_token
         if t.__name__ == "ForwardRef":
             return _forward_ref_token
+        if t.__name__ == "NewType":
+            return _new_type_token
     return None
+
+
+def _new_type_token(h: Any, obj: Any) -> Any:
+    """A ``NewType`` by its name and its supertype, which its pickle (by name) drops:
+    ``UserId = NewType("UserId", int)`` edited to ``str`` kept the key, where a validator
+    (pydantic's) converts by the supertype."""
+    return (_Token, ("NewType", getattr(obj, "__module__", None), getattr(obj, "__qualname__", None),
+                     h.digest_of(getattr(obj, "__supertype__", None))))
 
 
 _aliases = threading.local()  # ids of the type aliases being hashed in this thread
