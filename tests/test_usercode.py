@@ -274,3 +274,38 @@ def test_a_class_whose_module_is_not_text_is_library_code():
     odd = Meta("Odd", (), {})
     assert not isinstance(odd.__module__, str)
     assert usercode.is_user_code(odd) is False
+
+
+def test_a_class_naming_a_library_module_is_judged_by_its_own_body(tmp_path, monkeypatch):
+    """A class statement in a user's file with ``__module__ = "json"`` is user code (its methods
+    are compiled from that file), unless its module is untracked; library classes, namedtuples
+    a library made and classes whose only functions were made from strings stay library code."""
+    import collections
+    import json
+
+    import fncache
+
+    write_module = tmp_path / "lookalike.py"
+    write_module.write_text(textwrap.dedent("""
+        class K:
+            __module__ = "json"
+
+            def run(self, x):
+                return x + 1
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from lookalike import K  # type: ignore[import-not-found]
+
+    assert usercode.is_user_code(K)
+    try:
+        fncache.untrack("lookalike")
+        assert not usercode.is_user_code(K)
+    finally:
+        usercode._overrides.pop("lookalike", None)
+        usercode._override("track", (), True)
+    assert usercode.is_user_code(K)
+    assert not usercode.is_user_code(json.JSONDecoder)
+    assert not usercode.is_user_code(collections.OrderedDict)
+    made = collections.namedtuple("Made", "a b")
+    made.__module__ = "json"
+    assert not usercode.is_user_code(made)

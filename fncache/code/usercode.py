@@ -60,6 +60,7 @@ def _override(what: str, modules: tuple[str, ...], user: bool) -> None:
     for m in modules:
         _overrides[m] = user
     _user_module_cache.clear()
+    _class_verdicts.clear()
     # Every fingerprint made before now is stale, wherever it is held (caches, memoized functions).
     _generation[0] += 1
 
