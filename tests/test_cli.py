@@ -156,6 +156,7 @@ def test_entries_cleared_from_cli_are_recomputed(filled):
         (["doctor", "job.py:f", "--seeds", "1,x"], "--seeds"),
         (["doctor", "job.py:f", "--seeds", "1,99999999999"], "--seeds"),
         (["doctor", "job.py:f", "--seeds", ","], "--seeds"),
+        (["doctor", "job.py:f", "--seeds", "1,\u0661"], "--seeds"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],

@@ -309,3 +309,98 @@ def test_a_class_naming_a_library_module_is_judged_by_its_own_body(tmp_path, mon
     made = collections.namedtuple("Made", "a b")
     made.__module__ = "json"
     assert not usercode.is_user_code(made)
+    (tmp_path / "shapes.py").write_text(textwrap.dedent('''
+        import dataclasses
+        import functools
+
+
+        class Cached:
+            __module__ = "json"
+
+            @functools.cached_property
+            def v(self):
+                return 1
+
+
+        class Lru:
+            __module__ = "json"
+
+            @functools.lru_cache
+            def v(self):
+                return 1
+
+
+        class Disp:
+            __module__ = "json"
+
+            @functools.singledispatchmethod
+            def v(self, x):
+                return 1
+
+
+        class Partial:
+            __module__ = "json"
+
+            def _v(self, x):
+                return x
+
+            v = functools.partialmethod(_v, 1)
+
+
+        class Setter:
+            __module__ = "json"
+
+            def _set(self, v):
+                pass
+
+            v = property(None, _set)
+
+
+        class Outer:
+            __module__ = "json"
+
+            class Inner:
+                def run(self):
+                    return 1
+
+
+        @dataclasses.dataclass
+        class FieldsOnly:
+            __module__ = "json"
+            x: int = 1
+
+
+        class Meta(type):
+            def __eq__(cls, other):  # and so no __hash__: its classes cannot be weakly keyed
+                return cls is other
+
+
+        Odd = Meta("Odd", (), {"__module__": "json", "run": lambda self: 1})
+    '''))
+    import shapes  # type: ignore[import-not-found]
+
+    for name in ("Cached", "Lru", "Disp", "Partial", "Setter", "Outer"):
+        assert usercode.is_user_code(getattr(shapes, name)), name
+    # No function of its own body (a dataclass's __init__ is made from a string), or one made
+    # outside it (the lambda): keyed by name, as documented; and asking does not fail.
+    assert not usercode.is_user_code(shapes.FieldsOnly)
+    assert not usercode.is_user_code(shapes.Odd)
+
+
+def test_a_library_class_patched_with_a_wrapper_stays_library_code(monkeypatch):
+    """``functools.wraps`` copies the patched method's ``__qualname__`` (``JSONDecoder.decode``)
+    onto a user's wrapper: the class stays a library's (the wrapper's code was compiled here, its
+    ``co_qualname`` is not the class's), asked before the patch or after."""
+    import functools
+    import json
+
+    original = json.JSONDecoder.decode
+
+    @functools.wraps(original)
+    def decode(self, s, *args, **kwargs):
+        return original(self, s, *args, **kwargs)
+
+    assert decode.__qualname__ == "JSONDecoder.decode"
+    monkeypatch.setattr(json.JSONDecoder, "decode", decode)
+    usercode._class_verdicts.clear()
+    assert not usercode.is_user_code(json.JSONDecoder)

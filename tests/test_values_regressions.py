@@ -566,8 +566,19 @@ def test_an_object_array_holding_itself_is_keyed(tmp_path):
     # A cycle through a set is refused, and the message says it may be one.
     node = _Node()
     node.s = {node}
-    with pytest.raises(fncache.UnhashableArgument, match="holds itself through a set"):
+    with pytest.raises(fncache.UnhashableArgument, match="holds itself where the key cannot follow"):
         H(node)
+    # A structured array with an object field, in a value with a cycle: its float32 field keeps
+    # its NaN payload (by its bytes), as outside one.
+    import struct
+
+    def nan_beside_a_cycle(bits):
+        a = np.zeros(1, [("o", "O"), ("f", "<f4")])
+        a["f"] = np.frombuffer(struct.pack("<I", bits), "<f4")[0]
+        return [a, holding_itself(1)]
+
+    assert H(nan_beside_a_cycle(0x7F800001)) != H(nan_beside_a_cycle(0x7FC00001))
+    assert H(nan_beside_a_cycle(0x7F800001)) == H(nan_beside_a_cycle(0x7F800001))
 
 
 class _Node:

@@ -149,7 +149,8 @@ def _duration(text: str) -> float:
 def _seeds(text: str) -> str:
     """``--seeds``: comma-separated PYTHONHASHSEEDs, each ``random`` or 0 to 4294967295."""
     seeds = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in seeds if s != "random" and not (s.isdigit() and int(s) <= 4294967295)]
+    bad = [s for s in seeds
+           if s != "random" and not (s.isascii() and s.isdigit() and int(s) <= 4294967295)]
     if bad or not seeds:
         raise argparse.ArgumentTypeError(
             f"expected PYTHONHASHSEEDs, each 'random' or 0 to 4294967295, "

@@ -8,6 +8,7 @@ under an older generation is stale wherever it is held.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -211,43 +212,88 @@ def is_user_code(obj: Any) -> bool:
         # ``collections.abc.MutableMapping.clear`` lives in ``_collections_abc``: code of a library
         # file under another module's name is still a library's.
         return not _library_file(obj.__code__.co_filename)
-    if isinstance(obj, type):
-        found = _class_verdicts.get(obj)
+    return isinstance(obj, type) and _class_written_by_user(obj)
+
+
+def _class_written_by_user(cls: type) -> bool:
+    """:func:`_written_by_user`, kept per class."""
+    try:
+        found = _class_verdicts.get(cls)
         if found is None:
-            found = _class_verdicts[obj] = _written_by_user(obj)
-        return found
-    return False
+            found = _class_verdicts[cls] = _written_by_user(cls)
+    except TypeError:  # a metaclass that makes its classes unhashable: not kept
+        found = _written_by_user(cls)
+    return found
 
 
 # Classes whose __module__ names a library module: whether their own body is a user's.
 _class_verdicts: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
-def _written_by_user(cls: type) -> bool:
-    """Whether a class whose ``__module__`` names a library module was written in a user's file:
-    a function of its own body (qualified by the class's name) is user code by the rule for
-    functions and was compiled from a file that is not a library's. A class statement in a user's
-    file that sets ``__module__ = "json"`` (to pickle by another name, or to look like a library's
-    class) was keyed by that name: an edit of its methods was a stale hit. Functions made from
-    strings (``namedtuple``'s ``__new__``, a dataclass's ``__init__``, whose file is ``<string>``)
-    do not count: a library makes them in its own classes."""
+def _written_by_user(cls: type, depth: int = 0) -> bool:
+    """Whether a class whose ``__module__`` names a library module was written in a user's file: a
+    function compiled in its own body (its code's ``co_qualname`` starts with the class's name:
+    set by the compiler, which ``functools.wraps`` does not copy) is user code by the rule for
+    functions and comes from a file that is not a library's. A class statement in a user's file
+    that sets ``__module__ = "json"`` (to pickle by another name) was keyed by that name: an edit
+    of its methods was a stale hit. Methods under ``property``, ``cached_property``, ``lru_cache``,
+    ``partialmethod`` and the like count, as do nested classes. Functions made from strings
+    (``namedtuple``'s ``__new__``, a dataclass's ``__init__``: file ``<string>``) do not: a library
+    makes them in its own classes; nor does a function assigned to a library class later (a
+    patch), whose code was compiled elsewhere. A class with no function of its own body (fields
+    only) stays keyed by name."""
     prefix = f"{getattr(cls, '__qualname__', '')}."
     try:
         members = list(vars(cls).values())
     except TypeError:
         return False
     for member in members:
-        if isinstance(member, (staticmethod, classmethod)):
-            member = member.__func__
-        elif isinstance(member, property):
-            member = member.fget
-        if not isinstance(member, types.FunctionType) \
-                or not getattr(member, "__qualname__", "").startswith(prefix):
-            continue
-        filename = member.__code__.co_filename
-        if os.path.isabs(filename) and not _library_file(filename) and is_user_code(member):
+        if isinstance(member, type):
+            if depth < 4 and getattr(member, "__qualname__", "").startswith(prefix) \
+                    and _written_by_user(member, depth + 1):
+                return True
+        elif any(_compiled_in(fn, prefix) for fn in _functions_of(member)):
             return True
     return False
+
+
+def _compiled_in(fn: types.FunctionType, prefix: str) -> bool:
+    """Whether ``fn`` was compiled in the body of the class named ``prefix`` (with its dot), from
+    a user's file."""
+    code = fn.__code__
+    return code.co_qualname.startswith(prefix) and os.path.isabs(code.co_filename) \
+        and not _library_file(code.co_filename) and is_user_code(fn)
+
+
+def _functions_of(member: Any) -> list[types.FunctionType]:
+    """The plain functions a class attribute holds: itself (and what a ``functools.wraps`` wrapper
+    wraps), a property's accessors, or the function of a ``staticmethod``, ``classmethod``,
+    ``cached_property``, ``partialmethod``, ``singledispatchmethod`` or ``lru_cache``. Only these
+    standard types are looked into: an attribute of another type is not asked for anything."""
+    found: list[types.FunctionType] = []
+    todo = [member]
+    while todo and len(found) < 16:
+        m = todo.pop()
+        if isinstance(m, property):
+            todo.extend(x for x in (m.fget, m.fset, m.fdel) if x is not None)
+            continue
+        if isinstance(m, types.FunctionType):
+            found.append(m)
+            inner = vars(m).get("__wrapped__")
+        else:
+            attr = _HOLDERS.get(type(m))
+            inner = None if attr is None else getattr(m, attr, None)
+        if inner is not None and inner is not m:
+            todo.append(inner)
+    return found
+
+
+# Standard holders of a function, and the attribute that holds it.
+_HOLDERS: dict[type, str] = {
+    staticmethod: "__func__", classmethod: "__func__", functools.cached_property: "func",
+    functools.partialmethod: "func", functools.singledispatchmethod: "func",
+    type(functools.lru_cache(lambda: None)): "__wrapped__",
+}
 
 
 _library_files: dict[str, bool] = {}

@@ -178,7 +178,11 @@ def _cyclic_object_token(a: Any) -> Any:
     when an element is, or holds, the array itself (``a[0] = a``), and writes a reference to it.
     Elements in the reduction's arguments would reach the array again before it is memoized: a
     recursion without end, which made such arrays unhashable."""
-    return (Token, ("ndarray-object-cyclic", a.dtype, a.shape), None, iter(a.reshape(-1).tolist()))
+    dt = a.dtype
+    if dt.names is not None:  # field by field, as ndarray_token: numeric ones by their bytes
+        return (Token, ("ndarray-object-fields-cyclic", dt, a.shape), None,
+                iter([a[n] if dt[n].hasobject else ndarray_token(a[n]) for n in dt.names]))
+    return (Token, ("ndarray-object-cyclic", dt, a.shape), None, iter(a.reshape(-1).tolist()))
 
 
 def _ndarray_subclass_token(h: Any, a: Any) -> Any:

@@ -530,7 +530,8 @@ def _digest(obj: Any, root: str | None) -> bytes:
         if _too_deep(e):
             raise UnhashableArgument(
                 f"cannot hash a value of type {type(obj).__qualname__}: nested too deeply, or it "
-                "holds itself through a set (each set element is hashed on its own)", None,
+                "holds itself where the key cannot follow (through a set, whose elements are "
+                "hashed on their own, or an array subclass)", None,
                 type(obj).__qualname__,
             ) from e
         raise _explain_failure(obj, e) from e
