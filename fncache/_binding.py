@@ -13,6 +13,7 @@ file), whatever path type they were given as; the function itself still receives
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Callable, Iterable
@@ -35,7 +36,10 @@ class Binder:
         # instance is bound as the first argument, so the instance's content is keyed afresh on every
         # call like any argument (and ``ignore=["self"]`` works), never as a value the code reads.
         self.bound, func = _unbound(func)
-        self.signature = _signature(func)
+        ignore, files = tuple(ignore), tuple(files)
+        self.signature = _signature(func, (*ignore, *files))
+        # What the signature was read from (defaults, code, a partial's keywords): see current().
+        self._source = _source_of(func)
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
         #: The first parameter's name (a method's ``self``), or None.
@@ -51,6 +55,15 @@ class Binder:
         self._simple = _positional(params)
         self._n = len(params)
         self._tails = _tails(params)
+        self._as_given = _as_given(self.signature, params, self.ignore)
+
+    def current(self) -> bool:
+        """Whether the signature still stands as read: the function's code, defaults and keyword
+        defaults (and a partial's keywords) are the objects they were, the keyword defaults' items
+        too. Checked when the fingerprint is made again (which watches the same attributes), not
+        on every call; a binder that no longer stands is made again, or a call given its old
+        default explicitly would share the key of one that now gets the new default."""
+        return _unchanged(self._source)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Values in parameter order (``*args`` as a tuple, ``**kwargs`` as pairs in call order),
@@ -70,7 +83,7 @@ class Binder:
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         if self.bound:
             args = self.bound + args
-        if self.signature is None:
+        if self._as_given:
             return (args, tuple(kwargs.items()))
         if self._simple and not kwargs and len(args) <= self._n:
             tail = self._tails[len(args)]
@@ -79,7 +92,7 @@ class Binder:
                 if self.ignore:
                     return tuple(values[i] for i in self._keep)
                 return values
-        return self._bind_by_signature(self.signature, args, kwargs)
+        return self._bind_by_signature(self.signature, args, kwargs)  # type: ignore[arg-type]
 
     def _bind_by_signature(self, signature: inspect.Signature, args: tuple[Any, ...],
                            kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -102,6 +115,14 @@ def _unbound(func: Callable[..., Any]) -> tuple[tuple[Any, ...], Callable[..., A
     if isinstance(func, types.MethodType):
         return (func.__self__,), func.__func__
     return (), func
+
+
+def _as_given(signature: inspect.Signature | None, params: list[inspect.Parameter],
+              ignore: frozenset[str]) -> bool:
+    """Whether calls are keyed as given, without ``bind()``: no signature (some builtins), or
+    ``(*args, **kwargs)`` alone (a decorator's wrapper) with nothing ignored."""
+    return signature is None or (
+        [p.kind for p in params] == [_P.VAR_POSITIONAL, _P.VAR_KEYWORD] and not ignore)
 
 
 def _positional(params: list[inspect.Parameter]) -> bool:
@@ -148,9 +169,46 @@ def _checked_options(func: Any, signature: inspect.Signature | None,
     return ignored, file_names
 
 
-def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+def _source_of(func: Any) -> tuple[Any, ...] | None:
+    """What ``func``'s signature is read from, as objects to compare by identity (None: nothing
+    that changes in place: a builtin, a class, a callable object)."""
+    if isinstance(func, functools.partial):
+        return ("partial", func, tuple(func.keywords.items()), _source_of(func.func))
+    if isinstance(func, types.FunctionType):
+        kw = func.__kwdefaults__
+        return ("function", func, func.__code__, func.__defaults__, kw,
+                tuple(kw.items()) if kw else ())
+    return None
+
+
+def _unchanged(source: tuple[Any, ...] | None) -> bool:
+    if source is None:
+        return True
+    if source[0] == "partial":
+        _, p, items, inner = source
+        return _same_items(p.keywords, items) and _unchanged(inner)
+    _, fn, code, defaults, kw, items = source
+    return (fn.__code__ is code and fn.__defaults__ is defaults and fn.__kwdefaults__ is kw
+            and (not items or _same_items(kw, items)))
+
+
+def _same_items(mapping: dict[str, Any], items: tuple[tuple[str, Any], ...]) -> bool:
+    return len(mapping) == len(items) and all(mapping.get(k, _P.empty) is v for k, v in items)
+
+
+def _signature(func: Callable[..., Any], named: tuple[str, ...] = ()) -> inspect.Signature | None:
+    """The function's own signature: a decorator's wrapper (``functools.wraps`` sets
+    ``__wrapped__``, which inspect follows by default) may take other parameters or defaults than
+    the function it wraps, and the wrapper is what the call runs. Only where ``ignore=`` or
+    ``files=`` name parameters the wrapper does not have but the wrapped function does (as
+    ``joblib.Memory`` users write them) is the call bound by the wrapped function's signature."""
     try:
-        return inspect.signature(func)
+        own = inspect.signature(func, follow_wrapped=False)
+        if named and not set(named) <= set(own.parameters):
+            inner = inspect.signature(func)
+            if set(named) <= set(inner.parameters):
+                return inner
+        return own
     except (TypeError, ValueError):
         # Some builtins have no signature: take the arguments as given, keyword order included
         # (which of them are named parameters is unknown).

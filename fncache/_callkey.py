@@ -109,7 +109,10 @@ class KeyBuilder:
         # The code the fingerprint covers: a bound method's function (its instance is an argument).
         self.code = func.__func__ if isinstance(func, types.MethodType) else func
         self.function = function
+        self._options = options
         self.binder = Binder(func, options.ignore, options.files)
+        #: Binders made since this one's first (the function's signature changed: see _refresh).
+        self.binds = 0
         self.ignored = tuple(sorted(self.binder.ignore))
         self.version = options.version
         self.depends = options.depends_on
@@ -153,6 +156,12 @@ class KeyBuilder:
             self._owner = _owner_by_name(self.code)
         fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
                                     ignore_globals=self.ignore_globals)
+        if not self.binder.current():
+            # New defaults, code or a partial's keywords: bound by the signature as it stands, or
+            # f(0) (now the new default) and f(0, <old default>) would share a key. The caller
+            # that bound its arguments before sees ``binds`` move and binds them again.
+            self.binder = Binder(self.func, self._options.ignore, self._options.files)
+            self.binds += 1
         return fp
 
     def _class_of_self(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:
@@ -207,18 +216,22 @@ class KeyBuilder:
 
     def build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
         """The key of ``func(*args, **kwargs)`` as the inputs stand now."""
+        binds = self.binds
         token = RECORDS.set(self.records)  # file digests kept in the store (fncache._digest_records)
         try:
             digests = self.arg_digests(args, kwargs)
         finally:
             RECORDS.reset(token)
         if not self._direct:
-            return self.rebuild(digests)
+            made = self.rebuild(digests)
+            return made if self.binds == binds else self.build(args, kwargs)
         # The common case in one step (no depends_on, no version=, no class of self): the same
         # parts rebuild takes, with the key's prefix and code part joined once per fingerprint.
         fp = self._fp
         if fp is None or not still_valid(fp):
             fp = self._refresh()
+            if self.binds != binds:  # the signature changed: bound again
+                return self.build(args, kwargs)
         fp_of, prefix = self._prefix
         if fp_of is not fp:
             fp_of, prefix = self._prefix = (fp, _KEY_PREFIX + fp.digest)

@@ -79,3 +79,77 @@ def test_options_are_validated_once_frozen_and_pickled_without_the_secret():
         Options.make(lock="yes")  # type: ignore[arg-type]
     m = fncache.memoize(store="memory://opts", secret="s3cret")(_scaled)
     assert b"s3cret" not in pickle.dumps(m)
+
+
+def test_new_defaults_bind_calls_by_the_signature_as_it_stands(tmp_path):
+    """Defaults replaced (``__defaults__``), edited in place (``__kwdefaults__["k"]``) or a
+    partial's keywords edited after decoration: ``f(0)`` now runs with the new default, so it must
+    not share the key of ``f(0, <old default>)``. A helper's keyword default edited in place is a
+    new key too."""
+    import functools
+
+    @fncache.memoize(store=str(tmp_path / "a"))
+    def f(x, b=1):
+        return (x, b)
+
+    f.__wrapped__.__defaults__ = (2,)
+    assert (f(0), f(0, 1)) == ((0, 2), (0, 1))
+
+    @fncache.memoize(store=str(tmp_path / "b"))
+    def g(x, *, k=1):
+        return (x, k)
+
+    assert g(0) == (0, 1)
+    g.__wrapped__.__kwdefaults__["k"] = 2
+    assert (g(0), g(0, k=1)) == ((0, 2), (0, 1))
+
+    def helper(x, *, k=1):
+        return x * k
+
+    @fncache.memoize(store=str(tmp_path / "c"))
+    def uses(x):
+        return helper(x)
+
+    assert uses(3) == 3
+    helper.__kwdefaults__["k"] = 10
+    assert uses(3) == 30
+
+    p = functools.partial(_scaled, y=1)
+    mp = fncache.memoize(store=str(tmp_path / "d"))(p)
+    assert mp(1) == _scaled(1, y=1)
+    p.keywords["y"] = 5
+    assert (mp(1), mp(1, y=1)) == (_scaled(1, y=5), _scaled(1, y=1))
+
+
+def test_a_wrapper_binds_by_its_own_signature(tmp_path):
+    """A decorator's wrapper (``functools.wraps`` sets ``__wrapped__``) is what the call runs:
+    its parameters and defaults bind the call, not the wrapped function's (which inspect follows
+    by default: ``h(3)`` and ``h(3, 1)`` shared a key, and a keyword only the wrapper takes
+    raised ``TypeError``)."""
+    import functools
+
+    def scaled(fn):
+        @functools.wraps(fn)
+        def wrapper(x, scale=2):
+            return fn(x, scale)
+        return wrapper
+
+    def retrying(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, retries=3, **kwargs):
+            return fn(*args, **kwargs)
+        return wrapper
+
+    @fncache.memoize(store=str(tmp_path / "a"))
+    @scaled
+    def h(x, scale=1):
+        return x * scale
+
+    @fncache.memoize(store=str(tmp_path / "b"))
+    @retrying
+    def load(x):
+        return x * 10
+
+    assert (h(3), h(3, 1)) == (6, 3)
+    assert (load(2, retries=1), load(2)) == (20, 20)
+    assert load.cache_info().hits == 0  # retries= is an argument of the wrapper: two calls

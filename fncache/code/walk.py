@@ -493,13 +493,13 @@ class Walk:
         code = fn.__code__
         qual = label.split(" ", 1)[1]
         self.functions[label] = fn
-        self.attr_watches.append((fn, "__code__", code))
-        self.attr_watches.append((fn, "__defaults__", fn.__defaults__))
-        self.attr_watches.append((fn, "__kwdefaults__", fn.__kwdefaults__))
+        self.attr_watches.extend(((fn, "__code__", code), (fn, "__defaults__", fn.__defaults__),
+                                  (fn, "__kwdefaults__", fn.__kwdefaults__)))
+        kw = fn.__kwdefaults__ or {}  # each item watched too: ``f.__kwdefaults__["k"] = 2`` in place
+        self.dict_watches.extend(zip([fn.__kwdefaults__] * len(kw), kw, kw.values(), strict=True))
         # Element by element: a mutable default the function writes to (a memo dict) stands apart.
         defaults = tuple(self.private_reference(v, f"a default of {qual}") for v in fn.__defaults__ or ())
-        kwdefaults = tuple((k, self.private_reference(v, f"default {qual}.{k}"))
-                           for k, v in (fn.__kwdefaults__ or {}).items())
+        kwdefaults = tuple((k, self.private_reference(v, f"default {qual}.{k}")) for k, v in kw.items())
         attrs = self.function_attrs(fn, qual)
         self.components[label] = _hasher.digest(
             (code_digest(code), fn.__qualname__, defaults, kwdefaults)
