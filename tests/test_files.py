@@ -240,3 +240,48 @@ def test_file_keys_are_the_recorded_ones(tmp_path: Path) -> None:
     path.write_bytes(b"x,y\n1,2\n")
     assert fncache.hash(fncache.file(path)) == "9bff31f437984eefd7e071addf824f37"
     assert fncache.hash(fncache.ref(object(), "tok")) == "3957e84e7c3c6453a1d75793a8f969b9"
+
+
+def test_a_folder_follows_symlinked_folders_and_never_reads_special_files(tmp_path: Path) -> None:
+    """``fncache.file(folder)`` keys every file below it, through a symlinked folder too (a
+    function reading ``data/sub/x.csv`` was served the old result after ``x.csv`` changed). A FIFO
+    or a broken symlink inside is keyed as what it is, never opened (a FIFO waited for a writer for
+    ever); a FIFO given alone is refused, naming it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "x.csv").write_text("1\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sub").symlink_to(tmp_path / "real", target_is_directory=True)
+    (data / ".#lock").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(data / "pipe")
+    script = textwrap.dedent(f"""
+        import fncache
+        load = fncache.memoize(store={str(tmp_path / "store")!r})(
+            lambda d: open({str(data / "sub" / "x.csv")!r}).read().strip())
+        first = load(fncache.file({str(data)!r}))
+        open({str(tmp_path / "real" / "x.csv")!r}, "w").write("2\\n")
+        second = load(fncache.file({str(data)!r}))
+        try:
+            fncache.hash(fncache.file({str(data / "pipe")!r}))
+        except fncache.UnhashableArgument as e:
+            refused = "not a regular file" in str(e) and "pipe" in str(e)
+        print(first, second, refused)
+    """)
+    # In a child with a deadline: the code before waited on the FIFO for ever.
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["1", "2", "True"]
+
+
+def test_a_broken_symlink_beside_a_glob_does_not_break_the_scan(tmp_path: Path) -> None:
+    """A broken symlink under a glob's folder that the pattern does not match (an editor's lock
+    file) made every scan unhashable; one it matches is keyed by its target."""
+    pl = pytest.importorskip("polars")
+    pl.DataFrame({"a": [1]}).write_parquet(tmp_path / "p.parquet")
+    before = fncache.hash(pl.scan_parquet(tmp_path / "*.parquet"))
+    (tmp_path / ".#notes.txt").symlink_to(tmp_path / "nowhere")
+    assert fncache.hash(pl.scan_parquet(tmp_path / "*.parquet")) == before

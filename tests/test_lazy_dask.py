@@ -109,3 +109,27 @@ def test_delayed_values_key_alike_in_two_processes(tmp_path: Path) -> None:
     """)
     keys = [run_py(script, arg).stdout.strip() for arg in ("2", "2", "3")]
     assert keys[0] == keys[1] != keys[2]
+
+
+def test_a_parquet_frame_made_before_its_files_changed_reads_and_keys_what_it_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dask keeps the files and schema it found when ``read_parquet`` was called: a frame made
+    before a file was added, or before a file gained a column, still reads those. Its result was
+    stored under the key of a frame made now, which then hit it (one row, where it reads two)."""
+    pytest.importorskip("pyarrow")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    pd.DataFrame({"v": [1]}).to_parquet("data/a.parquet")
+    older = dd.read_parquet("data")
+    pd.DataFrame({"v": [2]}).to_parquet("data/b.parquet")
+    rows = fncache.memoize(store=str(tmp_path / "store"))(lambda f: len(f.compute()))
+    assert rows(older) == len(older.compute()) == 1
+    assert rows(dd.read_parquet("data")) == 2
+
+    (tmp_path / "cols").mkdir()
+    pd.DataFrame({"v": [1]}).to_parquet("cols/a.parquet")
+    older = dd.read_parquet("cols")
+    pd.DataFrame({"v": [1], "w": [2]}).to_parquet("cols/a.parquet")
+    width = fncache.memoize(store=str(tmp_path / "store"))(lambda f: list(f.compute().columns))
+    assert width(older) == list(older.compute().columns) == ["v"]
+    assert width(dd.read_parquet("cols")) == ["v", "w"]

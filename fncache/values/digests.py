@@ -12,9 +12,12 @@ A file modified within the file system's timestamp granularity of now could be r
 with the same size and timestamps ("racy git"): the digest of a file younger than two seconds is
 not kept, and the next use reads it again.
 
-Folders are listed in one ``os.scandir`` pass per directory. A folder given to ``fncache.file``
-or ``depends_on`` skips symlinked directories, as ``os.walk`` does (its keys are unchanged); a
-folder a lazy reader scans follows them, as polars and zarr do. The table lives in the process;
+Folders are listed in one ``os.scandir`` pass per directory, following symlinked directories
+(each real directory once), as polars and zarr do and as a function reading "every file below"
+would. An entry that is no regular file (a FIFO, a socket, a device, a broken symlink) is keyed
+by its kind (and a link by its target), never opened: reading a FIFO waits for a writer for ever.
+Given by itself (``fncache.file(fifo)``), such a path is refused: it has no content to key. The
+table lives in the process;
 while a memoized function makes its key, a second tier is asked on a miss: the records kept in
 that function's store (:data:`RECORDS`, :mod:`fncache._digest_records`), so the first use of an
 unchanged file of 1 MiB or more (:data:`RECORD_MIN_BYTES`; a smaller one is read faster than a
@@ -88,6 +91,8 @@ def file_digest(path: str, st: os.stat_result | None = None) -> bytes:
     """
     if st is None:
         st = os.stat(path)
+    if not _stat.S_ISREG(st.st_mode):
+        return _kind_digest(path, st)
     sig = signature(st)
     found = _table.get(path)
     if found is not None and found[0] == sig:
@@ -114,10 +119,28 @@ def _digest_afresh(path: str, st: os.stat_result, sig: Signature) -> bytes:
     return d
 
 
+def _kind_digest(path: str, st: os.stat_result) -> bytes:
+    """An entry that is no regular file, by its kind (a symlink's: by its target too): never
+    read."""
+    target = ""
+    if _stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+    return xxhash.xxh3_128_digest(f"special {_stat.S_IFMT(st.st_mode)} {target}".encode(
+        "utf-8", "surrogateescape"))
+
+
 def _read_digest(path: str) -> bytes:
     """xxh3-128 of the file's bytes, read in chunks."""
     h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
+    # Opened without waiting (a FIFO put in the file's place since its stat would wait for a
+    # writer), then refused unless it is a regular file.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as f:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is no longer a regular file")
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.digest()
@@ -128,7 +151,8 @@ def tree_files(root: str, follow: bool = False) -> list[tuple[str, str, os.stat_
 
     In ``os.walk`` order with sorted names: a directory's files, then each subdirectory's.
     ``follow``: descend into symlinked directories too (as polars and zarr do when they list a
-    folder), each real directory once; without it they are skipped, as ``os.walk`` skips them.
+    folder, and as ``fncache.file`` and ``depends_on`` do), each real directory once; without it
+    they are skipped, as ``os.walk`` skips them. A broken symlink is listed with its own ``lstat``.
     """
     out: list[tuple[str, str, os.stat_result]] = []
     seen: set[tuple[int, int]] | None = None
@@ -154,7 +178,11 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
                     seen.add((st.st_dev, st.st_ino))
                     subdirs.append(e)
             continue
-        out.append((rel + e.name, e.path, e.stat()))
+        try:
+            st = e.stat()
+        except FileNotFoundError:  # a broken symlink: keyed as the link it is (its target)
+            st = e.stat(follow_symlinks=False)
+        out.append((rel + e.name, e.path, st))
     for e in subdirs:
         _walk(e.path, rel + e.name + "/", out, seen)
 
@@ -170,8 +198,11 @@ def path_digest(path: str | os.PathLike[str]) -> bytes:
     except FileNotFoundError:
         return value_digest(("missing-path",))
     if _stat.S_ISDIR(st.st_mode):
-        parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p))
+        parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p, follow=True))
         return value_digest(("dir", parts))
+    if not _stat.S_ISREG(st.st_mode):
+        raise OSError(f"{p} is not a regular file (a FIFO, socket or device): it has no content "
+                      "to key")
     return value_digest(("file", file_digest(p, st)))
 
 

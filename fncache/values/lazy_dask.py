@@ -34,6 +34,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from fncache.values.digests import has_magic
 from fncache.values.files import File
 from fncache.values.lazy_paths import is_remote, local_path, path_content, refuse, token
 from fncache.values.registry import register_lazy, register_type
@@ -228,7 +229,43 @@ def _parquet_files(frame: Any, e: Any, path: Any) -> Any:
         raise refuse(frame, f"it reads through {type(fs).__name__}, whose objects fncache cannot "
                             "tell changed")
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-    return tuple((os.fspath(p), path_content(frame, os.fspath(p), glob=True)) for p in paths)
+    listed = tuple((os.fspath(p), path_content(frame, os.fspath(p), glob=True)) for p in paths)
+    return listed + _cached_listing(e, [os.fspath(p) for p in paths])
+
+
+def _cached_listing(e: Any, paths: list[str]) -> tuple[Any, ...]:
+    """What the frame learned of its files when it was made and reads by (dask-expr keeps it in
+    ``_dataset_info_cache``): the files its dataset lists, by name, and the schemas. A frame made
+    before a file was added, or before a file's columns changed, still reads the files and
+    columns it found then, while the listing above is what is there now: without these, its
+    result was stored under the key of a frame made now (a stale hit for that one). None while
+    dask has not looked (the frame then lists the files when it runs, as keyed above). The files
+    are named relative to the folder the paths start from (dask keeps them absolute), so that data
+    moved with its checkout keeps its keys."""
+    try:
+        info = e.operand("_dataset_info_cache")
+    except Exception:  # noqa: BLE001 - another dask-expr: nothing cached to key
+        return ()
+    if not isinstance(info, dict) or not info:
+        return ()
+    files = getattr(info.get("ds"), "files", None)
+    if files is not None:
+        files = tuple(_relative(str(f), paths) for f in files)
+    return (("cached", files, info.get("physical_schema"), info.get("schema")),)
+
+
+def _relative(file: str, paths: list[str]) -> str:
+    """``file`` relative to the folder the given ``paths`` have in common (each path up to its
+    first glob part), as far as there is one; else as it is."""
+    bases = []
+    for p in paths:
+        parts = p.replace(os.sep, "/").split("/")
+        i = next((k for k, part in enumerate(parts) if has_magic(part)), len(parts))
+        bases.append(os.path.abspath("/".join(parts[:i]) or "."))
+    try:
+        return os.path.relpath(file, os.path.commonpath(bases)).replace(os.sep, "/")
+    except ValueError:  # no common folder (another drive)
+        return file
 
 
 def _is_local_fs(fs: Any) -> bool:
