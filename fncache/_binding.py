@@ -38,8 +38,11 @@ class Binder:
         self.bound, func = _unbound(func)
         ignore, files = tuple(ignore), tuple(files)
         self.signature = _signature(func, (*ignore, *files))
-        # What the signature was read from (defaults, code, a partial's keywords): see current().
+        # What the signature was read from (defaults, code, a partial's keywords, a callable
+        # object's __call__, the wrapped function where it binds): see current().
         self._source = _source_of(func)
+        if self.signature is not None and getattr(func, "__wrapped__", None) is not None:
+            self._source = ("wrapped", self._source, _source_of(inspect.unwrap(func)))
         params = list(self.signature.parameters.values()) if self.signature else []
         names = [p.name for p in params]
         #: The first parameter's name (a method's ``self``), or None.
@@ -171,25 +174,39 @@ def _checked_options(func: Any, signature: inspect.Signature | None,
 
 def _source_of(func: Any) -> tuple[Any, ...] | None:
     """What ``func``'s signature is read from, as objects to compare by identity (None: nothing
-    that changes in place: a builtin, a class, a callable object)."""
+    that changes in place: a builtin, a class)."""
     if isinstance(func, functools.partial):
         return ("partial", func, tuple(func.keywords.items()), _source_of(func.func))
     if isinstance(func, types.FunctionType):
         kw = func.__kwdefaults__
         return ("function", func, func.__code__, func.__defaults__, kw,
                 tuple(kw.items()) if kw else ())
+    call = _call_of(func)
+    if isinstance(call, types.FunctionType):  # a callable object: its class's __call__
+        return ("object", func, call, _source_of(call))
     return None
 
 
+def _call_of(obj: Any) -> Any:
+    return inspect.getattr_static(type(obj), "__call__", None)
+
+
 def _unchanged(source: tuple[Any, ...] | None) -> bool:
-    if source is None:
-        return True
-    if source[0] == "partial":
-        _, p, items, inner = source
-        return _same_items(p.keywords, items) and _unchanged(inner)
+    return source is None or _UNCHANGED[source[0]](source)
+
+
+def _function_unchanged(source: tuple[Any, ...]) -> bool:
     _, fn, code, defaults, kw, items = source
     return (fn.__code__ is code and fn.__defaults__ is defaults and fn.__kwdefaults__ is kw
             and (not items or _same_items(kw, items)))
+
+
+_UNCHANGED: dict[str, Callable[[tuple[Any, ...]], bool]] = {
+    "function": _function_unchanged,
+    "partial": lambda s: _same_items(s[1].keywords, s[2]) and _unchanged(s[3]),
+    "object": lambda s: _call_of(s[1]) is s[2] and _unchanged(s[3]),
+    "wrapped": lambda s: _unchanged(s[1]) and _unchanged(s[2]),
+}
 
 
 def _same_items(mapping: dict[str, Any], items: tuple[tuple[str, Any], ...]) -> bool:

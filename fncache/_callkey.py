@@ -154,14 +154,17 @@ class KeyBuilder:
     def _refresh(self) -> Fingerprint:
         if self._self_class and self._owner is None:
             self._owner = _owner_by_name(self.code)
-        fp = self._fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
-                                    ignore_globals=self.ignore_globals)
+        fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
+                         ignore_globals=self.ignore_globals)
         if not self.binder.current():
             # New defaults, code or a partial's keywords: bound by the signature as it stands, or
             # f(0) (now the new default) and f(0, <old default>) would share a key. The caller
-            # that bound its arguments before sees ``binds`` move and binds them again.
+            # that bound its arguments before sees ``binds`` move and binds them again. Made
+            # before the fingerprint is kept: a signature ignore= no longer fits raises on every
+            # call, not once.
             self.binder = Binder(self.func, self._options.ignore, self._options.files)
             self.binds += 1
+        self._fp = fp
         return fp
 
     def _class_of_self(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:

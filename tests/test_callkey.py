@@ -153,3 +153,53 @@ def test_a_wrapper_binds_by_its_own_signature(tmp_path):
     assert (h(3), h(3, 1)) == (6, 3)
     assert (load(2, retries=1), load(2)) == (20, 20)
     assert load.cache_info().hits == 0  # retries= is an argument of the wrapper: two calls
+
+
+def test_signatures_read_through_objects_and_wrapped_functions_are_read_again(tmp_path):
+    """The defaults a call binds by are read again when they change in a callable object's
+    ``__call__``, or in the wrapped function whose signature binds (``ignore=`` naming its
+    parameters); a change that leaves an ignored parameter out fails every call, clearly."""
+    import functools
+
+    class Deco:
+        def __init__(self, fn):
+            self.fn = fn
+            functools.update_wrapper(self, fn)
+
+        def __call__(self, x, scale=2):
+            return self.fn(x, scale)
+
+    def h(x, scale=1):
+        return x * scale
+
+    m = fncache.memoize(store=str(tmp_path / "a"))(Deco(h))
+    assert m(3) == 6
+    Deco.__call__.__defaults__ = (5,)
+    assert (m(3), m(3, 2)) == (15, 6)
+
+    def passing(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs)
+        return wrapper
+
+    def inner(x, scale=1, verbose=False):
+        return x * scale
+
+    f = fncache.memoize(store=str(tmp_path / "b"), ignore=["verbose"])(passing(inner))
+    assert f(3) == 3
+    inner.__defaults__ = (2, False)
+    assert (f(3), f(3, 1)) == (6, 3)
+
+    def g(x, verbose=False):
+        return x
+
+    def g2(x, loud=False):
+        return (x, loud)
+
+    mg = fncache.memoize(store=str(tmp_path / "c"), ignore=["verbose"])(g)
+    assert mg(1) == 1
+    g.__code__ = g2.__code__
+    for _ in range(2):
+        with pytest.raises(fncache.ConfigError, match="'verbose' is not a parameter"):
+            mg(1, True)

@@ -257,6 +257,7 @@ def test_a_folder_follows_symlinked_folders_and_never_reads_special_files(tmp_pa
     data.mkdir()
     (data / "sub").symlink_to(tmp_path / "real", target_is_directory=True)
     (data / ".#lock").symlink_to(tmp_path / "nowhere")
+    (data / "loop").symlink_to(data / "loop")  # ELOOP when followed
     os.mkfifo(data / "pipe")
     script = textwrap.dedent(f"""
         import fncache

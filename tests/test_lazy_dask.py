@@ -133,3 +133,21 @@ def test_a_parquet_frame_made_before_its_files_changed_reads_and_keys_what_it_fo
     width = fncache.memoize(store=str(tmp_path / "store"))(lambda f: list(f.compute().columns))
     assert width(older) == list(older.compute().columns) == ["v"]
     assert width(dd.read_parquet("cols")) == ["v", "w"]
+
+
+def test_a_filtered_parquet_frame_keys_the_row_groups_it_planned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``filters=`` prunes row groups by the statistics the frame gathered when made: a frame
+    made before its file was rewritten reads through that plan (nothing, here) while a frame made
+    after reads the new rows; they are two keys."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"x": [1, 2]}), "data/a.parquet")
+    older = dd.read_parquet("data", filters=[("x", ">", 5)])
+    pq.write_table(pa.table({"x": [10, 20]}), "data/a.parquet", row_group_size=1)
+    rows = fncache.memoize(store=str(tmp_path / "store"))(
+        lambda f: sorted(f.compute()["x"].tolist()))
+    assert rows(older) == sorted(older.compute()["x"].tolist())
+    assert rows(dd.read_parquet("data", filters=[("x", ">", 5)])) == [10, 20]

@@ -169,7 +169,7 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
         entries = sorted(it, key=lambda e: e.name)
     subdirs = []
     for e in entries:
-        if e.is_dir():
+        if _is_dir(e):
             if not e.is_symlink():
                 subdirs.append(e)
             elif seen is not None:
@@ -180,11 +180,19 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
             continue
         try:
             st = e.stat()
-        except FileNotFoundError:  # a broken symlink: keyed as the link it is (its target)
+        except OSError:  # a broken or looping symlink: keyed as the link it is (its target)
             st = e.stat(follow_symlinks=False)
         out.append((rel + e.name, e.path, st))
     for e in subdirs:
         _walk(e.path, rel + e.name + "/", out, seen)
+
+
+def _is_dir(e: os.DirEntry[str]) -> bool:
+    """Whether the entry is a folder (through a symlink too); a symlink that loops is not."""
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
 
 
 def path_digest(path: str | os.PathLike[str]) -> bytes:

@@ -251,7 +251,23 @@ def _cached_listing(e: Any, paths: list[str]) -> tuple[Any, ...]:
     files = getattr(info.get("ds"), "files", None)
     if files is not None:
         files = tuple(_relative(str(f), paths) for f in files)
-    return (("cached", files, info.get("physical_schema"), info.get("schema")),)
+    # The plan: which row groups of which files each partition reads, as the statistics the frame
+    # gathered when made decided (``filters=`` prunes by them): a file rewritten since is read
+    # through that plan.
+    plan = info.get("plan")
+    parts = None
+    if isinstance(plan, dict):
+        parts = (bool(plan.get("empty")), tuple(_plan_part(p, paths) for p in plan.get("parts") or ()))
+    return (("cached", files, info.get("physical_schema"), info.get("schema"), parts),)
+
+
+def _plan_part(part: Any, paths: list[str]) -> Any:
+    """One partition of a parquet plan: its file (relative, as above), row groups and partition
+    keys; a part of another shape (an empty frame standing for none) by its type."""
+    piece = part.get("piece") if isinstance(part, dict) else None
+    if isinstance(piece, tuple) and piece and isinstance(piece[0], str):
+        return (_relative(piece[0], paths), *piece[1:])
+    return type(part).__qualname__
 
 
 def _relative(file: str, paths: list[str]) -> str:
