@@ -157,15 +157,18 @@ class KeyBuilder:
         fp = fingerprint(self.code, versions=self.track_versions, owner=self._owner,
                          ignore_globals=self.ignore_globals)
         if not self.binder.current():
-            # New defaults, code or a partial's keywords: bound by the signature as it stands, or
-            # f(0) (now the new default) and f(0, <old default>) would share a key. The caller
-            # that bound its arguments before sees ``binds`` move and binds them again. Made
-            # before the fingerprint is kept: a signature ignore= no longer fits raises on every
-            # call, not once.
-            self.binder = Binder(self.func, self._options.ignore, self._options.files)
-            self.binds += 1
+            # Made before the fingerprint is kept: a signature ignore= no longer fits raises on
+            # every call, not once.
+            self._rebind()
         self._fp = fp
         return fp
+
+    def _rebind(self) -> None:
+        """New defaults, code or a partial's keywords: calls are bound by the signature as it
+        stands, or f(0) (now the new default) and f(0, <old default>) would share a key. A caller
+        that bound its arguments before sees ``binds`` move and binds them again."""
+        self.binder = Binder(self.func, self._options.ignore, self._options.files)
+        self.binds += 1
 
     def _class_of_self(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, ...]:
         """With ``self`` ignored: the digest of the instance's class when it is not the class that
@@ -233,8 +236,8 @@ class KeyBuilder:
         fp = self._fp
         if fp is None or not still_valid(fp):
             fp = self._refresh()
-            if self.binds != binds:  # the signature changed: bound again
-                return self.build(args, kwargs)
+        if self.binds != binds:  # the signature changed (here or in another thread): bound again
+            return self.build(args, kwargs)
         fp_of, prefix = self._prefix
         if fp_of is not fp:
             fp_of, prefix = self._prefix = (fp, _KEY_PREFIX + fp.digest)
@@ -256,6 +259,8 @@ class KeyBuilder:
                 RECORDS.reset(token)
         if self._pinned is not None:
             code = self._pinned
+            if not self.binder.current():  # no fingerprint to watch the signature: asked here
+                self._rebind()
         else:
             fp = self.fingerprint()
             code = fp.digest if depends is None else _hasher.digest((fp.digest, depends))

@@ -26,7 +26,7 @@ from typing import Any
 from fncache import _forks
 from fncache.stores._base import Store, Use
 
-__all__ = ["INTERVAL", "UsageLog", "flush_all", "log_for"]
+__all__ = ["INTERVAL", "UsageLog", "flush_all", "flush_for", "log_for"]
 
 log = logging.getLogger("fncache")
 
@@ -85,9 +85,10 @@ class UsageLog:
         if self._pending and _clock() >= self._next:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the batch to the store now (one :meth:`Store.record_use` call); never raises."""
-        if not self._flushing.acquire(blocking=False):
+    def flush(self, wait: bool = False) -> None:
+        """Write the batch to the store now (one :meth:`Store.record_use` call); never raises.
+        ``wait``: if another thread is flushing, wait for it and flush after (else return)."""
+        if not self._flushing.acquire(blocking=wait):
             return  # another thread is flushing this store right now
         try:
             self._next = _clock() + INTERVAL
@@ -143,6 +144,14 @@ def flush_all() -> None:
     """Write every pending batch now (at exit, and for tests and scripts that want it written)."""
     for usage in list(_logs.values()):
         usage.flush()
+
+
+def flush_for(url: str) -> None:
+    """Write the pending batches of the stores at ``url`` now, waiting for a flush another thread
+    is making (before a ranking by last use: ``Memory.reduce_size``)."""
+    for usage in list(_logs.values()):
+        if getattr(usage.store, "url", None) == url:
+            usage.flush(wait=True)
 
 
 def _forget_in_child() -> None:

@@ -114,6 +114,14 @@ def test_new_defaults_bind_calls_by_the_signature_as_it_stands(tmp_path):
     helper.__kwdefaults__["k"] = 10
     assert uses(3) == 30
 
+    @fncache.memoize(store=str(tmp_path / "e"), version="1")
+    def pinned(x, b=1):  # version= stands for the code: no fingerprint watches the defaults
+        return (x, b)
+
+    assert pinned(0) == (0, 1)
+    pinned.__wrapped__.__defaults__ = (2,)
+    assert (pinned(0), pinned(0, 1)) == ((0, 2), (0, 1))
+
     p = functools.partial(_scaled, y=1)
     mp = fncache.memoize(store=str(tmp_path / "d"))(p)
     assert mp(1) == _scaled(1, y=1)

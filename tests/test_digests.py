@@ -99,16 +99,16 @@ def test_glob_expansion_is_a_superset(tmp_path: Path) -> None:
 
 
 def test_following_symlinked_folders_visits_each_once(tmp_path: Path) -> None:
-    """``follow=True`` descends into a symlinked folder, and a link back up (a cycle) is not
-    walked again."""
+    """A folder's listing descends into a symlinked folder, and a link back up (a cycle) is not
+    walked again; ``follow=False`` skips it."""
     (tmp_path / "top").mkdir()
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "f").write_text("f")
     os.symlink(tmp_path / "other", tmp_path / "top" / "link")
     os.symlink(tmp_path / "top", tmp_path / "other" / "back")
-    names = [rel for rel, _, _ in _digests.tree_files(str(tmp_path / "top"), follow=True)]
+    names = [rel for rel, _, _ in _digests.tree_files(str(tmp_path / "top"))]
     assert names == ["link/f"]
-    assert _digests.tree_files(str(tmp_path / "top")) == []
+    assert _digests.tree_files(str(tmp_path / "top"), follow=False) == []
 
 
 def test_glob_characters_in_the_working_directory_are_literal(tmp_path: Path,

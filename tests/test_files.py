@@ -246,7 +246,7 @@ def test_a_folder_follows_symlinked_folders_and_never_reads_special_files(tmp_pa
     """``fncache.file(folder)`` keys every file below it, through a symlinked folder too (a
     function reading ``data/sub/x.csv`` was served the old result after ``x.csv`` changed). A FIFO
     or a broken symlink inside is keyed as what it is, never opened (a FIFO waited for a writer for
-    ever); a FIFO given alone is refused, naming it."""
+    ever); a FIFO given alone, to ``fncache.file`` or ``depends_on=``, is refused, naming it."""
     import subprocess
     import sys
     import textwrap
@@ -270,6 +270,14 @@ def test_a_folder_follows_symlinked_folders_and_never_reads_special_files(tmp_pa
             fncache.hash(fncache.file({str(data / "pipe")!r}))
         except fncache.UnhashableArgument as e:
             refused = "not a regular file" in str(e) and "pipe" in str(e)
+        uses = fncache.memoize(store={str(tmp_path / "store2")!r},
+                               depends_on=[{str(data / "pipe")!r}])(lambda x: x)
+        try:
+            uses(1)
+        except fncache.UnhashableArgument as e:
+            refused = refused and str(e).startswith("depends_on:")
+        else:
+            refused = False
         print(first, second, refused)
     """)
     # In a child with a deadline: the code before waited on the FIFO for ever.
@@ -286,3 +294,8 @@ def test_a_broken_symlink_beside_a_glob_does_not_break_the_scan(tmp_path: Path) 
     before = fncache.hash(pl.scan_parquet(tmp_path / "*.parquet"))
     (tmp_path / ".#notes.txt").symlink_to(tmp_path / "nowhere")
     assert fncache.hash(pl.scan_parquet(tmp_path / "*.parquet")) == before
+    (tmp_path / "q.parquet").symlink_to(tmp_path / "gone")
+    matched = fncache.hash(pl.scan_parquet(tmp_path / "*.parquet"))
+    (tmp_path / "q.parquet").unlink()
+    (tmp_path / "q.parquet").symlink_to(tmp_path / "elsewhere")
+    assert len({before, matched, fncache.hash(pl.scan_parquet(tmp_path / "*.parquet"))}) == 3

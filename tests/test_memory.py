@@ -498,7 +498,6 @@ def test_reduce_size_keeps_the_most_recent_entries(memory, monkeypatch):
         memory.reduce_size(age_limit=datetime.timedelta(seconds=-1))
 
 
-
 def test_reduce_size_ranks_the_uses_this_process_has_not_written_yet(memory, monkeypatch):
     """A hit's use is written with the next flush (up to a minute later): reduce_size writes it
     first, so the entry just hit is kept and the ones stored after it but not used go."""

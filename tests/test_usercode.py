@@ -401,6 +401,9 @@ def test_a_library_class_patched_with_a_wrapper_stays_library_code(monkeypatch):
         return original(self, s, *args, **kwargs)
 
     assert decode.__qualname__ == "JSONDecoder.decode"
-    monkeypatch.setattr(json.JSONDecoder, "decode", decode)
     usercode._class_verdicts.clear()
+    assert not usercode.is_user_code(json.JSONDecoder)  # asked before the patch: kept
+    monkeypatch.setattr(json.JSONDecoder, "decode", decode)
+    assert not usercode.is_user_code(json.JSONDecoder)
+    usercode._class_verdicts.clear()  # asked after it
     assert not usercode.is_user_code(json.JSONDecoder)

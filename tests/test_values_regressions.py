@@ -514,7 +514,6 @@ def test_geodataframes_are_keyed_with_their_crs():
     assert H(a) == H(a.copy()) == H(gpd.GeoDataFrame(a.copy()))
 
 
-
 def test_an_empty_point_and_a_point_at_nan_are_two_keys(tmp_path):
     """WKB writes ``POINT EMPTY`` as a point at (NaN, NaN), alone or inside a collection (so
     geopandas' own pickle makes one of the other): a memoized function reading ``is_empty`` computes
@@ -660,11 +659,11 @@ def test_a_new_type_keys_its_supertype():
     assert H(as_int) == H(typing.NewType("UserId", int))
     code = ("import fncache, typing\n"
             "print(fncache.hash(typing.NewType('UserId', {})))\n")
-    runs = {t: {subprocess_out(code.format(t), seed) for seed in ("1", "2")} for t in ("int", "str")}
+    runs = {t: {_subprocess_out(code.format(t), seed) for seed in ("1", "2")} for t in ("int", "str")}
     assert len(runs["int"]) == len(runs["str"]) == 1 and runs["int"] != runs["str"]
 
 
-def subprocess_out(code, seed):
+def _subprocess_out(code, seed):
     import subprocess
 
     env = dict(os.environ, PYTHONHASHSEED=seed)

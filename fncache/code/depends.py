@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from fncache._errors import UnhashableArgument
 from fncache.values import hasher as _hasher
 from fncache.values.digests import path_digest
 
@@ -23,7 +24,11 @@ def depends_digest(items: Iterable[Any]) -> bytes:
     out = []
     for item in items:
         if isinstance(item, os.PathLike) or (isinstance(item, str) and os.path.exists(item)):
-            out.append(path_digest(item))
+            try:
+                out.append(path_digest(item))
+            except OSError as e:  # unreadable, or no regular file (a FIFO): no content to key
+                raise UnhashableArgument(f"depends_on: cannot key {os.fspath(item)!r}: {e}",
+                                         "depends_on", type(item).__qualname__) from e
         else:
             out.append(_hasher.digest(item))
     return _hasher.digest(tuple(out))

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from fncache._errors import ConfigError
 from fncache._options import unknown_options
 from fncache._units import parse_size
-from fncache._usage import flush_all as flush_usage
+from fncache._usage import flush_for as flush_usage
 from fncache.joblib.functions import (
     AsyncMemorizedFunc,
     AsyncNotMemorizedFunc,
@@ -251,16 +251,16 @@ class Memory:
         computed, damaged entries first; the most recent are kept, the rest go from the first one
         that does not fit ``bytes_limit`` (``"10M"``-style strings too) or ``items_limit``;
         ``age_limit`` (a ``timedelta``) removes every entry older than that. Entries written
-        meanwhile by other processes may survive. The uses this process has noted and not yet
-        written (a hit's record waits for the next flush, up to a minute) are written first, so
-        they rank: the entries this process just used are the last to go.
+        meanwhile by other processes may survive. The uses this process has noted in this store and
+        not yet written (a hit's record waits for the next flush, up to a minute) are written first,
+        so they rank: the entries this process just used are the last to go.
         """
         store = self.store
         if store is None or (bytes_limit is None and items_limit is None and age_limit is None):
             return 0
         max_bytes, max_age = _parse_bytes(bytes_limit), _reduce_limits(items_limit, age_limit)
         revive(store)
-        flush_usage()
+        flush_usage(store.url)
         doomed = plan_prune(store, max_bytes, older_than=max_age, max_items=items_limit)
         return sum(store.delete_many([e.key for e in doomed[i:i + DELETE_BATCH]])
                    for i in range(0, len(doomed), DELETE_BATCH))

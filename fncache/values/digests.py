@@ -14,8 +14,8 @@ not kept, and the next use reads it again.
 
 Folders are listed in one ``os.scandir`` pass per directory, following symlinked directories
 (each real directory once), as polars and zarr do and as a function reading "every file below"
-would. An entry that is no regular file (a FIFO, a socket, a device, a broken symlink) is keyed
-by its kind (and a link by its target), never opened: reading a FIFO waits for a writer for ever.
+would. An entry that is no regular file (a FIFO, a socket, a device, a broken or looping symlink)
+is keyed by its kind (such a link by its target), never opened: reading a FIFO waits for a writer for ever.
 Given by itself (``fncache.file(fifo)``), such a path is refused: it has no content to key. The
 table lives in the process;
 while a memoized function makes its key, a second tier is asked on a miss: the records kept in
@@ -146,13 +146,13 @@ def _read_digest(path: str) -> bytes:
     return h.digest()
 
 
-def tree_files(root: str, follow: bool = False) -> list[tuple[str, str, os.stat_result]]:
+def tree_files(root: str, follow: bool = True) -> list[tuple[str, str, os.stat_result]]:
     """Every file below directory ``root``: (relative name with ``/``, absolute path, stat).
 
     In ``os.walk`` order with sorted names: a directory's files, then each subdirectory's.
-    ``follow``: descend into symlinked directories too (as polars and zarr do when they list a
-    folder, and as ``fncache.file`` and ``depends_on`` do), each real directory once; without it
-    they are skipped, as ``os.walk`` skips them. A broken symlink is listed with its own ``lstat``.
+    Symlinked directories are followed (as polars and zarr do when they list a folder), each real
+    directory once; ``follow=False`` skips them, as ``os.walk`` does. A broken or looping symlink
+    is listed with its own ``lstat``.
     """
     out: list[tuple[str, str, os.stat_result]] = []
     seen: set[tuple[int, int]] | None = None
@@ -206,7 +206,7 @@ def path_digest(path: str | os.PathLike[str]) -> bytes:
     except FileNotFoundError:
         return value_digest(("missing-path",))
     if _stat.S_ISDIR(st.st_mode):
-        parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p, follow=True))
+        parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p))
         return value_digest(("dir", parts))
     if not _stat.S_ISREG(st.st_mode):
         raise OSError(f"{p} is not a regular file (a FIFO, socket or device): it has no content "
@@ -230,15 +230,21 @@ def expand_glob(pattern: str) -> tuple[str, list[tuple[str, str, os.stat_result]
     it would skip costs at worst a needless miss. Glob characters in the working directory are
     literal, as they are to the reader (only the pattern as written is a pattern).
     """
+    base, rest = glob_base(pattern)
+    if not os.path.isdir(base):
+        return base, []
+    found = [(rel, full, st) for rel, full, st in tree_files(base)
+             if fnmatch.fnmatchcase(rel, rest)]
+    return base, found
+
+
+def glob_base(pattern: str) -> tuple[str, str]:
+    """A path or glob pattern as (the absolute folder or path before its first glob part, the
+    rest of the pattern: ``""`` for a path without one)."""
     parts = pattern.replace(os.sep, "/").split("/")
     i = next((k for k, part in enumerate(parts) if has_magic(part)), len(parts))
     base = os.path.abspath("/".join(parts[:i]) or ("/" if pattern.startswith("/") else "."))
-    rest = "/".join(parts[i:])
-    if not os.path.isdir(base):
-        return base, []
-    found = [(rel, full, st) for rel, full, st in tree_files(base, follow=True)
-             if fnmatch.fnmatchcase(rel, rest)]
-    return base, found
+    return base, "/".join(parts[i:])
 
 
 def digests(files: list[tuple[str, str, os.stat_result]]) -> tuple[tuple[str, bytes], ...]:

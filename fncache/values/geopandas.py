@@ -40,10 +40,17 @@ def geometry_array_token(a: Any) -> tuple[Any, ...]:
     crs = None if a.crs is None else a.crs.to_wkt()
     extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _ARRAY_STATE))
     head = (kind, blobs, crs, extra)
-    if _EMPTY_NAN not in b"".join(b for b in blobs if b is not None):
-        return head
+    empties = _empty_or_nan(shapely, geoms, blobs)
+    return (*head, empties) if empties else head
+
+
+def _empty_or_nan(shapely: Any, geoms: Any, blobs: list[bytes | None]) -> tuple[Any, ...]:
+    """(position, WKT) of each geometry whose WKB holds the NaN of an empty point."""
+    if _EMPTY_NAN not in b"".join(b for b in blobs if b is not None):  # one search in C
+        return ()
     at = [i for i, b in enumerate(blobs) if b is not None and _EMPTY_NAN in b]
-    return (*head, tuple(zip(at, shapely.to_wkt(geoms[at]).tolist(), strict=True)))
+    # (none: the bytes matched across two geometries only)
+    return tuple(zip(at, shapely.to_wkt(geoms[at]).tolist(), strict=True)) if at else ()
 
 
 # The coordinate WKB writes for an empty point (GEOS's NaN, little- or big-endian as the WKB is):

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from fncache.values.digests import has_magic
+from fncache.values.digests import glob_base
 from fncache.values.files import File
 from fncache.values.lazy_paths import is_remote, local_path, path_content, refuse, token
 from fncache.values.registry import register_lazy, register_type
@@ -273,11 +273,7 @@ def _plan_part(part: Any, paths: list[str]) -> Any:
 def _relative(file: str, paths: list[str]) -> str:
     """``file`` relative to the folder the given ``paths`` have in common (each path up to its
     first glob part), as far as there is one; else as it is."""
-    bases = []
-    for p in paths:
-        parts = p.replace(os.sep, "/").split("/")
-        i = next((k for k, part in enumerate(parts) if has_magic(part)), len(parts))
-        bases.append(os.path.abspath("/".join(parts[:i]) or "."))
+    bases = [glob_base(p)[0] for p in paths]
     try:
         return os.path.relpath(file, os.path.commonpath(bases)).replace(os.sep, "/")
     except ValueError:  # no common folder (another drive)

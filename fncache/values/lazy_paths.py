@@ -65,5 +65,5 @@ def path_content(obj: Any, path: str, glob: bool) -> tuple[Any, ...]:
     except FileNotFoundError:
         return ("missing",)
     if os.path.isdir(p):
-        return ("dir", _digests.digests(_digests.tree_files(p, follow=True)))
+        return ("dir", _digests.digests(_digests.tree_files(p)))
     return ("file", _digests.file_digest(p, st))
