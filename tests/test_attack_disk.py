@@ -254,6 +254,11 @@ def test_a_row_planted_at_any_rowid_is_listed_and_cleared(tmp_path, rowid):
     "UPDATE Settings SET value = x'00' WHERE key = 'sqlite_auto_vacuum'",
     "INSERT INTO Settings(key, value) VALUES ('sqlite_x; DROP TABLE Cache', 1)",
     "INSERT INTO Settings(key, value) VALUES ('sqlite_user_version', '1; DROP TABLE Cache')",
+    # pragmas diskcache would run on every writer: each write waited for ever (or 10-15 s), or
+    # SQLite's temporary files went to a folder outside the store
+    "INSERT INTO Settings(key, value) VALUES ('sqlite_locking_mode', 'exclusive')",
+    "INSERT INTO Settings(key, value) VALUES ('sqlite_busy_timeout', 2000000000)",
+    "INSERT INTO Settings(key, value) VALUES ('sqlite_temp_store_directory', 'tmpx')",
     # a mode, but not the database's: every write waited 60 s for the switch, then failed
     "UPDATE Settings SET value = 'delete' WHERE key = 'sqlite_journal_mode'",
 ])
@@ -848,12 +853,13 @@ def test_hard_linked_backup_leaves_both_copies_readable(tmp_path, caplog, mmap_m
 # -- the database's journal files replaced ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
 @pytest.mark.parametrize("kind", ["symlink", "directory", "FIFO"])
 def test_journal_file_replaced_by_a_non_regular_file_is_moved_aside(tmp_path, caplog, kind,
                                                                      suffix):
-    """A cache.db-wal or -shm that is a symlink (to a file elsewhere), a directory or a FIFO is
-    moved aside with a WARNING, the database and its entries are kept, and clear works."""
+    """A cache.db-wal, -shm or -journal that is a symlink (to a file elsewhere), a directory or a
+    FIFO is moved aside with a WARNING, the database and its entries are kept, and clear works (a
+    FIFO -journal hung every call, hits included: SQLite opens it to see whether it is hot)."""
     cache = tmp_path / "cache"
     f = fncache.memoize(store=str(cache))(_big)
     assert f(1) == _big(1)
@@ -997,3 +1003,19 @@ def test_a_planted_value_alone_moves_its_group_in_the_summary(tmp_path):
     out = cli("prune", "--dir", store.directory, "--max-size", "1000B", "--yes")
     assert out.returncode == 0, out.stderr
     assert "removed 1 entry" in out.stdout
+
+
+def test_a_fifo_planted_as_a_kept_source_is_not_read(tmp_path):
+    """``explain`` reads the sources a store keeps: one replaced by a FIFO is refused at once, as
+    any file that is not a regular one (its open waited for a writer for ever)."""
+    from fncache.stores._disksources import SourceFiles
+
+    sources = SourceFiles(str(tmp_path))
+    address = "a" * 32
+    sources.put(address, b"def f(): pass\n")
+    path = pathlib.Path(sources._path(address))
+    assert sources.get(address, 1 << 20) == b"def f(): pass\n"
+    path.unlink()
+    os.mkfifo(path)
+    with _no_hang():
+        assert sources.get(address, 1 << 20) is None

@@ -551,6 +551,32 @@ PROGRAMS["library_named_classes"] = {
     """,
 }
 
+# A helper's lru_cache settings: typed=False serves kind(3, 0)'s result for kind(3.0, 0).
+PROGRAMS["cache_settings"] = {
+    "lrutools.py": """
+        import functools
+
+
+        @functools.lru_cache(maxsize=128)  #@v1
+        @functools.lru_cache(maxsize=128, typed=True)  #@v2
+        def kind(x, y):
+            return type(x).__name__
+    """,
+    "main.py": """
+        import fncache
+        from lrutools import kind
+
+
+        @fncache.memoize
+        def reads_through_a_cached_helper(x):
+            kind(3, 0)
+            return kind(3.0, 0) + str(x)
+
+
+        CALLS = {"reads_through_a_cached_helper": (reads_through_a_cached_helper, (3,))}
+    """,
+}
+
 # -- 2. functools.singledispatch and singledispatchmethod ---------------------------------------
 PROGRAMS["singledispatch"] = {
     "libdispatch.py": """

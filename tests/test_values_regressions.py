@@ -670,6 +670,21 @@ def _subprocess_out(code, seed):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True).stdout.strip()
 
+
+def test_an_lru_cache_wrapper_keys_its_settings(tmp_path):
+    """``lru_cache(maxsize=128)`` and ``lru_cache(maxsize=None, typed=True)`` of one function
+    pickle by name alike; code reads the settings (``cache_parameters()``), and ``typed`` changes
+    what the cache returns."""
+    import functools
+
+    def inc(x):
+        return x + 1
+
+    small, typed = functools.lru_cache(maxsize=128)(inc), functools.lru_cache(typed=True)(inc)
+    got, truth = _memoized_sees_each(tmp_path, lambda fn: fn.cache_parameters(), [small, typed])
+    assert got == truth and truth[0] != truth[1]
+    assert H(small) == H(functools.lru_cache(maxsize=128)(inc))
+
 def test_sparse_matrices_are_keyed_by_their_logical_entries():
     """A copy, a matrix whose flags were read, unsorted vs sorted indices and duplicates vs summed
     share a key; another format, matrix vs array, a value or an explicit zero do not."""

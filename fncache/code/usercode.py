@@ -288,11 +288,12 @@ def _functions_of(member: Any) -> list[types.FunctionType]:
     return found
 
 
+_LRU_WRAPPER = type(functools.lru_cache(lambda: None))
 # Standard holders of a function, and the attribute that holds it.
 _HOLDERS: dict[type, str] = {
     staticmethod: "__func__", classmethod: "__func__", functools.cached_property: "func",
     functools.partialmethod: "func", functools.singledispatchmethod: "func",
-    type(functools.lru_cache(lambda: None)): "__wrapped__",
+    _LRU_WRAPPER: "__wrapped__",
 }
 
 
@@ -328,12 +329,21 @@ def wrapped_user_code(value: Any) -> Any:
 
 
 def compile_options(value: Any) -> tuple[Any, ...] | None:
-    """What a numba dispatcher was compiled with, besides its Python function; None for others.
+    """What a wrapper was made with besides the function it wraps; None for others.
 
-    The options (``fastmath``, ``parallel``, ``boundscheck``...), the ``locals=`` types and the
-    signatures given up front (which fix the types the function is called with) change results; the
-    signatures compiled lazily so far and the dispatcher's per-process id do not.
+    A numba dispatcher: the options (``fastmath``, ``parallel``, ``boundscheck``...), the
+    ``locals=`` types and the signatures given up front (which fix the types the function is called
+    with) change results; the signatures compiled lazily so far and the dispatcher's per-process id
+    do not. A ``functools.lru_cache``: its ``maxsize`` and ``typed`` (``typed=False`` serves
+    ``f(3, 0)``'s result for ``f(3.0, 0)``), which its pickle, by name, drops.
     """
+    if isinstance(value, _LRU_WRAPPER):
+        return (("cache", tuple(sorted(value.cache_parameters().items()))),)
+    return _numba_options(value)
+
+
+def _numba_options(value: Any) -> tuple[Any, ...] | None:
+    """A numba dispatcher's options (see :func:`compile_options`); None for another object."""
     if not (getattr(type(value), "__module__", None) or "").startswith("numba.") \
             or not hasattr(value, "py_func"):
         return None

@@ -63,11 +63,12 @@ def quarantine(directory: str, reason: str, inode: int | None) -> None:
 
 
 def set_aside_odd_journals(db_path: str) -> None:
-    """Move a ``cache.db-wal`` or ``-shm`` that is not a regular file (a symlink SQLite would
-    write through, a directory or FIFO on which every open fails) aside, as ``cache.db`` is;
+    """Move a ``cache.db-wal``, ``-shm`` or ``-journal`` that is not a regular file (a symlink
+    SQLite would write through, a directory on which every open fails, a FIFO whose open waits
+    for ever: SQLite opens a ``-journal`` to see whether it is hot) aside, as ``cache.db`` is;
     the database itself is kept (such a file held none of its data) and SQLite makes a new one.
     """
-    for suffix in ("-wal", "-shm"):
+    for suffix in ("-wal", "-shm", "-journal"):
         path = db_path + suffix
         try:
             if stat.S_ISREG(os.lstat(path).st_mode):

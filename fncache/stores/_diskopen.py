@@ -87,7 +87,12 @@ def _pragma_word(value: object) -> object:
         return value
     word = value.strip().lower()
     return int(word) if word.isascii() and word.isdigit() else word
-_PRAGMA_NAME = re.compile(r"sqlite_[a-z_]+")
+# The pragmas a store's Settings may set: diskcache's own and the log size (the store options
+# fncache takes). Any other ``sqlite_*`` row was planted (diskcache runs each as a PRAGMA on every
+# writer it opens): ``locking_mode`` exclusive and a huge ``busy_timeout`` hung every write for
+# good, ``temp_store_directory`` wrote outside the store.
+_PRAGMAS_TAKEN = frozenset({"sqlite_auto_vacuum", "sqlite_cache_size", "sqlite_journal_mode",
+                            "sqlite_mmap_size", "sqlite_synchronous", "sqlite_wal_autocheckpoint"})
 _PRAGMA_WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -98,7 +103,7 @@ def setting_ok(key: object, value: object) -> bool:
         return False
     if not key.startswith("sqlite_"):
         return True
-    if _PRAGMA_NAME.fullmatch(key) is None:
+    if key not in _PRAGMAS_TAKEN:
         return False
     if key in _PRAGMA_VALUES:
         word = _pragma_word(value)

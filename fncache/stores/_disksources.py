@@ -67,7 +67,9 @@ class SourceFiles:
         if not _ADDRESS.fullmatch(address) or not self._folder_ok(create=False):
             return None
         try:
-            fd = os.open(self._path(address), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # Without waiting: a FIFO planted in the file's place is refused below, not read.
+            fd = os.open(self._path(address), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_NONBLOCK", 0))
         except OSError:
             return None
         with os.fdopen(fd, "rb") as f:
