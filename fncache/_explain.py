@@ -141,7 +141,16 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     Reads the store only (listing its entries: slower on large remote stores). Raises what computing
     the key raises (:class:`fncache.UnhashableArgument`) and the store's errors.
     """
-    side, key = _current_side(m, args, kwargs)
+    try:
+        side, key = _current_side(m, args, kwargs)
+    except TypeError as e:
+        if m._keys.binder.first in ("self", "cls") and not m._keys.binder.bound:
+            # obj.f.explain(x): a bound method hands attribute reads to the memoized function
+            # itself, without its instance.
+            name = getattr(m._keys.code, "__qualname__", "Class.method")
+            raise TypeError(f"{e}; for a method, call explain through the class with the "
+                            f"instance first: {name}.explain(obj, ...)") from e
+        raise
     assert key is not None
     by_name = m._fingerprint().by_name if m.version is None else {}
     store = m.store

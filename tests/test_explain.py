@@ -452,3 +452,16 @@ def test_stores_keep_sources_apart_from_their_entries(kind, tmp_path):
         with pytest.raises(ValueError):
             store.put_source("../escape", b"x")
         assert not (tmp_path / "escape").exists()
+
+
+def test_explain_of_a_method_through_its_instance_says_how_to_call_it(store):
+    """``obj.f.explain(x)`` reaches the memoized function without ``obj``: the error names the
+    way that works, which explains the call."""
+    class Model:
+        @fncache.memoize(store=store)
+        def fit(self, x):
+            return x
+
+    with pytest.raises(TypeError, match=r"Model.fit.explain\(obj, \.\.\.\)"):
+        Model().fit.explain(1)
+    assert Model.fit.explain(Model(), 1).status
