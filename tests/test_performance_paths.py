@@ -32,6 +32,32 @@ def test_import_is_light():
     assert json.loads(out.stdout) == []
 
 
+_LIBRARY_ONLY = r"""
+import json, os, sys
+import fncache
+
+walked = lambda: "fncache.code.walk" in sys.modules
+lib = fncache.memoize(store=sys.argv[1])(os.path.join)
+first = [lib("a", "b"), walked()]
+
+@fncache.memoize(store=sys.argv[1])
+def mine(x):
+    return x + 1
+
+print(json.dumps([*first, mine(1), walked()]))
+"""
+
+
+@pytest.mark.slow
+def test_the_code_walk_is_loaded_by_the_first_user_function(tmp_path):
+    """A process that keys library functions only (a scikit-learn pipeline's ``memory=``) does not
+    load the code walk; the first user function keyed does, and is keyed by its code."""
+    from tests.helpers import last_json, run_py, write
+
+    script = write(tmp_path / "lib.py", _LIBRARY_ONLY)
+    assert last_json(run_py(script, str(tmp_path / "cache"))) == ["a/b", False, 2, True]
+
+
 _HITS_ONLY = r"""
 import json, sys
 import fncache

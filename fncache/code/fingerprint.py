@@ -36,29 +36,22 @@ import types
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fncache import _forks
 from fncache._errors import ArgumentTypeError
 from fncache.code import usercode as _usercode
-from fncache.code.classes import safe_token
 from fncache.code.classify import describe, holds_user_code
-from fncache.code.digest import code_digest
 from fncache.code.distributions import distribution_versions
-from fncache.code.usercode import (
-    is_user_code,
-    is_user_module,
-    track,
-    untrack,
-    unwrap_memoized,
-    whole_module,
-)
-from fncache.code.walk import MISSING, SLOW_REHASH, Walk
+from fncache.code.state import MISSING, SLOW_REHASH
+from fncache.code.usercode import is_user_code, is_user_module, track, untrack, unwrap_memoized, whole_module
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
 
-__all__ = ["Fingerprint", "code_digest", "fingerprint", "is_user_module", "still_valid", "track",
-           "untrack"]
+if TYPE_CHECKING:
+    from fncache.code.walk import Walk
+
+__all__ = ["Fingerprint", "fingerprint", "is_user_module", "still_valid", "track", "untrack"]
 
 log = logging.getLogger("fncache")
 
@@ -111,6 +104,8 @@ def _once_per_hash(h: Any, obj: Any, make: Callable[[Any, Any], Any]) -> Any:
 
 
 def _code_token(h: Any, obj: Any) -> Any:
+    from fncache.code.digest import code_digest
+
     return _registry.token("code", code_digest(obj))
 
 
@@ -347,6 +342,8 @@ def mark_state(fn: Any, objs: Iterable[Any], before: Fingerprint) -> None:
     (``log.append(x)`` in a cached function). The first content stays in the key: the program
     starts from it, and an edit of it in the source (``WEIGHTS = [3, 1, 5]``) is another program.
     """
+    from fncache.code.classes import safe_token
+
     fn = unwrap_memoized(fn)
     first = {id(v): d for v, d in before._mutable}  # what the key was made from
     with _fp_lock:
@@ -558,6 +555,10 @@ def _compute(obj: Any, versions: bool, owner: type | None = None,
 
 def _walked(obj: Any, versions: bool, owner: type | None,
             ignore_globals: frozenset[str]) -> Fingerprint:
+    # The walk is imported at the first fingerprint of user code: a process that keys library
+    # functions only (a scikit-learn pipeline's) never loads it.
+    from fncache.code.walk import Walk
+
     stack: list[Any] = getattr(_in_progress, "stack", None) or []
     _in_progress.stack = stack
     for depth, o in enumerate(stack):
@@ -568,13 +569,10 @@ def _walked(obj: Any, versions: bool, owner: type | None,
             # token points back at its own root; otherwise it depends on where the walk started and
             # is not cached.
             _in_progress.cycles.add(depth)
-            return Fingerprint(
-                digest=_hasher.digest(("cycle", getattr(obj, "__module__", None),
-                                       getattr(obj, "__qualname__", None))),
-                components={},
-                cacheable=False,
-                generation=_usercode._generation[0],
-            )
+            return Fingerprint(digest=_hasher.digest(("cycle", getattr(obj, "__module__", None),
+                                                      getattr(obj, "__qualname__", None))),
+                               components={}, cacheable=False,
+                               generation=_usercode._generation[0])
     depth = len(stack)
     stack.append(obj)
     outer = getattr(_in_progress, "cycles", None)
@@ -585,7 +583,7 @@ def _walked(obj: Any, versions: bool, owner: type | None,
     try:
         found = _state.get(id(obj))
         walk = Walk(obj, versions, found[1] if found is not None and found[0] is obj else None,
-                     ignore_globals)
+                    ignore_globals)
         _in_progress.by_name = walk.by_name
         _visit_root(walk, obj, owner)
         fp = _result(walk)

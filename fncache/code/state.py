@@ -15,7 +15,12 @@ model, made earlier or not at all), which would give every process its own key.
 
 from __future__ import annotations
 
-__all__ = ["BY_NAME", "IGNORED", "REBOUND", "STATE"]
+__all__ = ["BY_NAME", "IGNORED", "MISSING", "REBOUND", "SLOW_REHASH", "STATE"]
+
+MISSING = object()  # a name not bound (a global not set, an empty closure cell)
+#: A mutable value read by the code is re-hashed on every call (to see whether it changed); one that
+#: takes longer than this (seconds) is reported once, with the remedies (see Fingerprint.slow).
+SLOW_REHASH = 0.001
 
 STATE = ("state",)  # modified by the function while it ran (mark_state)
 REBOUND = ("state", "rebound")  # rebound by the function's own code (STORE_GLOBAL)

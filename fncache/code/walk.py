@@ -27,7 +27,7 @@ from fncache.code.digest import (
     globals_written,
     names_passed_on,
 )
-from fncache.code.state import BY_NAME, IGNORED, REBOUND, STATE
+from fncache.code.state import BY_NAME, IGNORED, MISSING, REBOUND, SLOW_REHASH, STATE
 from fncache.code.usercode import (
     compile_options,
     imported,
@@ -45,15 +45,9 @@ from fncache.values import hasher as _hasher
 
 log = logging.getLogger("fncache")
 
-MISSING = object()  # a name not bound (a global not set, an empty closure cell)
 _SUGGESTION = ("key it with fncache.ref(value, token) or fncache.register(type, fn), leave it out "
                "of the class's __getstate__, or pin the function's code with version=")
 
-
-
-#: A mutable value read by the code is re-hashed on every call (to see whether it changed); one that
-#: takes longer than this (seconds) is reported once, with the remedies (see Fingerprint.slow).
-SLOW_REHASH = 0.001
 
 class _UnkeyableValue(UnhashableArgument):
     """A value the code reads cannot be keyed; the message names where it is read."""

@@ -62,7 +62,6 @@ from fncache.joblib.results import (
     revive,
 )
 from fncache.stores import Store, open_store
-from fncache.stores.prune import DELETE_BATCH, plan_prune
 
 __all__ = [
     "AsyncMemorizedFunc",
@@ -258,6 +257,8 @@ class Memory:
         store = self.store
         if store is None or (bytes_limit is None and items_limit is None and age_limit is None):
             return 0
+        from fncache.stores.prune import DELETE_BATCH, plan_prune
+
         max_bytes, max_age = _parse_bytes(bytes_limit), _reduce_limits(items_limit, age_limit)
         revive(store)
         flush_usage(store.url)
