@@ -91,6 +91,14 @@ def bench_hit(tmp: str, quick: bool) -> list[Row]:
         rows.append(_row(f"hit {where} vs lru_cache", t["ours"], t["lru"], "functools.lru_cache",
                          "(info)", None))
         dc.close()
+    # A function that reads a dataclass: what a hit checks grows with what the code read.
+    plain = fncache.memoize(store=os.path.join(tmp, "hit-fn-plain"))(_funcs.small)
+    ours = fncache.memoize(store=os.path.join(tmp, "hit-fn-dataclass"))(_funcs.with_settings)
+    plain(1, "x"), ours(1, "x")
+    t = _measure({"ours": lambda: ours(1, "x"), "plain": lambda: plain(1, "x")}, rounds,
+                 number=number)
+    rows.append(_row("hit of a function reading a dataclass vs a plain one", t["ours"],
+                     t["plain"], "hit, small call", "(info)", None))
     return rows
 
 

@@ -13,8 +13,21 @@ class Record:
     name: str
 
 
+@dataclasses.dataclass
+class Settings:
+    """Settings with a default factory: its generated ``__init__`` holds dataclasses' sentinels."""
+
+    scale: int = 1
+    tags: list[str] = dataclasses.field(default_factory=list, metadata={"unit": "none"})
+
+
 def small(a: int, b: str) -> int:
     return a + len(b)
+
+
+def with_settings(a: int, b: str) -> int:
+    """``small`` through a dataclass (a hit checks what the code read: the class and its fields)."""
+    return a * Settings().scale + len(b)
 
 
 def full(n: int, size: int) -> object:

@@ -577,6 +577,228 @@ PROGRAMS["cache_settings"] = {
     """,
 }
 
+# Functions (and classes) that reach each other: each one's walk finds the same set of components,
+# so ``pong(0)`` was served ``ping(0)``'s result, and ``Right()`` keyed as ``Left()``.
+PROGRAMS["mutual_recursion"] = {
+    "pingpong.py": """
+        def ping(n):
+            return "ping" if n <= 0 else pong(n - 1)  #@v1
+            return "PING" if n <= 0 else pong(n - 1)  #@v2
+
+
+        def pong(n):
+            return "pong" if n <= 0 else ping(n - 1)  #@v1
+            return "PONG" if n <= 0 else ping(n - 1)  #@v2
+
+
+        class Left:
+            def other(self):
+                return Right
+
+            def who(self):
+                return "left"  #@v1
+                return "LEFT"  #@v2
+
+
+        class Right:
+            def other(self):
+                return Left
+
+            def who(self):
+                return "right"  #@v1
+                return "RIGHT"  #@v2
+    """,
+    "main.py": """
+        import fncache
+        import pingpong
+
+        ping = fncache.memoize(pingpong.ping)
+        pong = fncache.memoize(pingpong.pong)
+
+
+        @fncache.memoize
+        def who(obj):
+            return obj.who()
+
+
+        CALLS = {
+            "ping": (ping, (0,)),
+            "pong": (pong, (0,)),
+            "who_left": (who, (pingpong.Left(),)),
+            "who_right": (who, (pingpong.Right(),)),
+        }
+    """,
+}
+
+# A dataclass's bookkeeping (fields, their metadata and types, its parameters): an edit of any of
+# it is a new key.
+PROGRAMS["dataclass_bookkeeping"] = {
+    "readings.py": """
+        import dataclasses
+
+
+        def default_tags():
+            return ["a"]  #@v1
+            return ["b"]  #@v2
+
+
+        @dataclasses.dataclass
+        class Reading:
+            value: float = dataclasses.field(default=0.0, metadata={"unit": "m"})  #@v1
+            value: float = dataclasses.field(default=0.0, metadata={"unit": "cm"})  #@v2
+            count: int = 0  #@v1
+            count: float = 0  #@v2
+            tags: list = dataclasses.field(default_factory=default_tags)
+
+
+        @dataclasses.dataclass(order=False)  #@v1
+        @dataclasses.dataclass(order=True)  #@v2
+        class Ranked:
+            rank: int = 0
+    """,
+    "main.py": """
+        import dataclasses
+
+        import fncache
+        from readings import Ranked, Reading
+
+
+        @fncache.memoize
+        def unit_of(x):
+            return dataclasses.fields(Reading)[0].metadata["unit"] + str(x)
+
+
+        @fncache.memoize
+        def type_of(x):
+            return str(dataclasses.fields(Reading)[1].type) + str(x)
+
+
+        @fncache.memoize
+        def default_tags_of(x):
+            return Reading().tags + [x]
+
+
+        @fncache.memoize
+        def ordered(x):
+            return str(Ranked.__dataclass_params__.order) + str(x)
+
+
+        CALLS = {
+            "unit_of": (unit_of, (3,)),
+            "type_of": (type_of, (3,)),
+            "default_tags_of": (default_tags_of, (3,)),
+            "ordered": (ordered, (3,)),
+        }
+    """,
+}
+
+# String annotations (all of a module's under ``from __future__ import annotations``): code that
+# evaluates them (``get_type_hints``, ``inspect.signature(eval_str=True)``) reads the names in them.
+PROGRAMS["string_annotations"] = {
+    "parsers.py": """
+        class P:
+            def __new__(cls, x):
+                return x + 1  #@v1
+                return x + 2  #@v2
+
+
+        def conv(x):
+            return x * 10  #@v1
+            return x * 20  #@v2
+
+
+        class K:
+            v = "one"  #@v1
+            v = "two"  #@v2
+    """,
+    "annotated.py": """
+        from __future__ import annotations
+
+        import dataclasses
+        import typing
+
+        import parsers
+        from parsers import K, P, conv
+
+
+        def g(a: P):
+            pass
+
+
+        def h(a: typing.Annotated[int, conv]):
+            pass
+
+
+        def nested(a: list["K"]):
+            pass
+
+
+        def dotted(a: parsers.K):
+            pass
+
+
+        @dataclasses.dataclass
+        class Config:
+            a: P
+
+
+        KAlias: typing.TypeAlias = "K"
+        Items = list["K"]
+
+
+        def aliased(a: KAlias, b: Items):
+            pass
+    """,
+    "main.py": """
+        import inspect
+        import typing
+
+        import fncache
+        from annotated import Config, aliased, dotted, g, h, nested
+
+
+        @fncache.memoize
+        def future_function(x):
+            return typing.get_type_hints(g)["a"](x)
+
+
+        @fncache.memoize
+        def future_dataclass(x):
+            return typing.get_type_hints(Config)["a"](x)
+
+
+        @fncache.memoize
+        def future_annotated(x):
+            return typing.get_type_hints(h, include_extras=True)["a"].__metadata__[0](x)
+
+
+        @fncache.memoize
+        def nested_forward_reference(x):
+            return typing.get_type_hints(nested)["a"].__args__[0].v + str(x)
+
+
+        @fncache.memoize
+        def dotted_name(x):
+            return inspect.signature(dotted, eval_str=True).parameters["a"].annotation.v + str(x)
+
+
+        @fncache.memoize
+        def alias_of_a_forward_reference(x):
+            hints = typing.get_type_hints(aliased)
+            return hints["a"].v + hints["b"].__args__[0].v + str(x)
+
+
+        CALLS = {
+            "alias_of_a_forward_reference": (alias_of_a_forward_reference, (3,)),
+            "future_function": (future_function, (3,)),
+            "future_dataclass": (future_dataclass, (3,)),
+            "future_annotated": (future_annotated, (3,)),
+            "nested_forward_reference": (nested_forward_reference, (3,)),
+            "dotted_name": (dotted_name, (3,)),
+        }
+    """,
+}
+
 # -- 2. functools.singledispatch and singledispatchmethod ---------------------------------------
 PROGRAMS["singledispatch"] = {
     "libdispatch.py": """
@@ -2022,7 +2244,7 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 @pytest.mark.slow
 @pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
                                      "pickle_drops", "body_imports_late",
-                                     "library_named_classes"])
+                                     "library_named_classes", "mutual_recursion"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""
@@ -2300,6 +2522,73 @@ def test_annotations_rebound_in_process_change_the_key_and_evaluating_them_does_
     assert fncache.key_for(m.f, "3") != before
     m.helper.__annotations__ = kept
     assert fncache.key_for(m.f, "3") == before
+
+
+def test_a_dataclass_default_factory_reading_a_rebound_global_changes_the_key(tmp_path):
+    """The code a dataclass's default factory runs is read through the generated ``__init__``: a
+    global that code reads, rebound in the running process (a notebook cell run again), is a new
+    key, as for any function. A hit re-hashes the class's fields, not dataclasses' sentinels."""
+    m = import_source("sound_dataclass_factory", "import dataclasses\n"
+                      "SCALE = 2\n"
+                      "def make():\n    return [SCALE]\n"
+                      "@dataclasses.dataclass\n"
+                      "class C:\n    xs: list = dataclasses.field(default_factory=make)\n"
+                      "def f(x):\n    return C().xs + [x]\n", tmp_path, keep=True)
+    before = fncache.key_for(m.f, 1)
+    rehashed = fingerprint(m.f)._mutable_where  # on every hit; dataclasses' sentinels are constants
+    assert [w for w in rehashed if "default" in w or "FACTORY" in w] == []
+    m.SCALE = 3
+    assert fncache.key_for(m.f, 1) != before
+    m.SCALE = 2
+    assert fncache.key_for(m.f, 1) == before
+
+
+def test_a_dataclass_changed_in_place_in_the_running_process_changes_the_key(tmp_path):
+    """A dataclass changed in place in the running process: a field's ``metadata`` (a function in
+    it reading a rebound global, a list in it mutated), a field's attribute set in place, the
+    class's annotations changed in place, its parameters: each is a new key."""
+    m = import_source("sound_dataclass_in_place", "import dataclasses, typing\n"
+                      "LIMIT = 0\n"
+                      "CHOICES = ['a']\n"
+                      "def check(v):\n    return v > LIMIT\n"
+                      "@dataclasses.dataclass\n"
+                      "class C:\n"
+                      "    x: int = dataclasses.field(default=1, metadata={'check': check})\n"
+                      "    y: str = dataclasses.field(default='a', metadata={'choices': CHOICES})\n"
+                      "def f():\n"
+                      "    fx, fy = dataclasses.fields(C)\n"
+                      "    return (fx.metadata['check'](0), len(fy.metadata['choices']), str(fx.type),\n"
+                      "            str(typing.get_type_hints(C)), C.__dataclass_params__.order)\n",
+                      tmp_path, keep=True)
+    keys = [fncache.key_for(m.f)]
+    m.LIMIT = -1
+    keys.append(fncache.key_for(m.f))
+    m.CHOICES.append("b")
+    keys.append(fncache.key_for(m.f))
+    m.C.__dataclass_fields__["x"].type = float
+    keys.append(fncache.key_for(m.f))
+    m.C.__annotations__["y"] = bytes
+    keys.append(fncache.key_for(m.f))
+    m.C.__dataclass_params__.order = True
+    keys.append(fncache.key_for(m.f))
+    assert len(set(keys)) == len(keys), keys
+
+
+def test_string_annotations_naming_prose_or_an_unkeyable_global_keep_the_function_keyable(tmp_path):
+    """An annotation string that is no expression names nothing; one naming a global no key can
+    hold (a lock) is keyed by that global's type; a rebinding of a named global is a new key."""
+    m = import_source("sound_string_annotations", "import threading\n"
+                      "GUARD = threading.Lock()\n"
+                      "class K:\n    pass\n"
+                      "def f(x: 'a positive number', lock: 'GUARD' = None, k: 'K' = None):\n"
+                      "    return x\n", tmp_path, keep=True)
+    before = fncache.key_for(m.f, 3)
+    assert fncache.key_for(m.f, 3) == before
+    kept = m.K
+    m.K = type("K", (), {"extra": 1})
+    assert fncache.key_for(m.f, 3) != before
+    m.K = kept
+    assert fncache.key_for(m.f, 3) == before
 
 
 def test_what_an_enum_member_or_a_base_holds_that_nothing_keys_is_keyed_by_type(tmp_path):

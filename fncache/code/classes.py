@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import enum
 import functools
+import sys
+import types
 from typing import Any
 
+from fncache._errors import UnhashableArgument
 from fncache.code.classify import ENUM_MEMBER_BOOKKEEPING, class_bookkeeping, pydantic_decorators
+from fncache.code.digest import annotation_names
 from fncache.values import hasher as _hasher
 
-__all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "visit_class"]
+__all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "string_annotations",
+           "visit_class"]
 
 
 def visit_class(walk: Any, cls: type) -> str:
@@ -36,11 +41,42 @@ def visit_class(walk: Any, cls: type) -> str:
         if name == "__orig_bases__":  # the bases as written (``Parser[int]``): a tuple, as it is
             items.append((name, safe_token(value)))
             continue
+        if name == "__annotations__" and isinstance(value, dict):  # evaluated in its module
+            string_annotations(walk, getattr(sys.modules.get(cls.__module__), "__dict__", None), value)
         items.append((name, class_item(walk, value, f"class attribute {qual}.{name}")))
     bases = tuple(walk.reference(b) for b in cls.__bases__)
     meta = walk.reference(type(cls))
     walk.components[label] = _hasher.digest((cls.__qualname__, bases, meta, tuple(items))).hex()
     return label
+
+
+def string_annotations(walk: Any, g: dict[str, Any] | None, annotations: dict[str, Any]) -> None:
+    """The globals of namespace ``g`` that string annotations name (forward references, all of
+    them under ``from __future__ import annotations``: see :func:`annotation_names`), read as the
+    code's globals are: code that evaluates the annotations (``typing.get_type_hints``, a
+    dataclass's converters) reads them. The text alone was keyed: ``x: "Parser"`` kept the key
+    when ``Parser`` was edited. One the key cannot hold (a lock) is keyed by its type."""
+    if g is None:
+        return
+    names, used = annotation_names(annotations)
+    seen: set[str] = set()
+    while names:
+        name = names.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            walk.visit_global(g, name, frozenset(), used)
+        except UnhashableArgument:
+            value = g.get(name)
+            walk.components[walk.global_label(g, name)] = _hasher.digest(
+                ("unkeyable annotation", type(value).__module__, type(value).__qualname__)).hex()
+        value = g.get(name)
+        if isinstance(value, (str, types.GenericAlias)) or type(value).__module__ == "typing":
+            # An alias evaluated in its turn (``KAlias: TypeAlias = "K"``, ``Items = list["K"]``).
+            more, also = annotation_names({name: value})
+            names.extend(more)
+            used |= also
 
 
 def enum_items(cls: Any) -> list[tuple[str, Any]]:

@@ -65,7 +65,10 @@ _DATA_TYPES: tuple[type, ...] = (list, dict, tuple, set, frozenset, bytearray, m
                                  types.SimpleNamespace, types.MappingProxyType, functools.partial,
                                  collections.deque, io.IOBase, mmap.mmap)
 _DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "scipy"})
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis),
+              # dataclasses' stateless sentinels (a generated __init__'s defaults and closure)
+              type(dataclasses.MISSING),
+              type(getattr(dataclasses, "_HAS_DEFAULT_FACTORY", dataclasses.MISSING)))
 
 
 #: ``explain`` shows a global's value itself when its repr is at most this long (else its type).

@@ -7,6 +7,7 @@ globals a function rebinds.
 
 from __future__ import annotations
 
+import ast
 import dis
 import importlib.util
 import sys
@@ -17,7 +18,8 @@ from typing import Any, NamedTuple
 
 from fncache.values import hasher as _hasher
 
-__all__ = ["Import", "absolute_import", "code_digest", "code_names", "globals_written"]
+__all__ = ["Import", "absolute_import", "annotation_names", "code_digest", "code_names",
+           "globals_written"]
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
 _GLOBAL_WRITES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
@@ -171,6 +173,49 @@ def code_names(code: types.CodeType) -> tuple[list[str], set[str], list[Import]]
             last = [last[1], ins.argval if ins.opname in ("LOAD_CONST", "LOAD_SMALL_INT") else None]
         stack.extend(k for k in reversed(c.co_consts) if isinstance(k, types.CodeType))
     return list(globals_read), all_names, list(imports)
+
+
+def annotation_names(annotations: Any) -> tuple[list[str], set[str]]:
+    """(the global names string annotations start from, in order; every name they use, attributes
+    included) of an annotations dict: what code that evaluates them reads (``get_type_hints``, a
+    dataclass or ``inspect.signature(eval_str=True)`` under ``from __future__ import annotations``,
+    where every annotation is a string). Strings are found as annotations, as forward references
+    and as arguments of generic types (``list["K"]``), and inside the strings themselves
+    (``"Optional['K']"``). A string that is no expression (prose) names nothing."""
+    texts: list[str] = []
+    _annotation_texts(list(annotations.values()), texts, 0)
+    names: dict[str, None] = {}
+    used: set[str] = set()
+    for text in texts:  # grows with the strings found inside strings (each shorter: it ends)
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                names[node.id] = None
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                texts.append(node.value)
+    return list(names), used
+
+
+def _annotation_texts(values: Any, out: list[str], depth: int) -> None:
+    for v in values:
+        if isinstance(v, str):
+            out.append(v)
+            continue
+        try:
+            arg = getattr(v, "__forward_arg__", None)
+            args = getattr(v, "__args__", None) if depth < 8 else None
+        except Exception:  # an annotation object with odd attributes: nothing named by text
+            continue
+        if isinstance(arg, str):
+            out.append(arg)
+        elif isinstance(args, tuple):
+            _annotation_texts(args, out, depth + 1)
 
 
 def absolute_import(imp: Import, g: dict[str, Any]) -> str | None:

@@ -367,6 +367,8 @@ def _result(walk: Walk) -> Fingerprint:
         for dist, version in distribution_versions(walk.distributions):
             walk.components[f"version {dist}"] = _hasher.digest(version).hex()
     comps = dict(sorted(walk.components.items()))
+    # The root, where reached again: ``a`` and ``b`` calling each other have one set of components.
+    root = (("root", walk.labels.get(walk.root_id)),) * walk.root_again
     private: frozenset[int] = frozenset()
     if walk.private:
         # A value also reached through a global or an attribute is not private.
@@ -376,7 +378,7 @@ def _result(walk: Walk) -> Fingerprint:
         private = frozenset(i for i in walk.private if reads[i] == walk.private.count(i))
     return Fingerprint(
         _unmeasured=tuple(walk.slow),
-        digest=_hasher.digest(("fncache.fingerprint", tuple(comps.items()))),
+        digest=_hasher.digest(("fncache.fingerprint", tuple(comps.items())) + root),
         components=comps,
         _dict_watches=tuple(walk.dict_watches),
         _attr_watches=tuple(walk.attr_watches),

@@ -66,12 +66,15 @@ def _unique(base: str, taken: set[str]) -> str:
     taken.add(name)
     return name
 
+
 class Walk:
     """One fingerprint computation, rooted at a function or class."""
 
     def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None,
                  ignore_globals: frozenset[str] = frozenset()) -> None:
         self.root_module = getattr(root, "__module__", None) or ""
+        # Reached again (a method of its class, a function its helper calls): see Fingerprint.digest.
+        self.root_id, self.root_again = id(root), False
         self.components: dict[str, str] = {}
         self.labels: dict[int, str] = {}
         self.keep: list[Any] = []  # objects whose id() is in labels must stay alive meanwhile
@@ -118,6 +121,7 @@ class Walk:
         """(label, new) for obj; distinct objects with one name get #2, #3 in visiting order."""
         found = self.labels.get(id(obj))
         if found is not None:
+            self.root_again = self.root_again or id(obj) == self.root_id
             return found, False
         base = f"{kind} {self._name(getattr(obj, '__module__', None), getattr(obj, '__qualname__', '?'))}"
         name = _unique(base, self.taken)
@@ -538,6 +542,7 @@ class Walk:
         self.attr_watches.append((fn, "__annotations__", found))
         if not found or not isinstance(found, dict):
             return ()
+        _classes.string_annotations(self, fn.__globals__, found)
         token = _classes.safe_token(dict(found))
         if token[0] != "value":  # an annotation no pickle takes (a lock): the others by value
             token = tuple((k, _classes.safe_token(v)) for k, v in found.items())

@@ -7,6 +7,7 @@ content (``functools.cmp_to_key``, ``struct.Struct``). Handlers take the canonic
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import threading
 import types
@@ -67,7 +68,7 @@ def by_name_token(h: Any, obj: Any) -> Any:
     rv = obj.__reduce_ex__(_PROTOCOL)
     name = global_named(rv)
     if name is None:  # a reduce value that makes the object (an enum member): as pickle writes it
-        return rv
+        return _with_attributes(h, obj, rv)
     t = type(obj)
     base = _base_of(t)
     if base is _C_STATE or not _registry.is_user_code(t):
@@ -85,6 +86,54 @@ def by_name_token(h: Any, obj: Any) -> Any:
         finally:
             busy.discard(id(obj))
     return (_Token, ("by-name", name), kept[1])
+
+
+def _with_attributes(h: Any, obj: Any, rv: Any) -> Any:
+    """``rv``, the reduce of an instance of a user's subclass of a library class that makes it
+    from its value alone and sets no state (``class Stamp(datetime)``, ``class Money(Decimal)``
+    with a slot, a ``Counter`` subclass), with the attributes the instance holds beside that value
+    (its ``__dict__`` but the library's cached properties, and the slots the user's classes
+    declare): its pickle drops them, code reads
+    them (``stamp.label``), and two stamps labelled apart were one key, as numpy's reduce of an
+    ndarray subclass's were (see :mod:`fncache.values.buffers`). A reduce the user's class
+    defines is taken as written (it says what the object is), and so is an enum member's."""
+    t = type(obj)
+    if not _library_reduce_without_state(rv, obj, t):
+        return rv
+    found = getattr(obj, "__dict__", None)
+    cached = _library_cached(t)  # the library's own cache (``IPv4Network.broadcast_address``)
+    attrs = {k: v for k, v in sorted(found.items()) if k not in cached} if type(found) is dict else {}
+    slots = _user_slots(obj, t)
+    if not attrs and not slots:
+        return rv
+    return (_Token, ("attributes", rv, _by_attribute(h, (attrs, slots))))
+
+
+def _library_reduce_without_state(rv: Any, obj: Any, t: type) -> bool:
+    """Whether ``rv`` makes an instance of the user's class ``t`` with a library's reduce and sets
+    no state (an enum member's is its class's constant)."""
+    return (type(rv) is tuple and (len(rv) < 3 or rv[2] is None) and not isinstance(obj, enum.Enum)
+            and _registry.is_user_code(t) and not _registry.is_user_code(_reduce_owner(t)))
+
+
+def _reduce_owner(t: type) -> type:
+    """The class along ``t``'s MRO whose reduce an instance of ``t`` runs."""
+    return next((c for c in t.__mro__ if "__reduce_ex__" in vars(c) or "__reduce__" in vars(c)),
+                object)
+
+
+def _library_cached(t: type) -> frozenset[str]:
+    """The names of the ``functools.cached_property`` attributes of the library classes along
+    ``t``'s MRO: values they store in the instance's ``__dict__`` once read are derived, not content
+    (reading one must not change the key)."""
+    return frozenset(n for c in t.__mro__ if not _registry.is_user_code(c)
+                     for n, v in vars(c).items() if isinstance(v, functools.cached_property))
+
+
+def _user_slots(obj: Any, t: type) -> dict[str, Any]:
+    """The slots the user's classes along ``t``'s MRO declare that are set on ``obj``, sorted."""
+    names = {s for c in t.__mro__ if _registry.is_user_code(c) for s in slot_names(c) if s in vars(c)}
+    return {s: getattr(obj, s) for s in sorted(names) if hasattr(obj, s)}
 
 
 _C_STATE: Any = object()  # _base_of: the class may keep state in C
