@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -2527,7 +2528,8 @@ def test_annotations_rebound_in_process_change_the_key_and_evaluating_them_does_
 def test_a_dataclass_default_factory_reading_a_rebound_global_changes_the_key(tmp_path):
     """The code a dataclass's default factory runs is read through the generated ``__init__``: a
     global that code reads, rebound in the running process (a notebook cell run again), is a new
-    key, as for any function. A hit re-hashes the class's fields, not dataclasses' sentinels."""
+    key, as for any function. A hit re-hashes neither the class's fields whole nor dataclasses'
+    sentinels."""
     m = import_source("sound_dataclass_factory", "import dataclasses\n"
                       "SCALE = 2\n"
                       "def make():\n    return [SCALE]\n"
@@ -2535,8 +2537,10 @@ def test_a_dataclass_default_factory_reading_a_rebound_global_changes_the_key(tm
                       "class C:\n    xs: list = dataclasses.field(default_factory=make)\n"
                       "def f(x):\n    return C().xs + [x]\n", tmp_path, keep=True)
     before = fncache.key_for(m.f, 1)
-    rehashed = fingerprint(m.f)._mutable_where  # on every hit; dataclasses' sentinels are constants
-    assert [w for w in rehashed if "default" in w or "FACTORY" in w] == []
+    # On every hit: not the fields whole nor dataclasses' sentinels, only what can change in place.
+    rehashed = fingerprint(m.f)._mutable_where
+    assert "class attribute C.__dataclass_fields__" not in rehashed
+    assert [w for w in rehashed if "FACTORY" in w or "a default" in w or "_field_type" in w] == []
     m.SCALE = 3
     assert fncache.key_for(m.f, 1) != before
     m.SCALE = 2
@@ -2546,7 +2550,10 @@ def test_a_dataclass_default_factory_reading_a_rebound_global_changes_the_key(tm
 def test_a_dataclass_changed_in_place_in_the_running_process_changes_the_key(tmp_path):
     """A dataclass changed in place in the running process: a field's ``metadata`` (a function in
     it reading a rebound global, a list in it mutated), a field's attribute set in place, the
-    class's annotations changed in place, its parameters: each is a new key."""
+    fields reordered, the class's annotations changed in place (and a ``ref`` given to a library
+    class they name), its parameters: each is a new key."""
+    import argparse
+
     m = import_source("sound_dataclass_in_place", "import dataclasses, typing\n"
                       "LIMIT = 0\n"
                       "CHOICES = ['a']\n"
@@ -2571,6 +2578,23 @@ def test_a_dataclass_changed_in_place_in_the_running_process_changes_the_key(tmp
     keys.append(fncache.key_for(m.f))
     m.C.__dataclass_params__.order = True
     keys.append(fncache.key_for(m.f))
+    fields = m.C.__dataclass_fields__
+    fields["x"] = fields.pop("x")  # the same fields in another order (``fields()`` follows it)
+    keys.append(fncache.key_for(m.f))
+    holder = types.SimpleNamespace(tag="a")
+    fields["y"].type = holder  # an object set in place, then changed in place
+    keys.append(fncache.key_for(m.f))
+    holder.tag = "b"
+    keys.append(fncache.key_for(m.f))
+    m.C.__annotations__["z"] = argparse.Namespace  # a library class, keyed by name...
+    keys.append(fncache.key_for(m.f))
+    fncache.ref(argparse.Namespace, "given later")  # ...until a ref() keys it
+    try:
+        keys.append(fncache.key_for(m.f))
+    finally:
+        from fncache.values import registry
+
+        registry.refs.pop(id(argparse.Namespace), None)
     assert len(set(keys)) == len(keys), keys
 
 

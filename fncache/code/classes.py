@@ -3,6 +3,7 @@ enum's members with the attributes they hold, its bases and metaclass."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import sys
@@ -10,9 +11,17 @@ import types
 from typing import Any
 
 from fncache._errors import UnhashableArgument
-from fncache.code.classify import ENUM_MEMBER_BOOKKEEPING, class_bookkeeping, pydantic_decorators
+from fncache.code.classify import (
+    ENUM_MEMBER_BOOKKEEPING,
+    class_bookkeeping,
+    is_immutable,
+    pydantic_decorators,
+)
 from fncache.code.digest import annotation_names
+from fncache.code.state import MISSING
+from fncache.code.usercode import is_user_code
 from fncache.values import hasher as _hasher
+from fncache.values import registry as _registry
 
 __all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "string_annotations",
            "visit_class"]
@@ -36,18 +45,95 @@ def visit_class(walk: Any, cls: type) -> str:
         if skipped(name, value):
             continue
         walk.dict_watches.append((d, name, value))
-        if name == "__pydantic_decorators__":
-            value = pydantic_decorators(value)  # without the class's id()
-        if name == "__orig_bases__":  # the bases as written (``Parser[int]``): a tuple, as it is
-            items.append((name, safe_token(value)))
-            continue
-        if name == "__annotations__" and isinstance(value, dict):  # evaluated in its module
-            string_annotations(walk, getattr(sys.modules.get(cls.__module__), "__dict__", None), value)
-        items.append((name, class_item(walk, value, f"class attribute {qual}.{name}")))
+        items.append((name, _item_token(walk, cls, name, value, f"class attribute {qual}.{name}")))
     bases = tuple(walk.reference(b) for b in cls.__bases__)
     meta = walk.reference(type(cls))
     walk.components[label] = _hasher.digest((cls.__qualname__, bases, meta, tuple(items))).hex()
     return label
+
+
+_BOOKKEEPING = frozenset({"__annotations__", "__dataclass_fields__", "__dataclass_params__"})
+_PARAMS = getattr(dataclasses, "_DataclassParams", None)
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))  # fncache.ref refuses these
+_EMPTY_METADATA = getattr(dataclasses, "_EMPTY_METADATA", None)  # shared by fields without any
+
+
+class _KeyOrder:
+    """A mapping's keys in their order, as a value re-hashed on every call (a watch of its order)."""
+
+    __slots__ = ("mapping",)
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self.mapping = mapping
+
+    def __fncache_token__(self) -> tuple[str, ...]:
+        return tuple(self.mapping)
+
+
+def _bookkeeping_token(walk: Any, name: str, value: Any, where: str) -> Any:
+    """A class's annotations or a dataclass's fields or parameters by value, as any mutable value a
+    function reads, but watched by their parts instead of re-hashed whole on every call (90 us of
+    each hit of a function using a dataclass with a default factory): the mapping's keys, order and
+    items, each field, its class and each of its attributes by identity, and each part whose digest
+    can change while it stays bound re-hashed (see :func:`_constant`). None for another shape (a
+    ``Field`` subclass) or a value that cannot be hashed: then read whole, as before."""
+    parts = _parts(name, value)
+    if parts is None:
+        return None
+    try:
+        d = _hasher.digest(value)
+    except UnhashableArgument:
+        return None
+    if type(value) is dict:
+        walk.len_watches.append((value, len(value)))
+        walk.dict_watches.extend((value, k, v) for k, v in value.items())
+        _rehashed(walk, _KeyOrder(value), f"{where} (order)")
+    for a, v in value.items() if name == "__annotations__" else (
+            item for part in parts for item in _slots(walk, part)):
+        if not _constant(walk, v):
+            _rehashed(walk, v, f"{where}.{a}")
+    return ("value", d)
+
+
+def _parts(name: str, value: Any) -> list[Any] | None:
+    """What :func:`_bookkeeping_token` watches attribute by attribute (none for annotations, whose
+    values it watches); None for a shape it does not know."""
+    if name == "__dataclass_params__":
+        return [value] if _PARAMS is not None and type(value) is _PARAMS else None
+    if type(value) is not dict:
+        return None
+    if name == "__annotations__":
+        return []
+    fields = list(value.values())
+    return fields if all(type(f) is dataclasses.Field for f in fields) else None
+
+
+def _slots(walk: Any, part: Any) -> list[tuple[str, Any]]:
+    """The slot attributes of a ``Field`` or dataclass parameters, each watched by identity."""
+    found = [(a, getattr(part, a, MISSING)) for a in type(part).__slots__]
+    walk.attr_watches.append((part, "__class__", type(part)))
+    walk.attr_watches.extend((part, a, v) for a, v in found)
+    return [(a, v) for a, v in found if v is not MISSING]
+
+
+def _rehashed(walk: Any, value: Any, where: str) -> None:
+    walk.mutable.append((value, _hasher.digest(value)))
+    walk.mutable_where.append(where)
+
+
+def _constant(walk: Any, v: Any) -> bool:
+    """Whether the digest of ``v`` cannot change while it stays bound (a rebinding is watched): an
+    immutable value, a library class (keyed by name), the fields' shared empty metadata, a builtin
+    generic alias of these (``list[str]``); but for a scalar, a ``fncache.ref`` given to it later
+    would key it anew, which is watched."""
+    if type(v) in _SCALARS:
+        return True
+    if type(v) is types.GenericAlias:
+        return _constant(walk, v.__origin__) and all(_constant(walk, a) for a in v.__args__)
+    if not (is_immutable(v) or v is _EMPTY_METADATA or (isinstance(v, type) and not is_user_code(v))):
+        return False
+    walk.dict_watches.append((_registry.refs, id(v), _registry.refs.get(id(v), MISSING)))
+    return True
 
 
 def string_annotations(walk: Any, g: dict[str, Any] | None, annotations: dict[str, Any]) -> None:
@@ -77,6 +163,18 @@ def string_annotations(walk: Any, g: dict[str, Any] | None, annotations: dict[st
             more, also = annotation_names({name: value})
             names.extend(more)
             used |= also
+
+
+def _item_token(walk: Any, cls: type, name: str, value: Any, where: str) -> Any:
+    """The token of the item ``name`` of a user class's dict."""
+    if name == "__pydantic_decorators__":
+        value = pydantic_decorators(value)  # without the class's id()
+    if name == "__orig_bases__":  # the bases as written (``Parser[int]``): a tuple, as it is
+        return safe_token(value)
+    if name == "__annotations__" and isinstance(value, dict):  # evaluated in its module
+        string_annotations(walk, getattr(sys.modules.get(cls.__module__), "__dict__", None), value)
+    token = _bookkeeping_token(walk, name, value, where) if name in _BOOKKEEPING else None
+    return token if token is not None else class_item(walk, value, where)
 
 
 def enum_items(cls: Any) -> list[tuple[str, Any]]:

@@ -68,7 +68,8 @@ _DATA_LIBRARIES = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "x
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis),
               # dataclasses' stateless sentinels (a generated __init__'s defaults and closure)
               type(dataclasses.MISSING),
-              type(getattr(dataclasses, "_HAS_DEFAULT_FACTORY", dataclasses.MISSING)))
+              type(getattr(dataclasses, "_HAS_DEFAULT_FACTORY", dataclasses.MISSING)),
+              type(getattr(dataclasses, "_FIELD", dataclasses.MISSING)))
 
 
 #: ``explain`` shows a global's value itself when its repr is at most this long (else its type).
