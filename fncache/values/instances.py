@@ -93,10 +93,10 @@ def _with_attributes(h: Any, obj: Any, rv: Any) -> Any:
     from its value alone and sets no state (``class Stamp(datetime)``, ``class Money(Decimal)``
     with a slot, a ``Counter`` subclass), with the attributes the instance holds beside that value
     (its ``__dict__`` but the library's cached properties, and the slots the user's classes
-    declare): its pickle drops them, code reads
-    them (``stamp.label``), and two stamps labelled apart were one key, as numpy's reduce of an
-    ndarray subclass's were (see :mod:`fncache.values.buffers`). A reduce the user's class
-    defines is taken as written (it says what the object is), and so is an enum member's."""
+    declare): its pickle drops them, code reads them (``stamp.label``), and two stamps labelled
+    apart were one key, as numpy's reduce of an ndarray subclass's were (see
+    :mod:`fncache.values.buffers`). A reduce the user's class defines is taken as written (it says
+    what the object is), and so is an enum member's."""
     t = type(obj)
     if not _library_reduce_without_state(rv, obj, t):
         return rv
