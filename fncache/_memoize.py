@@ -33,6 +33,7 @@ from fncache._options import NAMES, OptionAttribute, Options, options_doc, unkno
 from fncache._threads import thread_mark
 from fncache.code.fingerprint import Fingerprint
 from fncache.code.targets import importable
+from fncache.code.usercode import wrapper_attributes
 from fncache.stores import Store, redact
 
 __all__ = ["KEY_SCHEMA", "CacheInfo", "Memoized", "key_for", "memoize"]
@@ -115,6 +116,10 @@ class Memoized(Generic[P, R]):
             self._is_coroutine = getattr(asyncio.coroutines, "_is_coroutine", None)
             if hasattr(inspect, "markcoroutinefunction"):
                 inspect.markcoroutinefunction(self)
+        # What this object holds of its own: any other attribute is the user's (``helper.scale = 2``
+        # on the memoized helper), part of the key of code that reads it (see wrapper_attributes).
+        self.__fncache_own__ = frozenset(vars(self)).difference(getattr(func, "__dict__", ())) | {
+            "__fncache_own__"}
 
     def _default_strategies(self, opts: Options) -> Strategies:
         reader = "mmap" if opts.mmap_mode == "r" else "plain"
@@ -174,7 +179,9 @@ class Memoized(Generic[P, R]):
     def __fncache_token__(self) -> Any:
         # A bound method's instance counts as it does in the key (the memo of the hasher's cyclic
         # pass ends ``self.f = memoize(self.f)``, where the instance holds this very object).
-        return (self._keys.fingerprint().digest, *self._keys.binder.bound)
+        token = (self._keys.fingerprint().digest, *self._keys.binder.bound)
+        attrs = wrapper_attributes(self, self.__wrapped__)
+        return token + (("attributes", tuple(sorted(attrs.items()))),) if attrs else token
 
     __fncache_wraps__ = staticmethod(lambda m: m.__wrapped__)
 
@@ -184,7 +191,20 @@ class Memoized(Generic[P, R]):
 
     def call_key(self, *args: P.args, **kwargs: P.kwargs) -> CallKey:
         """The named parts of this call's key (code, inputs, argument digests) and the key."""
-        return self._keys.build(args, kwargs)
+        return self._built("call_key", args, kwargs)
+
+    def _built(self, what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallKey:
+        """The call's key for the method ``what``; a method's missing instance is named."""
+        try:
+            return self._keys.build(args, kwargs)
+        except TypeError as e:
+            if isinstance(e, UnhashableArgument) or self._keys.binder.first not in ("self", "cls") \
+                    or self._keys.binder.bound:
+                raise
+            # obj.f.key(x): a bound method hands attribute reads to this object, without obj.
+            name = getattr(self._keys.code, "__qualname__", "Class.method")
+            raise TypeError(f"{e}; for a method, call {what} through the class with the instance "
+                            f"first: {name}.{what}(obj, ...)") from e
 
     def code_key(self) -> CallKey:
         """The parts of the key that do not depend on the arguments (no argument digests)."""
@@ -192,7 +212,7 @@ class Memoized(Generic[P, R]):
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """The key (32 hex characters) of this call, exactly as a call would compute it."""
-        return self._keys.build(args, kwargs).key
+        return self._built("key", args, kwargs).key
 
     # -- calling -------------------------------------------------------------------------------
     def _unhashable(self, e: UnhashableArgument) -> None:
@@ -250,7 +270,7 @@ class Memoized(Generic[P, R]):
 
         For a coroutine function, returns an awaitable.
         """
-        ck = self._keys.build(args, kwargs)
+        ck = self._built("call", args, kwargs)
         self._counters.misses += 1
         if self._is_async:
             return self._miss.arecompute(ck, args, kwargs)  # type: ignore[return-value]
@@ -258,7 +278,7 @@ class Memoized(Generic[P, R]):
 
     def check_call_in_cache(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Whether this call would be a hit (an entry exists; it is not unpickled)."""
-        return self._entries.contains(self._keys.build(args, kwargs).key)
+        return self._entries.contains(self._built("check_call_in_cache", args, kwargs).key)
 
     def clear(self) -> int:
         """Remove every stored entry of this function (all versions of its code); returns the count."""

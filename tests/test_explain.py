@@ -465,3 +465,19 @@ def test_explain_of_a_method_through_its_instance_says_how_to_call_it(store):
     with pytest.raises(TypeError, match=r"Model.fit.explain\(obj, \.\.\.\)"):
         Model().fit.explain(1)
     assert Model.fit.explain(Model(), 1).status
+
+
+@pytest.mark.parametrize("what", ["key", "call_key", "call", "check_call_in_cache"])
+def test_other_methods_through_an_instance_say_how_to_call_them(store, what):
+    """``obj.f.key(x)`` and the like reach the memoized function without ``obj``, as ``explain``
+    does: the error names the call that works, which gives the key of ``obj.f(x)``."""
+    class Model:
+        @fncache.memoize(store=store)
+        def fit(self, x):
+            return x
+
+    model = Model()
+    with pytest.raises(TypeError, match=rf"Model.fit.{what}\(obj, \.\.\.\)"):
+        getattr(model.fit, what)(1)
+    getattr(Model.fit, what)(model, 1)
+    assert Model.fit.key(model, 1) == fncache.key_for(Model.fit, model, 1)

@@ -578,6 +578,54 @@ PROGRAMS["cache_settings"] = {
     """,
 }
 
+# Attributes set on a memoized helper or an lru_cache wrapper (``helper.scale = 3``): code that reads
+# them reads the wrapper, whose own attributes the key left out.
+PROGRAMS["wrapper_attributes"] = {
+    "helpers.py": """
+        import functools
+
+        import fncache
+
+
+        @fncache.memoize
+        def memo_helper(x):
+            return x
+
+
+        memo_helper.scale = 1  #@v1
+        memo_helper.scale = 3  #@v2
+
+
+        @functools.lru_cache
+        def lru_helper(x):
+            return x
+
+
+        lru_helper.scale = 1  #@v1
+        lru_helper.scale = 3  #@v2
+    """,
+    "main.py": """
+        import fncache
+        from helpers import lru_helper, memo_helper
+
+
+        @fncache.memoize
+        def through_memoized(x):
+            return x * memo_helper.scale
+
+
+        @fncache.memoize
+        def through_lru(x):
+            return x * lru_helper.scale
+
+
+        CALLS = {
+            "through_memoized": (through_memoized, (2,)),
+            "through_lru": (through_lru, (2,)),
+        }
+    """,
+}
+
 # Functions (and classes) that reach each other: each one's walk finds the same set of components,
 # so ``pong(0)`` was served ``ping(0)``'s result, and ``Right()`` keyed as ``Left()``.
 PROGRAMS["mutual_recursion"] = {
@@ -2596,6 +2644,35 @@ def test_a_dataclass_changed_in_place_in_the_running_process_changes_the_key(tmp
 
         registry.refs.pop(id(argparse.Namespace), None)
     assert len(set(keys)) == len(keys), keys
+
+
+def test_in_process_changes_to_wrappers_context_vars_and_weak_dicts_are_new_keys(tmp_path):
+    """In one process (a notebook): an attribute set on a memoized function (read by itself or a
+    caller) or on an ``lru_cache`` wrapper, a ``ContextVar`` set, a ``WeakValueDictionary`` given an
+    item: each read by the code, each was keyed by what stood before (or by its type alone)."""
+    m = import_source("sound_wrappers_in_process", "import contextvars, functools, weakref\n"
+                      "import fncache\n"
+                      "class Obj:\n    pass\n"
+                      "KEEP = [Obj(), Obj()]\n"
+                      "REG = weakref.WeakValueDictionary({'a': KEEP[0]})\n"
+                      "MODE = contextvars.ContextVar('mode', default='fast')\n"
+                      "@functools.lru_cache\n"
+                      "def lru(x):\n    return x\n"
+                      "@fncache.memoize\n"
+                      "def own(x):\n    return x * getattr(own, 'scale', 1)\n"
+                      "def f(x):\n"
+                      "    return (own(x), getattr(lru, 'scale', 1), MODE.get(), sorted(REG))\n",
+                      tmp_path, keep=True)
+    results, keys = [], []
+    for change in (lambda: None, lambda: setattr(m.own, "scale", 3),
+                   lambda: setattr(m.lru, "scale", 3), lambda: m.MODE.set("exact"),
+                   lambda: m.REG.__setitem__("b", m.KEEP[1])):
+        change()
+        keys.append((fncache.key_for(m.f, 2), fncache.key_for(m.own, 2)))
+        results.append(m.f(2))
+    assert len({k for k, _ in keys}) == len(keys), keys
+    assert keys[0][1] != keys[1][1]  # the memoized function reading its own attribute
+    assert results[-1] == (6, 3, "exact", ["a", "b"])
 
 
 def test_string_annotations_naming_prose_or_an_unkeyable_global_keep_the_function_keyable(tmp_path):

@@ -20,6 +20,7 @@ a handler registered without a corpus here fails :func:`test_every_handler_has_o
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import functools
 import os
@@ -74,6 +75,11 @@ def _tags(unit: str = "m") -> _Tags:
     return t
 
 
+def _set(var: Any, value: Any) -> Any:
+    var.set(value)
+    return var
+
+
 def _f(x: int) -> int:
     return x + 1
 
@@ -109,6 +115,15 @@ def _builtin_corpus() -> dict[str, list[Case]]:
                   lambda: memoryview(np.array([1, 7, 2], dtype=np.intc)[::2])),  # strided
             edits=(lambda v: v.cast("B"), lambda v: v.cast("B").cast("i", [1, 2]),
                    lambda v: memoryview(b"\x01\x00\x00\x00\x03\x00\x00\x00").cast("i")))],
+        "_contextvars.ContextVar": [Case("a context variable", lambda: contextvars.ContextVar("mode"),
+                                         same=(lambda: contextvars.ContextVar("mode"),),
+                                         edits=(lambda v: contextvars.ContextVar("speed"),
+                                                lambda v: _set(contextvars.ContextVar("mode"), 1)))],
+        "weakref.WeakValueDictionary": [Case(
+            "a weak-value dict", lambda: weakref.WeakValueDictionary({"a": _Plain}),
+            same=(lambda: weakref.WeakValueDictionary({"a": _Plain}),),
+            edits=(lambda v: weakref.WeakValueDictionary({"b": _Plain}),
+                   lambda v: weakref.WeakValueDictionary({"a": _Tags})))],
         "_struct.Struct": [Case("a struct.Struct", lambda: struct.Struct("<i"),
                                 same=(lambda: struct.Struct("<i"),),
                                 edits=(lambda v: struct.Struct("<h"),))],

@@ -19,12 +19,12 @@ from fncache.code.classify import (
 )
 from fncache.code.digest import annotation_names
 from fncache.code.state import MISSING
-from fncache.code.usercode import is_user_code
+from fncache.code.usercode import is_user_code, wrapper_attributes
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
 
 __all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "string_annotations",
-           "visit_class"]
+           "visit_class", "with_attributes"]
 
 
 def visit_class(walk: Any, cls: type) -> str:
@@ -163,6 +163,23 @@ def string_annotations(walk: Any, g: dict[str, Any] | None, annotations: dict[st
             more, also = annotation_names({name: value})
             names.extend(more)
             used |= also
+
+
+def with_attributes(walk: Any, wrapper: Any, inner: Any, token: Any) -> Any:
+    """``token`` of the code ``wrapper`` (a memoized function, an ``lru_cache``) stands for, with
+    the attributes the user set on it (:func:`~fncache.code.usercode.wrapper_attributes`), each
+    watched, as a function's own are; so is the wrapper's namespace, so one set later is seen."""
+    found = getattr(wrapper, "__dict__", None)
+    if type(found) is not dict:
+        return token
+    walk.len_watches.append((found, len(found)))
+    own = found.get("__fncache_own__", ())
+    walk.dict_watches.extend((found, k, v) for k, v in found.items() if k not in own)
+    attrs = wrapper_attributes(wrapper, inner)
+    if not attrs:
+        return token
+    return token + (("attributes", tuple((k, walk.attribute(v, f"attribute {k} of a wrapper"))
+                                         for k, v in sorted(attrs.items()))),)
 
 
 def _item_token(walk: Any, cls: type, name: str, value: Any, where: str) -> Any:

@@ -355,6 +355,34 @@ def _numba_options(value: Any) -> tuple[Any, ...] | None:
             tuple(sorted((str(k), repr(v)) for k, v in local_types.items())), given)
 
 
+#: What ``functools.update_wrapper`` sets on a wrapper (the wrapped function's own attributes it
+#: copies count only once rebound on the wrapper), and what ``lru_cache`` adds.
+_WRAPPER_OWN = frozenset({"__module__", "__name__", "__qualname__", "__doc__", "__annotations__",
+                          "__type_params__", "__wrapped__", "cache_parameters"})
+
+
+def wrapper_attributes(wrapper: Any, inner: Any) -> dict[str, Any]:
+    """The attributes the user set on a wrapper of ``inner`` (a memoized function, an
+    ``lru_cache``; none for another library's wrapper): those it does not hold itself
+    (``__fncache_own__``, :data:`_WRAPPER_OWN`) and that are not the ones it copied from ``inner``
+    unchanged. Code that reads ``helper.scale`` reads
+    them: ``helper.scale = 3`` on a memoized helper was not in the key of its caller."""
+    found = getattr(wrapper, "__dict__", None)
+    if type(found) is not dict:
+        return {}
+    own = found.get("__fncache_own__")
+    if own is None:  # another library's wrapper (numba's) holds state of its own in its namespace
+        if type(wrapper).__name__ != "_lru_cache_wrapper":
+            return {}
+        own = _WRAPPER_OWN
+    copied = getattr(inner, "__dict__", {})
+    return {k: v for k, v in found.items()
+            if k not in own and k not in _WRAPPER_OWN and copied.get(k, _NOT_SET) is not v}
+
+
+_NOT_SET = object()
+
+
 def unwrap_memoized(obj: Any) -> Any:
     # A memoized function read as a helper is fingerprinted as the function it wraps.
     inner = getattr(type(obj), "__fncache_wraps__", None)

@@ -73,8 +73,7 @@ class Walk:
     def __init__(self, root: Any, versions: bool = False, state: dict[int, Any] | None = None,
                  ignore_globals: frozenset[str] = frozenset()) -> None:
         self.root_module = getattr(root, "__module__", None) or ""
-        # Reached again (a method of its class, a function its helper calls): see Fingerprint.digest.
-        self.root_id, self.root_again = id(root), False
+        self.root_id, self.root_again = id(root), False  # reached again? (see fingerprint._result)
         self.components: dict[str, str] = {}
         self.labels: dict[int, str] = {}
         self.keep: list[Any] = []  # objects whose id() is in labels must stay alive meanwhile
@@ -165,7 +164,9 @@ class Walk:
             state = STATE + (self.state[id(value)][1],)
             self.named[self.where] = (BY_NAME[STATE], _hasher.digest(state).hex())
             return state
-        value = unwrap_memoized(value)
+        inner = unwrap_memoized(value)
+        if inner is not value:  # a memoized function: the one it wraps, and what is set on it
+            return _classes.with_attributes(self, value, inner, self.reference(inner, code_names))
         if isinstance(value, (types.FunctionType, type, types.ModuleType)):
             return self.code_reference(value, code_names)
         if isinstance(value, types.BuiltinFunctionType) and (
@@ -176,8 +177,8 @@ class Walk:
         if wrapped is not None:
             # functools.lru_cache, numba.njit and the like pickle by name: follow what they wrap.
             token = ("wrapper", self.library_ref(type(value)), self.reference(wrapped, code_names))
-            options = compile_options(value)
-            return token if options is None else token + (options,)
+            token += () if (options := compile_options(value)) is None else (options,)
+            return _classes.with_attributes(self, value, wrapped, token)
         return self.value_reference(value)
 
     def name_keyed(self, label: str, kind: tuple[str, ...], token: Any) -> None:

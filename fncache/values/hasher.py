@@ -41,6 +41,7 @@ What this module is *not*: a serialiser. Nothing it writes is ever read back.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import io
 import pathlib
@@ -194,17 +195,20 @@ def _wrapper_handler(
     """
 
     def _wrapper_token(h: _Hasher, obj: Any) -> Any:
-        from fncache.code.usercode import compile_options, wrapped_user_code
+        from fncache.code.usercode import compile_options, wrapped_user_code, wrapper_attributes
 
         inner = wrapped_user_code(obj)
         if inner is None:
             return NotImplemented if rest is None else rest(h, obj)
+        # What the user set on the wrapper (``cached.scale = 3``), read by code as the code is.
+        attrs = wrapper_attributes(obj, inner)
+        extra = (("attributes", tuple(sorted(attrs.items()))),) if attrs else ()
         options = compile_options(obj)
         if options is not None:
-            return (_Token, ("compiled", _qualname(type(obj)), inner, options))
+            return (_Token, ("compiled", _qualname(type(obj)), inner, options, *extra))
         state = obj.__reduce_ex__(_PROTOCOL)
         return (_Token, ("wrapper", _qualname(type(obj)), inner,
-                         None if isinstance(state, str) else state))
+                         None if isinstance(state, str) else state, *extra))
 
     return _wrapper_token
 
@@ -275,6 +279,12 @@ def _register_builtins() -> None:
     builtin(weakref.ReferenceType, _weakref_token, exact=True)
     builtin(_instances.KEY_WRAPPER, _instances.key_wrapper_token, exact=True)
     builtin(struct.Struct, _instances.struct_token, exact=True)
+    builtin(contextvars.ContextVar, _instances.context_var_token, exact=True)
+    _registry.register_type(weakref.WeakValueDictionary, _instances.weak_value_dict_token, exact=True,
+                            final=True, library="builtins", not_content=(
+                                ("_remove, _pending_removals, _iterating",
+                                 "the bookkeeping of dead references, not the items"),
+                                ("data", "weak references: keyed by the live items they reach")))
     builtin(types.SimpleNamespace, _instances.namespace_token, exact=True)
     builtin(memoryview, _memoryview_token, exact=True)
     builtin((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path,

@@ -19,8 +19,9 @@ import cloudpickle
 from fncache._hasher import Token as _Token
 from fncache.values import registry as _registry
 
-__all__ = ["KEY_WRAPPER", "by_name_token", "by_reduce", "default_reduce", "instance_token",
-           "key_wrapper_token", "namespace_token", "own_reduce", "slot_names", "sorted_state", "struct_token"]
+__all__ = ["KEY_WRAPPER", "by_name_token", "by_reduce", "context_var_token", "default_reduce",
+           "instance_token", "key_wrapper_token", "namespace_token", "own_reduce", "slot_names",
+           "sorted_state", "struct_token", "WEAK_DICT_OWN", "weak_value_dict_token"]
 
 _PROTOCOL = 5
 
@@ -43,6 +44,27 @@ def struct_token(h: Any, obj: Any) -> Any:
     return (_Token, ("struct", obj.format))
 
 
+def context_var_token(h: Any, obj: Any) -> Any:
+    """A ``contextvars.ContextVar`` (which cannot be pickled): its name and the value it has in
+    the current context, unset or not. Read by code (``MODE.get()``), that value is an input; keyed
+    as infrastructure, by its type alone, ``MODE.set("exact")`` kept the key."""
+    found = obj.get(_UNSET)
+    return (_Token, ("context var", obj.name, "unset" if found is _UNSET else ("value", found)))
+
+
+def weak_value_dict_token(h: Any, obj: Any) -> Any:
+    """A ``weakref.WeakValueDictionary`` (which cannot be pickled): its live items, in order, and
+    any attribute set on it beside its own bookkeeping."""
+    extra = {k: v for k, v in sorted(vars(obj).items()) if k not in WEAK_DICT_OWN}
+    return (_Token, ("weak value dict", list(obj.items()), *((extra,) if extra else ())))
+
+
+#: A ``WeakValueDictionary``'s own attributes: its weak references (``data``, keyed by the items
+#: they reach) and the bookkeeping of their removal.
+WEAK_DICT_OWN = frozenset({"data", "_remove", "_pending_removals", "_iterating"})
+
+
+_UNSET = object()
 _by_name = threading.local()  # ids of the objects whose by-name state is being hashed, per thread
 
 # Builtin bases whose content a subclass's ``__getstate__`` leaves out, and how to read it.
