@@ -170,8 +170,9 @@ def with_attributes(walk: Any, wrapper: Any, inner: Any, token: Any) -> Any:
     the attributes the user set on it (:func:`~fncache.code.usercode.wrapper_attributes`), each
     watched, as a function's own are; so is the wrapper's namespace, so one set later is seen."""
     found = getattr(wrapper, "__dict__", None)
-    if type(found) is not dict:
-        return token
+    if type(found) is not dict or ("__fncache_own__" not in found
+                                   and type(wrapper).__name__ != "_lru_cache_wrapper"):
+        return token  # another library's wrapper (numba's): its namespace is its own state
     walk.len_watches.append((found, len(found)))
     own = found.get("__fncache_own__", ())
     walk.dict_watches.extend((found, k, v) for k, v in found.items() if k not in own)
