@@ -61,7 +61,7 @@ def _current_side(m: Any, args: tuple[Any, ...] | None = None,
         side = Side.of_entry(ck.meta())
         side.args = None
         return side, None
-    ck = m.call_key(*args, **(kwargs or {}))
+    ck = m._built("explain", args, kwargs or {})  # a method's missing instance named for explain
     return Side.of_entry(ck.meta()), ck.key
 
 
@@ -141,16 +141,7 @@ def explain_call(m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expla
     Reads the store only (listing its entries: slower on large remote stores). Raises what computing
     the key raises (:class:`fncache.UnhashableArgument`) and the store's errors.
     """
-    try:
-        side, key = _current_side(m, args, kwargs)
-    except TypeError as e:
-        if m._keys.binder.first in ("self", "cls") and not m._keys.binder.bound:
-            # obj.f.explain(x): a bound method hands attribute reads to the memoized function
-            # itself, without its instance.
-            name = getattr(m._keys.code, "__qualname__", "Class.method")
-            raise TypeError(f"{e}; for a method, call explain through the class with the "
-                            f"instance first: {name}.explain(obj, ...)") from e
-        raise
+    side, key = _current_side(m, args, kwargs)
     assert key is not None
     by_name = m._fingerprint().by_name if m.version is None else {}
     store = m.store
