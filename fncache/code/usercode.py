@@ -365,8 +365,8 @@ def wrapper_attributes(wrapper: Any, inner: Any) -> dict[str, Any]:
     """The attributes the user set on a wrapper of ``inner`` (a memoized function, an
     ``lru_cache``; none for another library's wrapper): those it does not hold itself
     (``__fncache_own__``, :data:`_WRAPPER_OWN`) and that are not the ones it copied from ``inner``
-    unchanged. Code that reads ``helper.scale`` reads
-    them: ``helper.scale = 3`` on a memoized helper was not in the key of its caller."""
+    unchanged. Code that reads ``helper.scale`` reads them: ``helper.scale = 3`` on a memoized
+    helper was not in the key of its caller."""
     found = getattr(wrapper, "__dict__", None)
     if type(found) is not dict:
         return {}

@@ -271,8 +271,8 @@ def _defines_call(t: type) -> bool:
 def _register_builtins() -> None:
     # Functions, classes and code objects are keyed by fncache.code.fingerprint, which registers
     # their handlers itself (the code wing imports this module; this module never imports it).
-    def builtin(types_: Any, handler: Any, exact: bool = False) -> None:
-        _registry.register_type(types_, handler, exact=exact, final=True, library="builtins")
+    def builtin(types_: Any, handler: Any, exact: bool = False, **more: Any) -> None:
+        _registry.register_type(types_, handler, exact=exact, final=True, library="builtins", **more)
 
     builtin(types.ModuleType, _module_token, exact=True)
     builtin((set, frozenset), _set_subclass_token)
@@ -280,11 +280,9 @@ def _register_builtins() -> None:
     builtin(_instances.KEY_WRAPPER, _instances.key_wrapper_token, exact=True)
     builtin(struct.Struct, _instances.struct_token, exact=True)
     builtin(contextvars.ContextVar, _instances.context_var_token, exact=True)
-    _registry.register_type(weakref.WeakValueDictionary, _instances.weak_value_dict_token, exact=True,
-                            final=True, library="builtins", not_content=(
-                                ("_remove, _pending_removals, _iterating",
-                                 "the bookkeeping of dead references, not the items"),
-                                ("data", "weak references: keyed by the live items they reach")))
+    builtin(weakref.WeakValueDictionary, _instances.weak_value_dict_token, exact=True, not_content=(
+        ("_remove, _pending_removals, _iterating", "the bookkeeping of dead references, not the items"),
+        ("data", "weak references: keyed by the live items they reach")))
     builtin(types.SimpleNamespace, _instances.namespace_token, exact=True)
     builtin(memoryview, _memoryview_token, exact=True)
     builtin((pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path,
