@@ -23,8 +23,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MIN_BYTES", "PIECE", "allocate", "available", "fill", "read_into"]
+__all__ = ["CHUNK", "MIN_BYTES", "PIECE", "allocate", "available", "fill", "read_into"]
 
+#: Bytes read at a time when a read is hashed as it goes: small enough that the checksum reads
+#: them from the core's own cache right after the read put them there, large enough that the
+#: system calls cost little (300 for 75 MB). Measured (75 MB warm, into memory already faulted
+#: in, read plus checksum): 64 KiB 15.4 ms, 128-256 KiB 12.2-13.0, 1 MiB 13.5-14.4, 2 MiB 15.8;
+#: the checksum alone of those bytes out of memory is 4-5 ms.
+CHUNK = 256 * 1024
 #: Bytes per piece: large enough that handing pieces over costs nothing, small enough that a
 #: piece is still in the CPU cache when the caller hashes its own.
 PIECE = 4 * 1024 * 1024
@@ -179,9 +185,13 @@ def _read_in_order(fd: int, pieces: list[tuple[memoryview, int]], split: int, he
     False if the file ended first."""
     for i, (view, at) in enumerate(pieces):
         if i < split:
-            if not _read_at(fd, view, at):
-                return False
-        elif not helper.wait_for(i - split + 1):
+            for start in range(0, view.nbytes, CHUNK):  # each hashed while it is in cache
+                part = view[start:start + CHUNK]
+                if not _read_at(fd, part, at + start):
+                    return False
+                hasher.update(part)
+            continue
+        if not helper.wait_for(i - split + 1):
             return False
         hasher.update(view)
     return True
