@@ -8,10 +8,10 @@ zeroes as each page is first touched) and the frame's checksum: on one thread, `
 time and the checksum's. :func:`fill` cuts the buffers into pieces of :data:`PIECE` bytes in file order;
 the caller's thread reads the first half of them and one helper thread the second, each in order
 with ``os.preadv`` (no shared file position; the copy runs without the GIL). The caller feeds every
-piece to the checksum in file order as soon as it is read: its own while they are still in the CPU
-cache, then the helper's as they arrive. The bytes are read once, into the memory the result then
-owns, and checked there: nothing is read again after its check, and the checksum is the one a
-sequential read computes.
+piece to the checksum in file order as soon as it is read: its own :data:`CHUNK` bytes at a time,
+while they are still in the CPU cache, then the helper's as they arrive. The bytes are read once,
+into the memory the result then owns, and checked there: nothing is read again after its check,
+and the checksum is the one a sequential read computes.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ __all__ = ["CHUNK", "MIN_BYTES", "PIECE", "allocate", "available", "fill", "read
 #: in, read plus checksum): 64 KiB 15.4 ms, 128-256 KiB 12.2-13.0, 1 MiB 13.5-14.4, 2 MiB 15.8;
 #: the checksum alone of those bytes out of memory is 4-5 ms.
 CHUNK = 256 * 1024
-#: Bytes per piece: large enough that handing pieces over costs nothing, small enough that a
-#: piece is still in the CPU cache when the caller hashes its own.
+#: Bytes per piece of a two-thread read: large enough that handing pieces over costs nothing
+#: (the caller reads and hashes its own pieces :data:`CHUNK` bytes at a time).
 PIECE = 4 * 1024 * 1024
 #: Buffers of fewer bytes in all are read on the caller's thread alone. On a 2-vCPU VM a read of a
 #: 4 MiB piece now and then stalled for 5-10 ms while both threads ran (neither the GIL nor steal

@@ -745,6 +745,9 @@ PROGRAMS["dataclass_bookkeeping"] = {
 # evaluates them (``get_type_hints``, ``inspect.signature(eval_str=True)``) reads the names in them.
 PROGRAMS["string_annotations"] = {
     "parsers.py": """
+        import pydantic
+
+
         class P:
             def __new__(cls, x):
                 return x + 1  #@v1
@@ -759,6 +762,11 @@ PROGRAMS["string_annotations"] = {
         class K:
             v = "one"  #@v1
             v = "two"  #@v2
+
+
+        class Unit(pydantic.BaseModel):
+            scale: int = 1  #@v1
+            scale: int = 2  #@v2
     """,
     "annotated.py": """
         from __future__ import annotations
@@ -767,7 +775,7 @@ PROGRAMS["string_annotations"] = {
         import typing
 
         import parsers
-        from parsers import K, P, conv
+        from parsers import K, P, Unit, conv
 
 
         def g(a: P):
@@ -797,13 +805,50 @@ PROGRAMS["string_annotations"] = {
 
         def aliased(a: KAlias, b: Items):
             pass
+
+
+        # Classes and functions defined in the function: their annotations are constants of its
+        # code, strings here.
+        def local_class(x):
+            class C:
+                a: K
+
+            return typing.get_type_hints(C)["a"].v + str(x)
+
+
+        def local_function(x):
+            def inner(a: P):
+                pass
+
+            return typing.get_type_hints(inner)["a"](x)
+
+
+        def local_model(x):
+            import pydantic
+
+            class Request(pydantic.BaseModel):
+                unit: Unit
+                value: int
+
+            r = Request.model_validate({"unit": {}, "value": x})
+            return r.value * r.unit.scale
     """,
     "main.py": """
         import inspect
         import typing
 
         import fncache
-        from annotated import Config, aliased, dotted, g, h, nested
+        from annotated import (Config, aliased, dotted, g, h, local_class, local_function, local_model,
+                               nested)
+        from parsers import K
+
+
+        @fncache.memoize
+        def local_string_annotation(x):
+            class C:
+                a: "K"
+
+            return typing.get_type_hints(C)["a"].v + str(x)
 
 
         @fncache.memoize
@@ -844,6 +889,10 @@ PROGRAMS["string_annotations"] = {
             "future_annotated": (future_annotated, (3,)),
             "nested_forward_reference": (nested_forward_reference, (3,)),
             "dotted_name": (dotted_name, (3,)),
+            "local_class": (fncache.memoize(local_class), (3,)),
+            "local_function": (fncache.memoize(local_function), (3,)),
+            "local_model": (fncache.memoize(local_model), (3,)),
+            "local_string_annotation": (local_string_annotation, (3,)),
         }
     """,
 }
@@ -2548,6 +2597,103 @@ def test_a_pep_695_type_parameter_read_by_the_code_keeps_its_key(tmp_path):
         keys.append(run_py(job, str(tmp_path / "store"), seed=seed).stdout.split())
     assert keys[0] == keys[1]
     assert keys[2][0] != keys[0][0] and keys[2][1] == keys[0][1]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 type parameters: Python 3.12+")
+@pytest.mark.slow
+def test_pep_695_globals_read_in_a_local_class_or_by_reflection_are_keyed(tmp_path):
+    """A class defined in the function reads a global in a ``type`` alias or a type parameter's
+    bound with an instruction of its own (``LOAD_FROM_DICT_OR_GLOBALS``), and a function's type
+    parameters read by reflection (``g.__type_params__``) name their bound only there: editing
+    the global is a miss (v2 computes its own result), v1 again at the same path hits with its
+    first key, and another checkout and hash seed give the same keys."""
+    source = textwrap.dedent("""
+        import json
+        import sys
+        import fncache
+
+        class Helper:
+            K = 1  #@v1
+            K = 2  #@v2
+
+        class Bound:
+            K = 1  #@v1
+            K = 2  #@v2
+
+        def generic[T: Bound](x):
+            return x
+
+        def local_alias(x):
+            class C:
+                type B = Helper
+            return C.B.__value__.K * x
+
+        def local_generic_method(x):
+            class C:
+                def m[T: Helper](self, y):
+                    return T.__bound__.K * y
+            return C().m(x)
+
+        def reflected(x):
+            return generic.__type_params__[0].__bound__.K * x
+
+        memo = fncache.memoize(store=sys.argv[1])
+        fns = [memo(local_alias), memo(local_generic_method), memo(reflected)]
+        print(json.dumps([[f.key(3), f.store.contains(f.key(3)), f(3)] for f in fns]))
+    """)
+    from tests.fixtures_code import harness
+
+    runs = []
+    for where, version, seed in (("a", "v1", "1"), ("a", "v2", "2"), ("a", "v1", "3"),
+                                 ("b", "v1", "4")):
+        job = write(tmp_path / where / "job.py", harness.render(source, version))
+        runs.append(json.loads(run_py(job, str(tmp_path / "store"), seed=seed).stdout))
+    v1, v2, again, moved = runs
+    assert [r[2] for r in v1] == [3, 3, 3] and [r[2] for r in v2] == [6, 6, 6]
+    assert all(not a[1] and a[0] != b[0] for a, b in zip(v2, v1, strict=True))
+    assert again == [[k, True, 3] for k, _, _ in v1] and moved == again
+
+
+def test_only_the_strings_of_nested_annotations_name_globals(tmp_path):
+    """A function that defines an annotated function or class reads the globals its annotation
+    strings name, and no other string of its code does: a dict key spelled like a global the
+    function writes (a call counter) or never reads (a large array) is no input, so calls still
+    hit and the array is not keyed; a string too deeply nested for the parser names nothing."""
+    m = import_source("sound_nested_strings", "from __future__ import annotations\n"
+                      "calls = 0\n"
+                      "data = [1, 2, 3]\n"
+                      "class Unit:\n    scale = 2\n"
+                      "def f(x):\n"
+                      "    global calls\n"
+                      "    calls += 1\n"
+                      "    def inner(a: Unit) -> int:\n        return a\n"
+                      "    class Local:\n        u: Unit\n"
+                      f"        v: '{'a' + '.b' * 5000}'\n"
+                      "    return {'calls': x, 'data': x}\n", tmp_path, keep=True)
+    f = fncache.memoize(store=str(tmp_path / "s"))(m.f)
+    for _ in range(3):
+        f(1)
+    assert f.cache_info().hits == 2 and m.calls == 1
+    before = fncache.key_for(m.f, 1)
+    m.data.append(4)
+    assert fncache.key_for(m.f, 1) == before
+    m.Unit = type("Unit", (), {"scale": 3})
+    assert fncache.key_for(m.f, 1) != before
+    # An annotation that branches (strings written out, no __future__ import): where its value
+    # begins is not told by the stack alone, and every string of the code counts then.
+    b = import_source("sound_branching_annotation", "import typing\n"
+                      "FLAG = True\n"
+                      "class Unit:\n    scale = 2\n"
+                      "class Other:\n    scale = 3\n"
+                      "def f(x):\n"
+                      "    def inner(a: 'Other') -> ('Unit' if FLAG else 'Other'):\n        return a\n"
+                      "    class Local:\n        u: 'Unit' if FLAG else 'Other'\n"
+                      "    return typing.get_type_hints(inner)['return'].scale, "
+                      "typing.get_type_hints(Local)['u'].scale\n", tmp_path, keep=True)
+    assert b.f(1) == (2, 2)
+    before = fncache.key_for(b.f, 1)
+    b.Unit = type("Unit", (), {"scale": 4})
+    assert b.f(1) == (4, 4) and fncache.key_for(b.f, 1) != before
 
 
 def test_annotations_rebound_in_process_change_the_key_and_evaluating_them_does_not(tmp_path):

@@ -224,8 +224,8 @@ def _encode(values: list, rng: np.random.Generator, *, index: pa.DataType = pa.i
             null_entry: bool = False, junk: int = 0) -> pa.Array:
     """A DictionaryArray that decodes to ``values``: the dictionary in random order, with
     ``unused`` entries nobody refers to, each value ``copies`` times (slots pick a copy at
-    random), a null entry that null slots refer to by a *valid* index (when ``null_entry``), and
-    ``junk`` slots of other values on each side, sliced off."""
+    random), a null entry that no slot refers to (when ``null_entry``: null slots are null
+    indices), and ``junk`` slots of other values on each side, sliced off."""
     distinct = sorted({v for v in values if v is not None})
     extra = [w + "#unused" for w in WORDS[:unused]]
     entries = [v for v in distinct for _ in range(copies)] + extra + ([None] if null_entry else [])
@@ -237,8 +237,7 @@ def _encode(values: list, rng: np.random.Generator, *, index: pa.DataType = pa.i
     for pos, v in enumerate(dictionary):
         where.setdefault(v, []).append(pos)
     pad = [where["junk"][0]] * junk if junk else []
-    indices = pad + [rng.choice(where[v]) if v is not None or null_entry else None
-                     for v in values] + pad
+    indices = pad + [rng.choice(where[v]) if v is not None else None for v in values] + pad
     arr = pa.DictionaryArray.from_arrays(pa.array(indices, index), pa.array(dictionary, value_type))
     return arr.slice(junk, len(values)) if junk else arr
 
@@ -312,20 +311,46 @@ def test_dictionary_every_decoded_difference_counts(monkeypatch, compact_max):
     assert H(_encode(values, rng, index=pa.int8())) != key
 
 
-def test_dictionary_null_entry_decodes_to_null():
-    """A valid index to a null dictionary entry keys as a null slot, not as a value."""
+@pytest.mark.parametrize("compact_max", [4096, 0])
+@pytest.mark.parametrize("value_type", [pa.string(), pa.int64()])
+def test_dictionary_null_entry_is_not_a_null_index(tmp_path, monkeypatch, compact_max, value_type):
+    """A valid index to a null dictionary entry decodes to null, but Arrow does not count it as
+    null (``null_count``, ``fill_null``, ``drop_null``): it keys apart from a null index, in the
+    compact and the decoded form, in a table too, and where it lies in the column counts, not
+    how the column is chunked. A null entry no slot refers to changes nothing."""
+    monkeypatch.setattr(_values_arrow, "_COMPACT_MAX", compact_max)
+    x = "x" if value_type == pa.string() else 7
     by_entry = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int8()),
-                                              pa.array(["x", None]))
+                                              pa.array([x, None], value_type))
     by_index = pa.DictionaryArray.from_arrays(pa.array([0, None, 0], pa.int8()),
-                                              pa.array(["x"]))
-    assert by_entry.to_pylist() == by_index.to_pylist() == ["x", None, "x"]
-    assert H(by_entry) == H(by_index)
-    assert H(by_entry) != H(pa.DictionaryArray.from_arrays(pa.array([0, 0, 0], pa.int8()),
-                                                           pa.array(["x", None])))
+                                              pa.array([x], value_type))
+    assert by_entry.to_pylist() == by_index.to_pylist() == [x, None, x]
+
+    @fncache.memoize(store=str(tmp_path / "s"))
+    def clean(a):
+        return a.fill_null(x).to_pylist(), a.drop_null().to_pylist(), a.null_count
+
+    assert clean(by_entry) == ([x, None, x], [x, None, x], 0)
+    assert clean(by_index) == ([x, x, x], [x, x], 1)
+    assert H(by_entry) != H(by_index)
+    assert H(pa.table({"c": by_entry})) != H(pa.table({"c": by_index}))
+    unused_entry = pa.DictionaryArray.from_arrays(pa.array([0, None, 0], pa.int8()),
+                                                  pa.array([x, None], value_type))
+    assert H(unused_entry) == H(by_index)
+    # Where the slot lies counts (another row is another key), chunk boundaries do not.
+    later = pa.DictionaryArray.from_arrays(pa.array([0, 0, 1], pa.int8()),
+                                           pa.array([x, None], value_type))
+    assert H(later) != H(pa.DictionaryArray.from_arrays(pa.array([0, 0, None], pa.int8()),
+                                                        pa.array([x], value_type)))
+    assert H(pa.chunked_array([by_entry])) != H(pa.chunked_array([later]))
+    assert H(pa.chunked_array([by_entry.slice(0, 1), by_entry.slice(1)])) == \
+        H(pa.chunked_array([by_entry]))
     all_null = pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int8()),
-                                              pa.array([], pa.string()))
-    assert H(all_null) == H(pa.DictionaryArray.from_arrays(pa.array([1, 1], pa.int8()),
-                                                           pa.array(["x", None])))
+                                              pa.array([], value_type))
+    assert H(all_null) == H(pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int8()),
+                                                           pa.array([x, None], value_type)))
+    assert H(all_null) != H(pa.DictionaryArray.from_arrays(pa.array([1, 1], pa.int8()),
+                                                           pa.array([x, None], value_type)))
 
 
 def test_dictionary_of_many_repeated_entries_keys_by_values(monkeypatch):

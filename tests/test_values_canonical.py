@@ -377,16 +377,20 @@ def test_pandas_frames_built_any_way_are_one_key(cols):
 
 
 def test_pandas_arrow_dictionary_columns_key_by_values():
-    """A pandas column of Arrow dictionary type keys by its values, not by its dictionary."""
+    """A pandas column of Arrow dictionary type keys by its values, not by its dictionary (a
+    null entry no slot refers to, order, unused entries); a slot referring to a null entry by a
+    valid index is not a null slot to Arrow, and keys apart."""
     one = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0]), pa.array(["x", "y"]))
-    two = pa.DictionaryArray.from_arrays(pa.array([2, 0, 1, 2]), pa.array(["y", None, "x", "z"]))
-    assert one.to_pylist() == two.to_pylist()
+    two = pa.DictionaryArray.from_arrays(pa.array([2, 0, None, 2]), pa.array(["y", None, "x", "z"]))
+    by_entry = pa.DictionaryArray.from_arrays(pa.array([2, 0, 1, 2]), pa.array(["y", None, "x", "z"]))
+    assert one.to_pylist() == two.to_pylist() == by_entry.to_pylist()
 
     def series(arr):
         return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([arr])), name="c")
 
     assert H(series(one)) == H(series(two))
     assert H(series(one)) != H(series(one.slice(1)))
+    assert H(series(by_entry)) != H(series(one))
 
 
 def test_pandas_memoize_hits_across_layouts(tmp_path):

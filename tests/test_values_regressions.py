@@ -848,6 +848,37 @@ def test_layout_state_code_can_read_is_keyed():
     assert H(registry) != first
 
 
+def test_stored_fill_values_and_dia_diagonals_as_stored_are_keyed(tmp_path):
+    """A pandas SparseArray keeps which slots are stored, a fill value among them (``npoints``,
+    ``sp_values``, ``density`` show it); a scipy DIA matrix keeps its diagonals as stored, an
+    all-zero one and values past the matrix's edge (``nnz``, ``offsets``, ``data`` show them),
+    which its entries leave out. A memoized call is served each one's own result."""
+    sp = pytest.importorskip("scipy.sparse")
+
+    @fncache.memoize(store=str(tmp_path / "s"))
+    def stored(a):
+        if isinstance(a, pd.arrays.SparseArray):
+            return a.npoints, a.sp_values.tolist(), a.density
+        return a.nnz, a.offsets.tolist(), a.data.tolist()
+
+    explicit = np.floor(pd.arrays.SparseArray([0.5, 1.5], fill_value=0.0))  # its 0.0 is stored
+    implicit = pd.arrays.SparseArray([0.0, 1.0], fill_value=0.0)
+    assert list(explicit) == list(implicit)
+    assert stored(explicit) == (2, [0.0, 1.0], 1.0) and stored(implicit) == (1, [1.0], 0.5)
+    assert H(pd.Series(explicit)) != H(pd.Series(implicit))
+    assert H(implicit) == H(pd.arrays.SparseArray([0.0, 1.0], fill_value=0.0))
+    zero = sp.dia_array((np.zeros((1, 2)), [0]), shape=(2, 2))  # an all-zero diagonal, stored
+    empty = sp.dia_array((2, 2))
+    assert stored(zero) == (2, [0], [[0.0, 0.0]]) and stored(empty) == (0, [], [])
+    past = [sp.dia_array((np.array([[1.0, 2.0, v]]), [0]), shape=(2, 2)) for v in (3.0, 9.0)]
+    assert (past[0] != past[1]).nnz == 0  # equal matrices, other data past the edge
+    assert stored(past[0]) != stored(past[1]) and H(past[0]) != H(past[1])
+    outside = sp.dia_array((np.array([[7.0, 7.0]]), [5]), shape=(2, 2))
+    assert H(outside) != H(empty)
+    assert H(sp.dia_array((np.ones((1, 2)), [0]), shape=(2, 2))) == \
+        H(sp.dia_array((np.ones((1, 2)), [0]), shape=(2, 2)))
+
+
 class _Registry(dict):
     def __reduce__(self):
         return "_REGISTRY"

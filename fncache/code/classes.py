@@ -24,7 +24,7 @@ from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
 
 __all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "string_annotations",
-           "visit_class", "with_attributes"]
+           "type_params", "visit_class", "with_attributes"]
 
 
 def visit_class(walk: Any, cls: type) -> str:
@@ -163,6 +163,18 @@ def string_annotations(walk: Any, g: dict[str, Any] | None, annotations: dict[st
             more, also = annotation_names({name: value})
             names.extend(more)
             used |= also
+
+
+def type_params(walk: Any, fn: Any) -> tuple[Any, ...]:
+    """The part of a function's component for its type parameters (``def f[T: Bound]``, 3.12+),
+    by value (a type variable's bound, constraints and default: see
+    :mod:`fncache.values.typing_tokens`), watched for a rebinding: code may read them
+    (``f.__type_params__``) where the function's own code does not name them."""
+    params = getattr(fn, "__type_params__", ())
+    if not params:
+        return ()
+    walk.attr_watches.append((fn, "__type_params__", params))
+    return (("__type_params__", safe_token(tuple(params))),)
 
 
 def with_attributes(walk: Any, wrapper: Any, inner: Any, token: Any) -> Any:

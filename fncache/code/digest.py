@@ -21,7 +21,10 @@ from fncache.values import hasher as _hasher
 __all__ = ["Import", "absolute_import", "annotation_names", "code_digest", "code_names",
            "globals_written"]
 
-_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
+# (LOAD_FROM_DICT_OR_GLOBALS, 3.12+: a class body's read of a global in a ``type`` alias or a
+# type parameter's bound.)
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL",
+                         "LOAD_FROM_DICT_OR_GLOBALS"})
 _GLOBAL_WRITES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
 
 _code_cache: weakref.WeakKeyDictionary[types.CodeType, bytes] | dict[Any, bytes]
@@ -149,30 +152,147 @@ class Import(NamedTuple):
     fromlist: tuple[str, ...]
 
 
-def code_names(code: types.CodeType) -> tuple[list[str], set[str], list[Import]]:
-    """(global names read, in first-use order; every name used, attributes included; imports).
+def code_names(code: types.CodeType) -> tuple[list[str], set[str], list[Import], list[str]]:
+    """(global names read, in first-use order; every name used, attributes included; imports;
+    the strings of the annotations nested code makes).
 
-    Nested code (inner functions, lambdas, comprehensions) counts as the function's own.
+    Nested code (inner functions, lambdas, comprehensions) counts as the function's own. The
+    annotations of a class or function defined in it are made by its code: as strings under
+    ``from __future__ import annotations`` (or written as strings), which code that evaluates
+    them (``get_type_hints``, a pydantic model defined in the function) reads as names (see
+    :func:`annotation_names`).
     """
     globals_read: dict[str, None] = {}
     all_names: set[str] = set()
     imports: dict[Import, None] = {}
+    texts: dict[str, None] = {}
     stack = [code]
     while stack:
         c = stack.pop()
         all_names.update(c.co_names)
-        # The two instructions before IMPORT_NAME load its level and from-list.
-        last: list[Any] = [None, None]
-        for ins in dis.get_instructions(c):
-            if ins.opname in _GLOBAL_OPS:
-                globals_read[ins.argval] = None
-            elif ins.opname == "IMPORT_NAME":
-                level, fromlist = last
-                imports[Import(ins.argval, level if isinstance(level, int) else 0,
-                                tuple(fromlist) if isinstance(fromlist, tuple) else ())] = None
-            last = [last[1], ins.argval if ins.opname in ("LOAD_CONST", "LOAD_SMALL_INT") else None]
+        instructions = list(dis.get_instructions(c))
+        _scan(instructions, globals_read, imports)
+        texts.update(dict.fromkeys(_annotation_strings(instructions)))
         stack.extend(k for k in reversed(c.co_consts) if isinstance(k, types.CodeType))
-    return list(globals_read), all_names, list(imports)
+    return list(globals_read), all_names, list(imports), list(texts)
+
+
+def _scan(instructions: list[dis.Instruction], globals_read: dict[str, None],
+          imports: dict[Import, None]) -> None:
+    """Add the globals one code object reads and its imports."""
+    last: list[Any] = [None, None]  # the two instructions before IMPORT_NAME: level, from-list
+    for ins in instructions:
+        if ins.opname in _GLOBAL_OPS:
+            globals_read[ins.argval] = None
+        elif ins.opname == "IMPORT_NAME":
+            imports[_import(ins.argval, *last)] = None
+        last = [last[1], ins.argval if ins.opname in ("LOAD_CONST", "LOAD_SMALL_INT") else None]
+
+
+def _import(name: str, level: Any, fromlist: Any) -> Import:
+    return Import(name, level if isinstance(level, int) else 0,
+                  tuple(fromlist) if isinstance(fromlist, tuple) else ())
+
+
+_ANNOTATIONS, _CLOSURE = 4, 8  # flags of MAKE_FUNCTION (SET_FUNCTION_ATTRIBUTE from 3.13)
+
+
+def _annotation_strings(instructions: list[dis.Instruction]) -> list[str]:
+    """The string constants of the annotations a code object makes: each value a class body
+    stores into ``__annotations__`` (pushed just before ``LOAD_NAME __annotations__``), and the
+    annotations a function is made with (pushed before the function's code and closure). Only
+    those: another string of the code names nothing (a dict key spelled like a global)."""
+    out: list[str] = []
+    try:
+        for i, ins in enumerate(instructions):
+            if ins.opname in ("LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS") and ins.argval == "__annotations__":
+                _strings_in(instructions[_item_start(instructions, i):i], out)
+            elif ins.opname == "MAKE_FUNCTION" and i:
+                flags = ins.arg if ins.arg is not None else _attributes_set(instructions, i)
+                if flags & _ANNOTATIONS:
+                    end = i - 1  # (the code object)
+                    if flags & _CLOSURE:
+                        end = _item_start(instructions, end)
+                    _function_annotations(instructions, end, out)
+    except _Branches:
+        # An annotation that branches (``a: "A" if flag else "B"``, a comprehension on 3.13):
+        # where its items begin is not told by stack effects alone. Every string of the code
+        # counts then (a string naming a global the code does not use keys it needlessly).
+        out = []
+        _strings_in(instructions, out)
+    return out
+
+
+class _Branches(Exception):
+    """The instructions that push a stack item jump or are jumped to."""
+
+
+_JUMPS = frozenset(getattr(dis, "hasjump", dis.hasjrel + dis.hasjabs))
+
+
+def _function_annotations(instructions: list[dis.Instruction], end: int, out: list[str]) -> None:
+    """The strings of a function's annotations, pushed as one tuple just before ``end`` of names
+    and values in turn (``('y', 'K', 'return', 'R')``): of the values only."""
+    last = instructions[end - 1]
+    if last.opname == "LOAD_CONST" and isinstance(last.argval, tuple):
+        _strings(last.argval[1::2], out)
+        return
+    if last.opname != "BUILD_TUPLE":
+        return
+    items = []
+    stop = end - 1
+    for _ in range(last.arg or 0):
+        start = _item_start(instructions, stop)
+        items.append(instructions[start:stop])
+        stop = start
+    for item in items[-2::-2]:  # (in reverse: the values are the items at odd positions)
+        _strings_in(item, out)
+
+
+def _strings_in(instructions: list[dis.Instruction], out: list[str]) -> None:
+    for k in instructions:
+        if k.opname == "LOAD_CONST":
+            _strings(k.argval, out)
+
+
+def _attributes_set(instructions: list[dis.Instruction], i: int) -> int:
+    """The flags of the ``SET_FUNCTION_ATTRIBUTE`` instructions after ``MAKE_FUNCTION`` (3.13)."""
+    flags = 0
+    for ins in instructions[i + 1:]:
+        if ins.opname != "SET_FUNCTION_ATTRIBUTE":
+            break
+        flags |= ins.arg or 0
+    return flags
+
+
+def _item_start(instructions: list[dis.Instruction], end: int) -> int:
+    """Where the instructions that push the stack item below ``end`` begin (``end`` when they
+    cannot be told; :class:`_Branches` when they branch)."""
+    if end < len(instructions) and instructions[end].is_jump_target:
+        raise _Branches  # (branches of the item meet where it ends)
+    depth = 0
+    for i in range(end - 1, -1, -1):
+        ins = instructions[i]
+        if ins.opcode in _JUMPS:
+            raise _Branches
+        try:
+            depth += dis.stack_effect(ins.opcode, ins.arg if ins.opcode >= dis.HAVE_ARGUMENT else None,
+                                      jump=False)
+        except ValueError:
+            return end
+        if depth >= 1:
+            return i  # (it may be jumped to: where the statement begins after an ``if``)
+        if ins.is_jump_target:
+            raise _Branches
+    return end
+
+
+def _strings(const: Any, out: list[str]) -> None:
+    if isinstance(const, str):
+        out.append(const)
+    elif isinstance(const, tuple):  # a function's constant annotations: ('y', 'K', 'return', ...)
+        for k in const:
+            _strings(k, out)
 
 
 def annotation_names(annotations: Any) -> tuple[list[str], set[str]]:
@@ -189,7 +309,7 @@ def annotation_names(annotations: Any) -> tuple[list[str], set[str]]:
     for text in texts:  # grows with the strings found inside strings (each shorter: it ends)
         try:
             tree = ast.parse(text.strip(), mode="eval")
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # (too deeply nested)
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Name):
@@ -238,7 +358,7 @@ _passed_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = \
     weakref.WeakKeyDictionary()
 # Loads of a global or a closure variable, and what reads an attribute of what was loaded.
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF",
-                         "LOAD_FROM_DICT_OR_DEREF"})
+                         "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
 _ATTR_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 
 

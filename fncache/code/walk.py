@@ -504,10 +504,11 @@ class Walk:
             (code_digest(code), fn.__qualname__, defaults, kwdefaults)
             + ((tuple(attrs),) if attrs else ()) + self.annotations(fn)
         ).hex()
-        names_read, all_names, imports = code_names(code)
+        names_read, all_names, imports, texts = code_names(code)
         passed = names_passed_on(code)
         self.visit_closure(fn, qual, all_names, passed)
         g = fn.__globals__
+        _classes.string_annotations(self, g, dict(zip(texts, texts, strict=True)))  # nested annotations
         written = globals_written(code)
         for name in names_read:
             self.visit_global(g, name, written, read_through(g.get(name), name, passed, all_names))
@@ -520,8 +521,7 @@ class Walk:
 
     def function_attrs(self, fn: types.FunctionType, qual: str) -> list[tuple[str, Any]]:
         """The tokens of a function's attributes (``helper.scale = 2``, a dispatch registry,
-        ``__wrapped__``): part of what it is; setting one later changes the dict's size or an
-        entry's identity."""
+        ``__wrapped__``): part of what it is; setting one later changes its dict's size or items."""
         fd = fn.__dict__
         self.len_watches.append((fd, len(fd)))
         attrs = []
@@ -533,21 +533,21 @@ class Walk:
 
     def annotations(self, fn: types.FunctionType) -> tuple[Any, ...]:
         """The part of a function's component for its annotations (code may act on them:
-        ``get_type_hints``, a converter read from ``__annotations__``), by value, classes by where
-        they live; none for none. Watched for a rebinding only (one identity check per hit): an
-        entry changed in place in the running process is not seen."""
+        ``get_type_hints``, a converter read from ``__annotations__``) and type parameters, by value;
+        none for none. Watched for a rebinding only (one identity check per hit)."""
+        params = _classes.type_params(self, fn)  # (``def f[T: Bound]``: read by reflection)
         try:
             found = fn.__annotations__
         except Exception as e:  # annotations that cannot be evaluated (deferred ones, 3.14)
-            return (("__annotations__", ("unevaluated", type(e).__name__)),)
+            return (("__annotations__", ("unevaluated", type(e).__name__)),) + params
         self.attr_watches.append((fn, "__annotations__", found))
         if not found or not isinstance(found, dict):
-            return ()
+            return params
         _classes.string_annotations(self, fn.__globals__, found)
         token = _classes.safe_token(dict(found))
         if token[0] != "value":  # an annotation no pickle takes (a lock): the others by value
             token = tuple((k, _classes.safe_token(v)) for k, v in found.items())
-        return (("__annotations__", token),)
+        return (("__annotations__", token),) + params
 
     def visit_closure(self, fn: types.FunctionType, qual: str, all_names: set[str],
                       passed: frozenset[str] = frozenset()) -> None:

@@ -26,7 +26,8 @@ differs from the previous chunk's. A column of string or
 binary values (the common case: categoricals) with at most ``_COMPACT_MAX`` distinct values is
 keyed in a compact form that never decodes it:
 
-* ``<path>/n`` and ``<path>/v``: slots and decoded validity (a valid index to a null entry is null);
+* ``<path>/n`` and ``<path>/v``: slots and decoded validity (a valid index to a null entry is null;
+  ``<path>/z``, in both forms, names the rows where one is, which Arrow does not count as null);
 * ``<path>/k/...``: the distinct values that some valid slot holds, sorted, as a plain array;
 * ``<path>/c``: each slot's position in that array (null slots as 0), one byte each (two when
   there are more than 256 values).
@@ -56,7 +57,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache.values.arrow_streams import Streams, Valid, numpy_module, walk
+from fncache.values.arrow_streams import Streams, Valid, null_entries, numpy_module, walk
 from fncache.values.registry import guarded, register_lazy, register_type
 
 __all__ = ["array_token", "chunked_token", "chunks_content", "field_desc", "record_batch_token",
@@ -234,7 +235,8 @@ def _compact(s: Streams, path: str, chunks: list[Any]) -> bool:
     found, distinct = sorted_values
     lookup = np.zeros(total, dtype=np.uint8 if len(distinct) <= 256 else np.uint16)
     lookup[entries] = np.asarray(pc.index_in(found, value_set=distinct))  # entry -> position
-    for part in parts:
+    for chunk, part in zip(chunks, parts, strict=True):
+        null_entries(s, path, np, chunk)
         _compact_chunk(s, path, np, part, lookup[part.base:part.base + part.k], entry_valid)
     walk(s, path + "/k", distinct)
     return True

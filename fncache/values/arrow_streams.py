@@ -22,7 +22,7 @@ try:
 except ImportError:  # not built (no compiler at install): the numpy twins give the same bytes
     speedups = None
 
-__all__ = ["Streams", "Valid", "numpy_module", "speedups", "walk"]
+__all__ = ["Streams", "Valid", "null_entries", "numpy_module", "speedups", "walk"]
 
 # Rows per block when null slots are zeroed in a scratch copy or offsets are checked: few
 # enough to stay in cache, many enough that numpy's per-call cost does not show.
@@ -182,17 +182,16 @@ class Streams:
 # ---------------------------------------------------------------------------------------------
 
 
-def _normalise(pa: Any, arr: Any, ordered: Callable[[Any], None]) -> Any:
+def _normalise(pa: Any, arr: Any, dictionary: Callable[[Any], None]) -> Any:
     """The array in a layout with the same logical values that this module knows how to walk;
-    ``ordered`` is given each array of an ordered dictionary type met on the way, before it is
-    decoded (also one inside an extension type's storage or a run-end encoding's values)."""
+    ``dictionary`` is given each array of a dictionary type met on the way, before it is decoded
+    (also one inside an extension type's storage or a run-end encoding's values)."""
     while True:
         t = arr.type
         if isinstance(t, pa.BaseExtensionType):
             arr = arr.storage
         elif isinstance(t, pa.DictionaryType):
-            if t.ordered:
-                ordered(arr)
+            dictionary(arr)
             arr = arr.dictionary_decode()
         elif isinstance(t, pa.RunEndEncodedType):
             import pyarrow.compute as pc
@@ -470,7 +469,7 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     if not _LARGE_IDS:
         _LARGE_IDS.update({pa.large_string().id, pa.large_binary().id,
                            pa.large_list(pa.int8()).id})
-    arr = _normalise(pa, arr, lambda dictionary_array: _ordered(s, path, np, dictionary_array))
+    arr = _normalise(pa, arr, lambda dictionary_array: _dictionary(s, path, np, dictionary_array))
     t = arr.type
     n = len(arr)
     s.count(path + "/n", n)
@@ -495,6 +494,33 @@ def walk(s: Streams, path: str, arr: Any) -> None:
         _fixed(s, path + "/d", np, arr, width, valid)
         return
     _python_values(s, path, pa, np, arr)
+
+
+def _dictionary(s: Streams, path: str, np: Any, arr: Any) -> None:
+    """A chunk of a dictionary type, before it is decoded: what decoding drops."""
+    null_entries(s, path, np, arr)
+    if arr.type.ordered:
+        _ordered(s, path, np, arr)
+
+
+def null_entries(s: Streams, path: str, np: Any, arr: Any) -> None:
+    """Feed ``<path>/z`` the rows (counted from the column's first) of a dictionary chunk whose
+    index is valid and whose dictionary entry is null. Both decode to null, but Arrow tells them
+    apart: such a slot is not null to ``null_count``, ``is_null``, ``fill_null`` or
+    ``drop_null``. No stream when there is none (the key of a column without one is as before)."""
+    d = arr.dictionary
+    if not d.null_count or arr.null_count == len(arr):
+        return
+    pa = sys.modules["pyarrow"]
+    indices = arr.indices
+    try:
+        entries = d.take(indices)  # (a null index takes null)
+    except (pa.ArrowIndexError, IndexError):
+        return  # an index out of range: decoding reports it
+    rows = np.flatnonzero(np.asarray(indices.is_valid()) & np.asarray(entries.is_null()))
+    if rows.size:
+        before = s.bytes_.get(path + "/n", (None, 0))[1]  # the rows of the chunks before
+        s.update(path + "/z", (rows + before).astype("<u8"))
 
 
 def _ordered(s: Streams, path: str, np: Any, arr: Any) -> None:

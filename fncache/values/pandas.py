@@ -126,8 +126,10 @@ def _values(pd: Any, np: Any, v: Any) -> Any:
     if isinstance(backing, np.ndarray):  # datetimes, timedeltas, periods, numpy-backed arrays
         return ("ndarray", backing)
     objects = ("objects", _qualname(type(v)), list(np.asarray(v, dtype=object)))
-    if isinstance(v, pd.arrays.SparseArray):  # its pickle keeps the kind of its index (v.kind)
-        return (*objects, ("kind", v.kind))
+    if isinstance(v, pd.arrays.SparseArray):
+        # Its pickle keeps its index: its kind (v.kind) and which slots are stored, a fill value
+        # among them (``npoints``, ``sp_values`` and ``density`` show it).
+        return (*objects, ("kind", v.kind), ("stored", v.sp_index.indices))
     return objects
 
 

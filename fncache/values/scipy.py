@@ -11,6 +11,9 @@ COO with duplicate entries and the same one summed, had different keys. A sparse
   ``*`` means matrix product for one and elementwise product for the other), shape and dtype;
 * its stored entries in canonical order: coordinates sorted row-major with duplicates summed, and
   their values. An explicitly stored zero counts (it is an entry ``.nnz`` and ``.data`` show).
+  A DIA matrix is keyed by its diagonals as stored (``offsets`` and ``data``) instead: its entries
+  (``tocoo``) leave out a diagonal's zeros and the values past the matrix's edge, which ``.nnz``
+  and ``.data`` show.
 
 Not content, by declaration: the two flags above (a cache of a fact about the layout, recomputed when
 needed) and ``maxprint``. Only scipy's own classes take this path: a subclass (which may keep state of
@@ -40,12 +43,16 @@ def is_sparse_type(t: type) -> bool:
 def sparse_token(m: Any) -> tuple[Any, ...]:
     """A sparse matrix or array as described in the module docstring."""
     np = sys.modules["numpy"]
+    t = type(m)
+    if getattr(m, "format", None) == "dia":
+        return (f"{t.__module__}.{t.__qualname__}", tuple(m.shape), m.dtype,
+                ("dia", ndarray_token(np.ascontiguousarray(m.offsets, dtype=np.int64)),
+                 ndarray_token(np.ascontiguousarray(m.data))), _layout(np, m))
     coo = m.tocoo(copy=True)
     coo.sum_duplicates()  # sorts the coordinates row-major and sums repeated ones
     coords = getattr(coo, "coords", None)
     if coords is None:  # pragma: no cover - scipy < 1.13
         coords = (coo.row, coo.col)
-    t = type(m)
     return (f"{t.__module__}.{t.__qualname__}", tuple(m.shape), m.dtype,
             tuple(ndarray_token(np.ascontiguousarray(c, dtype=np.int64)) for c in coords),
             ndarray_token(np.ascontiguousarray(coo.data)), _layout(np, m))
