@@ -214,17 +214,19 @@ def _annotation_strings(instructions: list[dis.Instruction]) -> list[str]:
                     if flags & _CLOSURE:
                         end = _item_start(instructions, end)
                     _function_annotations(instructions, end, out)
-    except _Branches:
-        # An annotation that branches (``a: "A" if flag else "B"``, a comprehension on 3.13):
-        # where its items begin is not told by stack effects alone. Every string of the code
-        # counts then (a string naming a global the code does not use keys it needlessly).
+    except _Unknown:
+        # An annotation that branches (``a: "A" if flag else "B"``, a comprehension on 3.13), or
+        # instructions not known: where its items begin is not told by stack effects alone. Every
+        # string of the code counts then (a string naming a global the code does not use keys it
+        # needlessly).
         out = []
         _strings_in(instructions, out)
     return out
 
 
-class _Branches(Exception):
-    """The instructions that push a stack item jump or are jumped to."""
+class _Unknown(Exception):
+    """Where the instructions that push a stack item begin cannot be told (they jump, or are
+    jumped to, or their stack effect is not known)."""
 
 
 _JUMPS = frozenset(getattr(dis, "hasjump", dis.hasjrel + dis.hasjabs))
@@ -238,7 +240,7 @@ def _function_annotations(instructions: list[dis.Instruction], end: int, out: li
         _strings(last.argval[1::2], out)
         return
     if last.opname != "BUILD_TUPLE":
-        return
+        raise _Unknown
     items = []
     stop = end - 1
     for _ in range(last.arg or 0):
@@ -266,25 +268,25 @@ def _attributes_set(instructions: list[dis.Instruction], i: int) -> int:
 
 
 def _item_start(instructions: list[dis.Instruction], end: int) -> int:
-    """Where the instructions that push the stack item below ``end`` begin (``end`` when they
-    cannot be told; :class:`_Branches` when they branch)."""
+    """Where the instructions that push the stack item below ``end`` begin (:class:`_Unknown`
+    when that cannot be told)."""
     if end < len(instructions) and instructions[end].is_jump_target:
-        raise _Branches  # (branches of the item meet where it ends)
+        raise _Unknown  # (branches of the item meet where it ends)
     depth = 0
     for i in range(end - 1, -1, -1):
         ins = instructions[i]
         if ins.opcode in _JUMPS:
-            raise _Branches
+            raise _Unknown
         try:
             depth += dis.stack_effect(ins.opcode, ins.arg if ins.opcode >= dis.HAVE_ARGUMENT else None,
                                       jump=False)
         except ValueError:
-            return end
+            raise _Unknown from None
         if depth >= 1:
             return i  # (it may be jumped to: where the statement begins after an ``if``)
         if ins.is_jump_target:
-            raise _Branches
-    return end
+            raise _Unknown
+    raise _Unknown
 
 
 def _strings(const: Any, out: list[str]) -> None:

@@ -533,8 +533,8 @@ class Walk:
 
     def annotations(self, fn: types.FunctionType) -> tuple[Any, ...]:
         """The part of a function's component for its annotations (code may act on them:
-        ``get_type_hints``, a converter read from ``__annotations__``) and type parameters, by value;
-        none for none. Watched for a rebinding only (one identity check per hit)."""
+        ``get_type_hints``, ``__annotations__``) and type parameters, by value; none for none.
+        Watched for a rebinding only (an identity check per hit), not for entries changed in place."""
         params = _classes.type_params(self, fn)  # (``def f[T: Bound]``: read by reflection)
         try:
             found = fn.__annotations__
