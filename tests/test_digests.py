@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import xxhash
 
+import fncache
 from fncache.values import digests as _digests
 from fncache.values import hasher as _hasher
 
@@ -100,15 +101,38 @@ def test_glob_expansion_is_a_superset(tmp_path: Path) -> None:
 
 def test_following_symlinked_folders_visits_each_once(tmp_path: Path) -> None:
     """A folder's listing descends into a symlinked folder, and a link back up (a cycle) is not
-    walked again; ``follow=False`` skips it."""
+    walked again but listed as the link it is; ``follow=False`` skips it."""
     (tmp_path / "top").mkdir()
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "f").write_text("f")
     os.symlink(tmp_path / "other", tmp_path / "top" / "link")
     os.symlink(tmp_path / "top", tmp_path / "other" / "back")
     names = [rel for rel, _, _ in _digests.tree_files(str(tmp_path / "top"))]
-    assert names == ["link/f"]
+    assert names == ["link/f", "link/back"]
     assert _digests.tree_files(str(tmp_path / "top"), follow=False) == []
+
+
+def test_a_second_link_to_a_listed_folder_lists_its_files_again(tmp_path: Path) -> None:
+    """Two symlinks to one real folder: a reader that follows links reads its files through
+    both, so the listing names them under both links (the real folder is walked once), and
+    adding the second link is a miss for a function reading the folder."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "real" / "x.txt").write_text("3")
+    (tmp_path / "real" / "sub" / "y.txt").write_text("2")
+    (tmp_path / "data").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "data" / "a")
+
+    @fncache.memoize(store=str(tmp_path / "store"))
+    def total(folder):
+        return sum(int(open(os.path.join(d, n)).read())
+                   for d, _, names in os.walk(folder, followlinks=True) for n in names)
+
+    assert total(fncache.file(tmp_path / "data")) == 5
+    os.symlink(tmp_path / "real", tmp_path / "data" / "b")
+    names = [rel for rel, _, _ in _digests.tree_files(str(tmp_path / "data"))]
+    assert names == ["a/x.txt", "a/sub/y.txt", "b/x.txt", "b/sub/y.txt"]
+    assert total(fncache.file(tmp_path / "data")) == 10
+    assert total.cache_info().hits == 0
 
 
 def test_glob_characters_in_the_working_directory_are_literal(tmp_path: Path,

@@ -4,6 +4,7 @@ tests/test_lazy_readers.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,27 @@ def test_delayed_reading_a_path_is_refused_and_a_wrapped_file_is_keyed(csv: str)
     assert before == fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
     pd.DataFrame({"a": [0, 0, 0], "b": [4, 5, 6]}).to_csv(csv, index=False)
     assert before != fncache.hash(dask.delayed(pd.read_csv)(fncache.file(csv)))
+
+
+def test_paths_in_other_forms_are_refused(csv: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task given a path as a ``Path``, as bytes, inside a ``functools.partial`` it calls, or
+    as the bare name of a file in the working folder is refused (each was keyed by the name, and
+    a changed file was a stale hit); a column name, a bare folder name and fncache.file are not."""
+    import functools
+    import pathlib
+
+    import dask
+
+    for value in (dask.delayed(pd.read_csv)(pathlib.Path(csv)),
+                  dask.delayed(pd.read_csv)(os.fsencode(csv)),
+                  dask.delayed(functools.partial(pd.read_csv, csv))(),
+                  dd.from_map(pd.read_csv, [pathlib.Path(csv)])):
+        assert "is given the path" in _refusal(value)
+    monkeypatch.chdir(os.path.dirname(csv))
+    assert "is given the path" in _refusal(dd.from_map(pd.read_csv, [os.path.basename(csv)]))
+    os.mkdir("b")
+    fncache.hash(dd.from_pandas(pd.DataFrame({"b": [1, 2]}), npartitions=1)["b"])
+    fncache.hash(dd.from_map(pd.read_csv, [fncache.file(os.path.basename(csv))]))
 
 
 def test_delayed_values_key_alike_in_two_processes(tmp_path: Path) -> None:

@@ -151,32 +151,29 @@ def tree_files(root: str, follow: bool = True) -> list[tuple[str, str, os.stat_r
 
     In ``os.walk`` order with sorted names: a directory's files, then each subdirectory's.
     Symlinked directories are followed (as polars and zarr do when they list a folder), each real
-    directory once; ``follow=False`` skips them, as ``os.walk`` does. A broken or looping symlink
-    is listed with its own ``lstat``.
+    directory walked once: a second link to one already listed lists its files again under the
+    link's name (a reader of the folder reads them twice), and a link to a directory being walked
+    (a loop) is listed as the link it is, as a broken symlink is (with its own ``lstat``).
+    ``follow=False`` skips symlinked directories, as ``os.walk`` does.
     """
     out: list[tuple[str, str, os.stat_result]] = []
-    seen: set[tuple[int, int]] | None = None
+    seen: dict[tuple[int, int], tuple[str, int, int] | None] | None = None
     if follow:
         st = os.stat(root)
-        seen = {(st.st_dev, st.st_ino)}
+        seen = {(st.st_dev, st.st_ino): None}  # (None: being walked)
     _walk(root, "", out, seen)
     return out
 
 
 def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
-          seen: set[tuple[int, int]] | None) -> None:
+          seen: dict[tuple[int, int], tuple[str, int, int] | None] | None) -> None:
     with os.scandir(path) as it:
         entries = sorted(it, key=lambda e: e.name)
     subdirs = []
     for e in entries:
         if _is_dir(e):
-            if not e.is_symlink():
+            if not e.is_symlink() or seen is not None:
                 subdirs.append(e)
-            elif seen is not None:
-                st = e.stat()
-                if (st.st_dev, st.st_ino) not in seen:
-                    seen.add((st.st_dev, st.st_ino))
-                    subdirs.append(e)
             continue
         try:
             st = e.stat()
@@ -184,7 +181,32 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
             st = e.stat(follow_symlinks=False)
         out.append((rel + e.name, e.path, st))
     for e in subdirs:
-        _walk(e.path, rel + e.name + "/", out, seen)
+        prefix = rel + e.name + "/"
+        if seen is None or not e.is_symlink():
+            _walk(e.path, prefix, out, seen)
+            continue
+        st = e.stat()
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            _listed_again(e, prefix, out, seen[key])
+            continue
+        seen[key] = None
+        start = len(out)
+        _walk(e.path, prefix, out, seen)
+        seen[key] = (prefix, start, len(out))
+
+
+def _listed_again(e: os.DirEntry[str], prefix: str, out: list[tuple[str, str, os.stat_result]],
+                  listed: tuple[str, int, int] | None) -> None:
+    """A symlinked directory whose real directory was met before: its files as listed then,
+    under this link's name; the link itself when that directory is still being walked."""
+    if listed is None:
+        out.append((prefix[:-1], e.path, e.stat(follow_symlinks=False)))
+        return
+    first, start, end = listed
+    for rel, _, st in out[start:end]:
+        rest = rel[len(first):]
+        out.append((prefix + rest, os.path.join(e.path, *rest.split("/")), st))
 
 
 def _is_dir(e: os.DirEntry[str]) -> bool:

@@ -29,6 +29,7 @@ random per process) are one token: they never change what is read.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -68,16 +69,32 @@ def _plain(owner: Any, v: Any, ref: Ref) -> Any:
         return ("ref", ref(v.key))
     if isinstance(v, ts.GraphNode):
         return _node(owner, v, ref)
-    if isinstance(v, str) and not isinstance(v, File):
-        _check_path_string(owner, v)
+    _check_path(owner, v, ref)
     return v
 
 
-def _check_path_string(owner: Any, s: str) -> None:
+def _check_path(owner: Any, v: Any, ref: Ref) -> None:
+    """Refuse a task argument that is a path (a task's function may hold one too:
+    ``partial(np.load, p)``)."""
+    if isinstance(v, (str, bytes, os.PathLike)) and not isinstance(v, File):
+        _check_path_string(owner, v)
+    elif isinstance(v, functools.partial):
+        _plain(owner, (v.args, v.keywords), ref)
+
+
+def _check_path_string(owner: Any, v: str | bytes | os.PathLike[Any]) -> None:
+    try:
+        s = os.fsdecode(v)
+    except (TypeError, ValueError):  # (a PathLike whose __fspath__ fails: no path)
+        return
     if is_remote(s):
         raise refuse(owner, f"a task reads the remote object {s!r}, and fncache cannot tell "
                             "whether it changed")
-    if ("/" in s or os.sep in s) and len(s) < 4096 and os.path.exists(s):
+    if len(s) >= 4096:
+        return
+    # A path with a folder in it that exists, or a bare name of a file in the working folder
+    # (``"a.csv"``; a bare folder name, which column names and labels often are, is not taken).
+    if (("/" in s or os.sep in s) and os.path.exists(s)) or os.path.isfile(s):
         raise refuse(owner, f"a task is given the path {s!r} and fncache cannot tell what it "
                             "reads there (pass fncache.file(path) items)")
 
@@ -90,7 +107,8 @@ def _node(owner: Any, n: Any, ref: Ref) -> Any:
     if isinstance(n, ts.DataNode):
         return ("data", _plain(owner, n.value, ref))
     if isinstance(n, ts.Task):
-        return ("task", n.func, _plain(owner, n.args, ref), _plain(owner, n.kwargs, ref))
+        return ("task", _plain(owner, n.func, ref), _plain(owner, n.args, ref),
+                _plain(owner, n.kwargs, ref))
     return ("data", _plain(owner, n, ref))
 
 
