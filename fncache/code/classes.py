@@ -19,7 +19,7 @@ from fncache.code.classify import (
 )
 from fncache.code.digest import annotation_names
 from fncache.code.state import MISSING
-from fncache.code.usercode import is_user_code, wrapper_attributes
+from fncache.code.usercode import is_user_code, wrapper_attributes, wrapper_namespace
 from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
 
@@ -181,12 +181,11 @@ def with_attributes(walk: Any, wrapper: Any, inner: Any, token: Any) -> Any:
     """``token`` of the code ``wrapper`` (a memoized function, an ``lru_cache``) stands for, with
     the attributes the user set on it (:func:`~fncache.code.usercode.wrapper_attributes`), each
     watched, as a function's own are; so is the wrapper's namespace, so one set later is seen."""
-    found = getattr(wrapper, "__dict__", None)
-    if type(found) is not dict or ("__fncache_own__" not in found
-                                   and type(wrapper).__name__ != "_lru_cache_wrapper"):
+    namespace = wrapper_namespace(wrapper)
+    if namespace is None:
         return token  # another library's wrapper (numba's): its namespace is its own state
+    found, own = namespace
     walk.len_watches.append((found, len(found)))
-    own = found.get("__fncache_own__", ())
     walk.dict_watches.extend((found, k, v) for k, v in found.items() if k not in own)
     attrs = wrapper_attributes(wrapper, inner)
     if not attrs:

@@ -21,6 +21,7 @@ import weakref
 from typing import Any
 
 from fncache._errors import ArgumentTypeError
+from fncache.code.state import MISSING
 
 __all__ = ["is_user_code", "is_user_module", "track", "untrack"]
 
@@ -361,26 +362,31 @@ _WRAPPER_OWN = frozenset({"__module__", "__name__", "__qualname__", "__doc__", "
                           "__type_params__", "__wrapped__", "cache_parameters"})
 
 
-def wrapper_attributes(wrapper: Any, inner: Any) -> dict[str, Any]:
-    """The attributes the user set on a wrapper of ``inner`` (a memoized function, an
-    ``lru_cache``; none for another library's wrapper): those it does not hold itself
-    (``__fncache_own__``, :data:`_WRAPPER_OWN`) and that are not the ones it copied from ``inner``
-    unchanged. Code that reads ``helper.scale`` reads them: ``helper.scale = 3`` on a memoized
-    helper was not in the key of its caller."""
+def wrapper_namespace(wrapper: Any) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """The namespace of a memoized function or an ``lru_cache`` wrapper, with the names a memoized
+    function holds itself (``__fncache_own__``; none for an ``lru_cache``); None for another
+    library's wrapper (numba's keeps state of its own in its namespace)."""
     found = getattr(wrapper, "__dict__", None)
     if type(found) is not dict:
-        return {}
+        return None
     own = found.get("__fncache_own__")
-    if own is None:  # another library's wrapper (numba's) holds state of its own in its namespace
-        if type(wrapper).__name__ != "_lru_cache_wrapper":
-            return {}
-        own = _WRAPPER_OWN
+    if own is not None:
+        return found, own
+    return (found, frozenset()) if type(wrapper).__name__ == "_lru_cache_wrapper" else None
+
+
+def wrapper_attributes(wrapper: Any, inner: Any) -> dict[str, Any]:
+    """The attributes the user set on a wrapper of ``inner`` (see :func:`wrapper_namespace`):
+    those it does not hold itself and that are not the ones it copied from ``inner`` unchanged.
+    Code that reads ``helper.scale`` reads them: ``helper.scale = 3`` on a memoized helper was not
+    in the key of its caller."""
+    namespace = wrapper_namespace(wrapper)
+    if namespace is None:
+        return {}
+    found, own = namespace
     copied = getattr(inner, "__dict__", {})
     return {k: v for k, v in found.items()
-            if k not in own and k not in _WRAPPER_OWN and copied.get(k, _NOT_SET) is not v}
-
-
-_NOT_SET = object()
+            if k not in own and k not in _WRAPPER_OWN and copied.get(k, MISSING) is not v}
 
 
 def unwrap_memoized(obj: Any) -> Any:
