@@ -906,6 +906,11 @@ PROGRAMS["singledispatch"] = {
         @functools.singledispatch
         def render(x):
             return f"lib {x}"
+
+
+        @functools.singledispatch
+        def label(x):
+            return f"lib {x}"
     """,
     "main.py": """
         import functools
@@ -952,6 +957,23 @@ PROGRAMS["singledispatch"] = {
             return f"USER {x}"  #@v2
 
 
+        # Registered on a library's dispatcher (where no plain function of the user's is) as an
+        # lru_cache wrapper and as a partial: the user's code they run counts as a function's does.
+        @functools.lru_cache
+        def _render_float(x):
+            return f"float {x}"  #@v1
+            return f"FLOAT {x}"  #@v2
+
+
+        def _render_text(x, mark):
+            return f"{x}{mark}"
+
+
+        libdispatch.label.register(float, _render_float)
+        libdispatch.label.register(str, functools.partial(_render_text, mark="!"))  #@v1
+        libdispatch.label.register(str, functools.partial(_render_text, mark="?"))  #@v2
+
+
         @fncache.memoize
         def dispatch_base(x):
             return describe(x)
@@ -982,6 +1004,11 @@ PROGRAMS["singledispatch"] = {
             return libdispatch.render(x)
 
 
+        @fncache.memoize
+        def dispatch_library_wrapped(x):
+            return libdispatch.label(x)
+
+
         memoized_dispatcher = fncache.memoize(describe)
 
         CALLS = {
@@ -991,6 +1018,8 @@ PROGRAMS["singledispatch"] = {
             "dispatch_method": (dispatch_method, (3,)),
             "dispatch_method_base": (dispatch_method_base, ("s",)),
             "dispatch_library": (dispatch_library, (3,)),
+            "dispatch_library_cached": (dispatch_library_wrapped, (1.5,)),
+            "dispatch_library_partial": (dispatch_library_wrapped, ("s",)),
             "memoized_dispatcher": (memoized_dispatcher, (4,)),
         }
     """,
@@ -2215,6 +2244,123 @@ PROGRAMS["by_name_values"] = {
 }
 
 
+# -- objects that cannot be pickled and hold what the code computes from, and user code put into
+# builtins: each was keyed by its type and name alone (or not at all), a stale hit (a review's).
+PROGRAMS["stdlib_state"] = {
+    "helpers.py": """
+        import builtins
+        import functools
+        import hashlib
+        import hmac
+        import json
+        import os
+        import weakref
+        import zipfile
+
+        SALTED = hashlib.sha256(b"salt-v1")  #@v1
+        SALTED = hashlib.sha256(b"salt-v2")  #@v2
+        SIGNER = hmac.new(b"key-v1", digestmod="sha256")  #@v1
+        SIGNER = hmac.new(b"key-v2", digestmod="sha256")  #@v2
+
+
+        def _hook(d, k):
+            return {key: v * k for key, v in d.items()}
+
+
+        DECODER = json.JSONDecoder(object_hook=functools.partial(_hook, k=2))  #@v1
+        DECODER = json.JSONDecoder(object_hook=functools.partial(_hook, k=3))  #@v2
+
+
+        class Runner:
+            def run(self, x):
+                return x * 2  #@v1
+                return x * 3  #@v2
+
+
+        _runner = Runner()
+        CALLBACK = weakref.WeakMethod(_runner.run)
+
+        _here = os.path.dirname(os.path.abspath(__file__))
+        for _name, _k in (("a.zip", "2"), ("b.zip", "3")):
+            with zipfile.ZipFile(os.path.join(_here, _name), "w") as _z:
+                _z.writestr(zipfile.ZipInfo("k", (2024, 1, 1, 0, 0, 0)), _k)
+        ARCHIVE = zipfile.ZipFile(os.path.join(_here, "a.zip"))  #@v1
+        ARCHIVE = zipfile.ZipFile(os.path.join(_here, "b.zip"))  #@v2
+
+
+        def _(text):  # a gettext-style function, installed as a builtin
+            return {"hello": "bonjour"}.get(text, text)  #@v1
+            return {"hello": "salut"}.get(text, text)  #@v2
+
+
+        def _round(x, ndigits=None):
+            if ndigits is not None:
+                return float(f"{x:.{ndigits}f}")
+            return int(x) + 100  #@v1
+            return int(x) + 200  #@v2
+
+
+        builtins._ = _
+        builtins.round = _round
+    """,
+    "main.py": """
+        import fncache
+        from helpers import ARCHIVE, CALLBACK, DECODER, SALTED, SIGNER
+        import helpers
+
+
+        @fncache.memoize
+        def salted_hash(x):
+            h = SALTED.copy()
+            h.update(str(x).encode())
+            return h.hexdigest()[:12]
+
+
+        @fncache.memoize
+        def signed(x):
+            s = SIGNER.copy()
+            s.update(str(x).encode())
+            return s.hexdigest()[:12]
+
+
+        @fncache.memoize
+        def decoded(x):
+            return DECODER.decode('{"a": %d}' % x)
+
+
+        @fncache.memoize
+        def weak_callback(x):
+            return CALLBACK()(x)
+
+
+        @fncache.memoize
+        def archive_member(x):
+            return int(ARCHIVE.read("k")) * x
+
+
+        @fncache.memoize
+        def translated(x):
+            return _("hello") * x
+
+
+        @fncache.memoize
+        def rounded(x):
+            return round(x)
+
+
+        CALLS = {
+            "salted_hash": (salted_hash, (5,)),
+            "signed": (signed, (5,)),
+            "decoded": (decoded, (5,)),
+            "weak_callback": (weak_callback, (5,)),
+            "archive_member": (archive_member, (5,)),
+            "translated": (translated, (2,)),
+            "rounded": (rounded, (7.2,)),
+        }
+    """,
+}
+
+
 # -- what an object's pickle drops but the code reads: an enum member's own attributes, annotations,
 # the type arguments of a class's bases. Each was a stale hit (a review's reproductions).
 PROGRAMS["pickle_drops"] = {
@@ -2342,7 +2488,7 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 @pytest.mark.slow
 @pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
                                      "pickle_drops", "body_imports_late",
-                                     "library_named_classes", "mutual_recursion"])
+                                     "library_named_classes", "mutual_recursion", "stdlib_state"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""
@@ -3352,3 +3498,45 @@ def test_a_by_name_instance_holding_a_function_that_reads_it_keys_alike_run_afte
                 for k in ("1", "5") for seed in ("1", "2")}
         assert keys[("1", "1")] == keys[("1", "2")] and keys[("5", "1")] == keys[("5", "2")], order
         assert keys[("1", "1")] != keys[("5", "1")], order
+
+
+def test_hooks_no_key_can_hold_are_keyed_by_the_code_they_run(tmp_path):
+    """A callable holding a lock where a library keeps it (a partial of the user's function in a
+    library's dispatch registry, an instance of the user's class as a builtin or a decoder's hook)
+    is keyed by the user code it runs: the function stays keyable and an edit of that code is a new
+    key. An object whose attributes raise when read (a context-local proxy) is no hook."""
+    import builtins
+
+    import_source("hooklib", "import functools\n"
+                  "@functools.singledispatch\n"
+                  "def label(x):\n    return 'lib'\n", tmp_path)
+    fncache.untrack("hooklib")
+    source = ("import builtins, functools, json, threading\n"
+              "import hooklib\n"
+              "class Proxy:  # as werkzeug's LocalProxy with nothing bound\n"
+              "    @property\n"
+              "    def __dict__(self):\n        raise RuntimeError('object is not bound')\n"
+              "    def __call__(self, *args):\n        raise RuntimeError('object is not bound')\n"
+              "def impl(lock, x):\n    return 'one'\n"
+              "class Translator:\n"
+              "    def __init__(self):\n        self.lock = threading.Lock()\n"
+              "    def __call__(self, text):\n        return text + '!'\n"
+              "hooklib.label.register(int, functools.partial(impl, threading.Lock()))\n"
+              "builtins._hook_translate = Translator()\n"
+              "DECODER = json.JSONDecoder(object_hook=Translator())\n"
+              "PROXIED = json.JSONDecoder(object_hook=Proxy())\n"
+              "def f(x):\n"
+              "    return hooklib.label(x), _hook_translate('a'), type(DECODER), type(PROXIED)\n")
+    try:
+        m = import_source("hookuser", source, tmp_path)
+        before = fncache.key_for(m.f, 1)
+        assert fncache.key_for(m.f, 1) == before
+        m = import_source("hookuser", source.replace("return 'one'", "return 'two'"), tmp_path)
+        assert fncache.key_for(m.f, 1) != before
+        m = import_source("hookuser", source.replace("text + '!'", "text + '?'"), tmp_path)
+        assert fncache.key_for(m.f, 1) != before
+        m = import_source("hookuser", source, tmp_path)
+        assert fncache.key_for(m.f, 1) == before
+    finally:
+        fncache.track("hooklib")
+        vars(builtins).pop("_hook_translate", None)

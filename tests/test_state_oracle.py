@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import functools
+import io
 import os
 import pathlib
 import re
@@ -92,7 +93,96 @@ def _cmp_down(a: Any, b: Any) -> int:
     return (a < b) - (a > b)
 
 
-def _builtin_corpus() -> dict[str, list[Case]]:
+class _Runner:
+    def run(self) -> int:
+        return 1
+
+
+class _OtherRunner(_Runner):
+    def run(self) -> int:
+        return 2
+
+
+_BOUND = (_Runner().run, _OtherRunner().run)
+
+
+def _fed(h: Any) -> Any:
+    h.update(b"!")
+    return h
+
+
+def _hash_corpus() -> dict[str, list[Case]]:
+    """One case per type hashlib makes here (which types depends on how Python was built), and
+    hmac's: salted like a prototype, fed in two steps for ``same``."""
+    import hashlib
+    import hmac
+
+    def in_steps(name: str) -> Any:
+        h = hashlib.new(name, b"sa")
+        h.update(b"lt")
+        return h
+
+    out = {"hmac.HMAC": [Case("an HMAC", lambda: hmac.new(b"k1", b"m", "sha256"),
+                              same=(lambda: hmac.new(b"k1", b"m", "sha256"),),
+                              edits=(lambda h: hmac.new(b"k2", b"m", "sha256"),
+                                     lambda h: hmac.new(b"k1", b"m", "sha512"), _fed))]}
+    for name in sorted(hashlib.algorithms_available):
+        try:
+            t = type(hashlib.new(name))
+        except (ValueError, TypeError):
+            continue
+        out.setdefault(_name(t), [Case(f"a salted {name}", lambda n=name: hashlib.new(n, b"salt"),
+                                       same=(lambda n=name: in_steps(n),), edits=(_fed,))])
+    # Python's own implementations, made by their modules' functions (their types are registered
+    # too), and OpenSSL's HMAC.
+    from fncache.values.stdlib import HASH_MODULES
+
+    for module in HASH_MODULES:
+        try:
+            found = vars(__import__(module))
+        except ImportError:
+            continue
+        for fname, f in sorted(found.items()):
+            if fname.startswith("_") or not callable(f):
+                continue
+            args = (b"k1", b"m", "sha256") if fname == "hmac_new" else (b"salt",)
+            try:
+                v = f(*args)
+            except Exception:
+                continue
+            if not (hasattr(v, "copy") and hasattr(v, "digest")) or _name(type(v)) in out:
+                continue
+            out[_name(type(v))] = [Case(f"{module}.{fname}", lambda f=f, a=args: f(*a),
+                                        same=(lambda f=f, a=args: f(*a),), edits=(_fed,))]
+    return out
+
+
+def _archive_corpus(tmp: pathlib.Path) -> dict[str, list[Case]]:
+    """Archives open for reading, each in a folder of its own: same name, other content."""
+    import tarfile
+    import zipfile
+
+    def archive(kind: str, folder: str, content: bytes) -> Any:
+        path = tmp / folder / f"a.{kind}"
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            if kind == "zip":  # (fixed times: equal content gives equal files)
+                with zipfile.ZipFile(path, "w") as z:
+                    z.writestr(zipfile.ZipInfo("k", (2024, 1, 1, 0, 0, 0)), content)
+            else:
+                with tarfile.open(path, "w") as t:
+                    info = tarfile.TarInfo("k")
+                    info.size = len(content)
+                    t.addfile(info, io.BytesIO(content))
+        return zipfile.ZipFile(path) if kind == "zip" else tarfile.open(path)
+
+    return {f"{module}.{cls}": [Case(f"a {kind} archive", lambda k=kind: archive(k, "one", b"2"),
+                                     same=(lambda k=kind: archive(k, "same", b"2"),),
+                                     edits=(lambda v, k=kind: archive(k, "other", b"3"),))]
+            for module, cls, kind in (("zipfile", "ZipFile", "zip"), ("tarfile", "TarFile", "tar"))}
+
+
+def _builtin_corpus(tmp: pathlib.Path) -> dict[str, list[Case]]:
     ns = types.SimpleNamespace
     return {
         "builtins.type": [Case("a class", lambda: _Plain, edits=(lambda c: _Tags,))],
@@ -104,6 +194,11 @@ def _builtin_corpus() -> dict[str, list[Case]]:
                                     same=(lambda: _tags("m"),), edits=(lambda t: _tags("km"),))],
         "builtins.set": [Case("a set subclass", lambda: type("S", (set,), {})({1, 2}))],
         "weakref.ReferenceType": [Case("a weak reference", lambda: weakref.ref(_Plain))],
+        "weakref.WeakMethod": [Case("a weak method", lambda: weakref.WeakMethod(_BOUND[0]),
+                                    same=(lambda: weakref.WeakMethod(_BOUND[0]),),
+                                    edits=(lambda v: weakref.WeakMethod(_BOUND[1]),))],
+        **_hash_corpus(),
+        **_archive_corpus(tmp),
         "types.SimpleNamespace": [Case("a namespace", lambda: ns(a=1, b=2),
                                        same=(lambda: ns(b=2, a=1),), edits=(lambda v: ns(a=1, b=3),))],
         "functools.KeyWrapper": [Case("a cmp_to_key key", lambda: functools.cmp_to_key(_cmp_up),
@@ -118,7 +213,8 @@ def _builtin_corpus() -> dict[str, list[Case]]:
         "_contextvars.ContextVar": [Case("a context variable", lambda: contextvars.ContextVar("mode"),
                                          same=(lambda: contextvars.ContextVar("mode"),),
                                          edits=(lambda v: contextvars.ContextVar("speed"),
-                                                lambda v: _set(contextvars.ContextVar("mode"), 1)))],
+                                                lambda v: _set(contextvars.ContextVar("mode"), 1),
+                                                lambda v: contextvars.ContextVar("mode", default=1)))],
         "weakref.WeakValueDictionary": [Case(
             "a weak-value dict", lambda: weakref.WeakValueDictionary({"a": _Plain}),
             same=(lambda: weakref.WeakValueDictionary({"a": _Plain}),),
@@ -184,6 +280,12 @@ def _numpy_corpus(tmp: pathlib.Path) -> dict[str, list[Case]]:
     }
 
 
+def _union(pa: Any, nanoseconds: list[int]) -> Any:
+    """A dense union of times in nanoseconds (which Python values would round) and a string."""
+    return pa.UnionArray.from_dense(pa.array([0, 1, 0], pa.int8()), pa.array([0, 0, 1], pa.int32()),
+                                    [pa.array(nanoseconds, pa.time64("ns")), pa.array(["s"])])
+
+
 def _arrow_corpus() -> dict[str, list[Case]]:
     pa = pytest.importorskip("pyarrow")
 
@@ -198,6 +300,11 @@ def _arrow_corpus() -> dict[str, list[Case]]:
                  edits=(lambda a: pa.array(["a", None, "cc"]), lambda a: pa.array(["a", "", "ccc"]))),
             Case("timestamps with a zone", lambda: pa.array([1, 2], pa.timestamp("s", "UTC")),
                  edits=(lambda a: a.cast(pa.timestamp("s", "Europe/Paris")),)),
+            Case("a dense union", lambda: _union(pa, [1, 2]),
+                 same=(lambda: pa.UnionArray.from_dense(  # an unused child value
+                     pa.array([0, 1, 0], pa.int8()), pa.array([1, 0, 2], pa.int32()),
+                     [pa.array([7, 1, 2], pa.time64("ns")), pa.array(["s"])]),),
+                 edits=(lambda a: _union(pa, [1, 3]),)),
         ],
         "pyarrow.lib.ChunkedArray": [
             Case("re-chunked", lambda: pa.chunked_array([[1, 2], [3]]),
@@ -214,6 +321,10 @@ def _arrow_corpus() -> dict[str, list[Case]]:
                                       edits=(lambda t: pa.list_(pa.int64()),))],
         "pyarrow.lib.Field": [Case("a field", lambda: pa.field("a", pa.int8()),
                                    edits=(lambda f: f.with_nullable(False),))],
+        "pyarrow.lib.Scalar": [Case("a time in nanoseconds", lambda: pa.scalar(1, pa.time64("ns")),
+                                    same=(lambda: pa.array([0, 1], pa.time64("ns"))[1],),
+                                    edits=(lambda v: pa.scalar(2, pa.time64("ns")),
+                                           lambda v: pa.scalar(1, pa.time64("us"))))],
     }
 
 
@@ -269,9 +380,28 @@ def _geopandas_corpus() -> dict[str, list[Case]]:
     def points(crs: Any = 4326) -> Any:
         return gpd.GeoSeries.from_xy([1.0, 2.0], [3.0, 4.0], crs=crs).values
 
-    return {"geopandas.array.GeometryArray": [Case(
-        "points with a CRS", points, same=(lambda: points("EPSG:4326"),),
-        edits=(lambda a: points(3857), lambda a: points(None)))]}
+    import shapely
+
+    ring = [(0.0, 0.0), (1.0, 1.0), (1.0, 0.0), (0.0, 0.0)]
+
+    def series(*geometries: Any) -> Any:
+        return gpd.GeoSeries(list(geometries)).values
+
+    def line(grid: float = 0.0) -> Any:
+        return shapely.set_precision(shapely.LineString([(0.0, 0.0), (2.0, 0.0)]), grid)
+
+    return {"geopandas.array.GeometryArray": [
+        Case("points with a CRS", points, same=(lambda: points("EPSG:4326"),),
+             edits=(lambda a: points(3857), lambda a: points(None))),
+        Case("a ring and a line on a grid", lambda: series(shapely.LinearRing(ring), line(1.0)),
+             same=(lambda: series(shapely.LinearRing(ring), line(1.0)),),
+             edits=(lambda a: series(shapely.LineString(ring), line(1.0)),
+                    lambda a: series(shapely.LinearRing(ring), line())))],
+        "shapely.lib.Geometry": [
+            Case("a line", line, same=(lambda: shapely.from_wkt("LINESTRING (0 0, 2 0)"),),
+                 edits=(lambda g: line(1.0), lambda g: shapely.LineString([(0.0, 0.0), (3.0, 0.0)]))),
+            Case("a ring in a collection", lambda: shapely.GeometryCollection([shapely.LinearRing(ring)]),
+                 edits=(lambda g: shapely.GeometryCollection([shapely.LineString(ring)]),))]}
 
 
 def _polars_corpus() -> dict[str, list[Case]]:
@@ -431,7 +561,7 @@ def _name(t: type) -> str:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Case]]:
     tmp = tmp_path_factory.mktemp("oracle")
-    out = {**_builtin_corpus(), **_numpy_corpus(tmp)}
+    out = {**_builtin_corpus(tmp), **_numpy_corpus(tmp)}
     for part in (_arrow_corpus, _pandas_corpus, _geopandas_corpus, _polars_corpus, _scipy_corpus,
                  _torch_corpus, _xarray_corpus, _pydantic_corpus):
         try:

@@ -907,3 +907,132 @@ def test_a_type_adapter_naming_types_by_strings_keys_what_they_resolved_to(tmp_p
     assert got == truth == [[5], ["5"]]
     assert H(pydantic.TypeAdapter(list[int])) == H(pydantic.TypeAdapter(list[int]))
     assert H(pydantic.TypeAdapter(list[int])) != H(pydantic.TypeAdapter(list[str]))
+
+
+def test_arrow_unions_and_scalars_key_what_python_values_drop(tmp_path):
+    """A union's children and a scalar were keyed through Python values, which drop a
+    ``time64[ns]``'s nanoseconds, a ``date64``'s part below a day and a float32 NaN's payload: a
+    memoized call was served the other value's result. Layouts of one value still share a key."""
+    def union(child):
+        return pa.UnionArray.from_dense(pa.array([0, 0], pa.int8()), pa.array([0, 1], pa.int32()),
+                                        [child])
+
+    def nan(bits):
+        return pa.array(np.array([bits], np.uint32).view(np.float32))
+
+    def stored(v):  # what a function can read: the raw values, never as_py()
+        if isinstance(v, pa.Scalar):
+            v = pa.repeat(v, 1)
+        child = v.field(0) if isinstance(v, pa.UnionArray) else v
+        return np.asarray(child.view(pa.int64() if child.type.bit_width == 64 else pa.int32())).tolist()
+
+    pairs = [(union(pa.array([1, 5], pa.time64("ns"))), union(pa.array([2, 5], pa.time64("ns")))),
+             (union(pa.array([0, 0], pa.date64())), union(pa.array([3_600_000, 0], pa.date64()))),
+             (union(pa.concat_arrays([nan(0x7FA00000)] * 2)), union(pa.concat_arrays([nan(0x7FE00000)] * 2))),
+             (pa.scalar(1, pa.time64("ns")), pa.scalar(2, pa.time64("ns"))),
+             (pa.scalar(0, pa.date64()), pa.scalar(3_600_000, pa.date64()))]
+    for i, (a, b) in enumerate(pairs):
+        assert repr(a.to_pylist() if hasattr(a, "to_pylist") else a.as_py()) == \
+            repr(b.to_pylist() if hasattr(b, "to_pylist") else b.as_py())  # alike as Python values
+        got, truth = _memoized_sees_each(tmp_path / str(i), stored, [a, b])
+        assert got == truth and truth[0] != truth[1]
+    # A dense union's child values no slot points to do not count; a chunk boundary does not.
+    compact = union(pa.array([1, 2], pa.int64()))
+    spread = pa.UnionArray.from_dense(pa.array([0, 0], pa.int8()), pa.array([2, 0], pa.int32()),
+                                      [pa.array([2, 9, 1], pa.int64())])
+    assert H(compact) == H(spread)
+    assert H(pa.chunked_array([compact])) == H(pa.chunked_array([compact.slice(0, 1), compact.slice(1)]))
+    assert H(pa.scalar(1, pa.int64())) == H(pa.array([0, 1])[1]) != H(pa.scalar(1, pa.int32()))
+
+
+def test_a_context_variable_keys_its_default(tmp_path):
+    """Two unset variables of one name with other defaults: ``get()`` gives each its own."""
+    import contextvars
+
+    fast = contextvars.ContextVar("mode", default="fast")
+    exact = contextvars.ContextVar("mode", default="exact")
+    got, truth = _memoized_sees_each(tmp_path, lambda v: v.get(), [fast, exact])
+    assert got == truth == ["fast", "exact"]
+    assert H(contextvars.ContextVar("mode")) == H(contextvars.ContextVar("mode")) != H(fast)
+    assert H(fast) == H(contextvars.ContextVar("mode", default="fast"))
+
+
+def test_geometries_key_a_linear_ring_and_a_precision_grid(tmp_path):
+    """WKB writes a LinearRing as a LineString and drops a precision grid; shapely's pickle drops
+    the grid too, and a ring inside a collection or a multi-geometry (where the parts keep their
+    own type and grid): a memoized call was served the other's result."""
+    gpd = pytest.importorskip("geopandas")
+    shapely = pytest.importorskip("shapely")
+    ring = [(0.0, 0.0), (1.0, 1.0), (1.0, 0.0), (0.0, 0.0)]
+    line = shapely.LineString([(0.0, 0.0), (2.0, 0.0)])
+    on_grid = shapely.set_precision(line, 1.0)
+    cut = shapely.LineString([(0.4, 0.0), (1.6, 0.0)])
+
+    def seen(v):
+        geoms = list(v) if isinstance(v, gpd.GeoSeries) else [v]
+        near = shapely.Point(1.4, 1.4)  # snapped onto a grid's point (1 1) where there is one
+        return [(g.geom_type, [(p.geom_type, p.union(near).wkt) for p in getattr(g, "geoms", [])],
+                 g.intersection(cut).wkt) for g in geoms]
+
+    pairs = [(gpd.GeoSeries([shapely.LinearRing(ring)]), gpd.GeoSeries([shapely.LineString(ring)])),
+             (gpd.GeoSeries([on_grid]), gpd.GeoSeries([line])),
+             (on_grid, line),
+             (shapely.GeometryCollection([shapely.LinearRing(ring)]),
+              shapely.GeometryCollection([shapely.LineString(ring)])),
+             (shapely.multilinestrings([shapely.LinearRing(ring)]),
+              shapely.MultiLineString([shapely.LineString(ring)])),
+             (gpd.GeoSeries([shapely.multipoints([shapely.set_precision(shapely.Point(1, 1), 1.0)])]),
+              gpd.GeoSeries([shapely.multipoints([shapely.Point(1, 1)])]))]
+    for i, (a, b) in enumerate(pairs):
+        got, truth = _memoized_sees_each(tmp_path / str(i), seen, [a, b])
+        assert got == truth and truth[0] != truth[1]
+    # Geometries without either keep their key: equal ones share it.
+    assert H(gpd.GeoSeries([line])) == H(gpd.GeoSeries([shapely.from_wkt("LINESTRING (0 0, 2 0)")]))
+    assert H(on_grid) == H(shapely.set_precision(shapely.from_wkt("LINESTRING (0 0, 2 0)"), 1.0))
+
+
+def test_archives_are_keyed_by_the_file_they_have_open(tmp_path):
+    """A zip or tar archive open for reading is keyed by its file's content (it was keyed by its
+    type alone: another archive was served the first one's result); one whose path names another
+    file than the one it has open, or one over a file object, is refused rather than keyed by a
+    file it does not read."""
+    import tarfile
+    import zipfile
+
+    def zipped(folder, content):
+        path = tmp_path / folder / "a.zip"
+        path.parent.mkdir(exist_ok=True)
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr(zipfile.ZipInfo("k", (2024, 1, 1, 0, 0, 0)), content)
+        return path
+
+    def tarred(folder, content):
+        path = tmp_path / folder / "a.tar"
+        path.parent.mkdir(exist_ok=True)
+        with tarfile.open(path, "w") as t:
+            info = tarfile.TarInfo("k")
+            info.size = len(content)
+            t.addfile(info, __import__("io").BytesIO(content))
+        return path
+
+    def member(archive):
+        if isinstance(archive, zipfile.ZipFile):
+            return archive.read("k")
+        return archive.extractfile("k").read()
+
+    for i, (make, open_) in enumerate(((zipped, zipfile.ZipFile), (tarred, tarfile.open))):
+        one, two, same = make(f"one{i}", b"1"), make(f"two{i}", b"2"), make(f"same{i}", b"1")
+        got, truth = _memoized_sees_each(tmp_path / f"s{i}", member, [open_(one), open_(two)])
+        assert got == truth == [b"1", b"2"]
+        assert H(open_(one)) == H(open_(same))  # the same base name and content
+        kept = open_(one)
+        os.replace(two, one)  # the path now names another file than the one open
+        assert member(kept) == b"1"
+        with pytest.raises(fncache.UnhashableArgument, match="replaced"):
+            H(kept)
+        with open(same, "rb") as f, pytest.raises(fncache.UnhashableArgument, match="file object"):
+            H(zipfile.ZipFile(f) if i == 0 else tarfile.open(fileobj=f))
+    locked = zipfile.ZipFile(zipped("pw", b"1"))
+    plain = H(locked)
+    locked.setpassword(b"secret")  # which members it can read
+    assert H(locked) != plain

@@ -1,5 +1,6 @@
-"""The walk's visit of a user class (split from :mod:`fncache.code.walk`): its dict's items, an
-enum's members with the attributes they hold, its bases and metaclass."""
+"""Parts of the walk (split from :mod:`fncache.code.walk`): the visit of a user class (its dict's
+items, an enum's members with the attributes they hold, its bases and metaclass), and the user code
+a library object holds."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from fncache.code.classify import (
     ENUM_MEMBER_BOOKKEEPING,
     class_bookkeeping,
     is_immutable,
+    is_user_object,
     pydantic_decorators,
+    stands_for_user_code,
+    user_code_run_by,
 )
 from fncache.code.digest import annotation_names
 from fncache.code.state import MISSING
@@ -24,7 +28,7 @@ from fncache.values import hasher as _hasher
 from fncache.values import registry as _registry
 
 __all__ = ["class_item", "enum_items", "member_attrs", "safe_token", "string_annotations",
-           "type_params", "visit_class", "with_attributes"]
+           "hook_token", "type_params", "user_code_held", "visit_class", "with_attributes"]
 
 
 def visit_class(walk: Any, cls: type) -> str:
@@ -259,3 +263,49 @@ def class_item(walk: Any, value: Any, where: str) -> Any:
                 tuple((k, walk.read(v, where)) for k, v in sorted(value.keywords.items())))
     return walk.read(value, where)
 
+
+def user_code_held(walk: Any, obj: Any) -> tuple[Any, ...]:
+    """Tokens of the user code in a library object's ``__dict__``: ``__wrapped__``, a registry, a
+    hook (a ``functools.partial`` of a user function, a method bound to a user object).
+
+    ``functools.singledispatch`` of a library function with the user's implementations
+    registered, a library wrapper that keeps the user function it wraps, a ``json.JSONDecoder``
+    with the user's ``object_hook``: their code counts.
+    """
+    try:
+        d = vars(obj)
+    except TypeError:
+        return ()
+    held = ((name, _held(walk, d, name)) for name in sorted(d))
+    return tuple((name, token) for name, token in held if token is not None)
+
+
+def _held(walk: Any, d: dict[str, Any], name: str) -> Any:
+    """The token of the user code ``d[name]`` holds (see user_code_held), watched; None if none."""
+    value = d[name]
+    if isinstance(value, (dict, types.MappingProxyType)):
+        if any(is_user_object(k) or stands_for_user_code(v) for k, v in value.items()):
+            walk.dict_watches.append((d, name, value))
+            return walk.mapping(value)
+        if name == "registry":
+            # Only the library's own entries so far: a registration made later must be seen.
+            walk.dict_watches.append((d, name, value))
+            walk.len_watches.append((value, len(value)))
+        return None
+    if not stands_for_user_code(value):
+        return None
+    walk.dict_watches.append((d, name, value))
+    return hook_token(walk, value)
+
+
+def hook_token(walk: Any, value: Any, where: str | None = None) -> Any:
+    """The token of a value that may run user code (a hook, a registry's entry, a builtin the user
+    put there): its content; where that cannot be hashed (a callable object holding a lock), the
+    user code it runs (so an edit of that code is still seen); else the error stands."""
+    try:
+        return walk.reference(value) if where is None else walk.read(value, where)
+    except UnhashableArgument:
+        runs = user_code_run_by(value)
+        if not runs:
+            raise
+        return ("runs", tuple(walk.reference(f) for f in runs))

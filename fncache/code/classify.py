@@ -8,6 +8,7 @@ are listed here too. Pure functions of the value: nothing here hashes, walks or 
 
 from __future__ import annotations
 
+import builtins
 import collections
 import dataclasses
 import enum
@@ -22,8 +23,8 @@ from typing import Any
 from fncache.code.usercode import is_user_code
 
 __all__ = ["CLASS_SKIP", "ENUM_DERIVED", "ENUM_MEMBER_BOOKKEEPING", "SHOWN_REPR", "class_bookkeeping",
-           "describe", "holds_user_code", "is_immutable", "is_infrastructure", "is_user_object", "shown",
-           "written_by_typing"]
+           "code_builtin", "describe", "holds_user_code", "is_immutable", "is_infrastructure",
+           "is_user_object", "shown", "stands_for_user_code", "user_code_run_by", "written_by_typing"]
 
 # Class attributes that describe where or how a class was written, not what it does, and those that
 # Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
@@ -120,12 +121,54 @@ def is_user_object(obj: Any) -> bool:
     return isinstance(obj, (types.FunctionType, type)) and is_user_code(obj)
 
 
+def stands_for_user_code(obj: Any) -> bool:
+    """Whether ``obj`` is a user function or class, or a callable that runs one: a
+    ``functools.partial`` of one, a wrapper keeping one as ``__wrapped__`` (``lru_cache``), a
+    method bound to one or to an instance of a user class, an instance of a user class. Such an
+    entry of a library's dispatch registry is the user's code as much as a plain function."""
+    return bool(user_code_run_by(obj))
+
+
+def user_code_run_by(obj: Any, depth: int = 0) -> list[Any]:
+    """The user functions and classes ``obj`` is or runs (see :func:`stands_for_user_code`). An
+    object whose attributes run code when read (a context-local proxy) runs none known here."""
+    try:
+        if is_user_object(obj):
+            return [obj]
+        if depth > 8 or not callable(obj):
+            return []
+        return [f for inner in _what_it_runs(obj) for f in user_code_run_by(inner, depth + 1)]
+    except Exception:  # (``werkzeug.LocalProxy`` raises when nothing is bound)
+        return []
+
+
+def _what_it_runs(obj: Any) -> list[Any]:
+    """The functions or classes a callable hands its calls to (see stands_for_user_code)."""
+    if isinstance(obj, functools.partial):
+        return [obj.func]
+    if isinstance(obj, types.MethodType):
+        return [obj.__func__, type(obj.__self__)]
+    try:
+        inner = vars(obj).get("__wrapped__")
+    except TypeError:  # no __dict__
+        inner = None
+    found = [] if inner is None else [inner]
+    return found if isinstance(obj, (types.FunctionType, type)) else [*found, type(obj)]
+
+
+def code_builtin(name: str) -> bool:
+    """Whether ``name`` is a builtin that holds the user's code (a gettext-style ``_`` put there, a
+    ``round`` replaced by the user's): read as a global is. Python's own builtins are not (the
+    Python version in every key stands for them), nor a library's (IPython's ``get_ipython``)."""
+    return stands_for_user_code(vars(builtins).get(name))
+
+
 def holds_user_code(fn: types.FunctionType) -> bool:
     """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
     decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
     for value in fn.__dict__.values():
         if is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
-                is_user_object(k) or is_user_object(v) for k, v in value.items())):
+                is_user_object(k) or stands_for_user_code(v) for k, v in value.items())):
             return True
     return False
 

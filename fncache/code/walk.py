@@ -18,7 +18,7 @@ from typing import Any
 
 from fncache._errors import UnhashableArgument
 from fncache.code import classes as _classes
-from fncache.code.classify import is_immutable, is_infrastructure, is_user_object, shown
+from fncache.code.classify import code_builtin, is_immutable, is_infrastructure, is_user_object, shown
 from fncache.code.digest import (
     Import,
     absolute_import,
@@ -169,9 +169,8 @@ class Walk:
             return _classes.with_attributes(self, value, inner, self.reference(inner, code_names))
         if isinstance(value, (types.FunctionType, type, types.ModuleType)):
             return self.code_reference(value, code_names)
-        if isinstance(value, types.BuiltinFunctionType) and (
-            value.__self__ is None or isinstance(value.__self__, types.ModuleType)
-        ):
+        if isinstance(value, types.BuiltinFunctionType) and \
+                (value.__self__ is None or isinstance(value.__self__, types.ModuleType)):
             return ("builtin", getattr(value, "__module__", None), value.__qualname__)
         wrapped = wrapped_user_code(value)
         if wrapped is not None:
@@ -252,7 +251,7 @@ class Walk:
         if report not in _logged_by_name:
             _logged_by_name.add(report)
             log.info("%s cannot be pickled: keyed by its type and name, not its content", report)
-        return ("by-name", self.library_ref(t), self.user_code_held(value))
+        return ("by-name", self.library_ref(t), _classes.user_code_held(self, value))
 
     def library_ref(self, obj: Any) -> Any:
         module = getattr(obj, "__module__", None)
@@ -263,34 +262,8 @@ class Walk:
     def library_function(self, fn: types.FunctionType) -> Any:
         """A library function by name, plus the user code it holds (a singledispatch registry)."""
         ref = self.library_ref(fn)
-        held = self.user_code_held(fn)
+        held = _classes.user_code_held(self, fn)
         return ("wrapper", ref, held) if held else ref
-
-    def user_code_held(self, obj: Any) -> tuple[Any, ...]:
-        """Tokens of the user code in a library object's ``__dict__``: ``__wrapped__``, a registry.
-
-        ``functools.singledispatch`` of a library function with the user's implementations
-        registered, a library wrapper that keeps the user function it wraps: their code counts.
-        """
-        try:
-            d = vars(obj)
-        except TypeError:
-            return ()
-        held = []
-        for name in sorted(d):
-            value = d[name]
-            if isinstance(value, (dict, types.MappingProxyType)):
-                if any(is_user_object(k) or is_user_object(v) for k, v in value.items()):
-                    self.dict_watches.append((d, name, value))
-                    held.append((name, self.mapping(value)))
-                elif name == "registry":
-                    # Only the library's own entries so far: a registration made later must be seen.
-                    self.dict_watches.append((d, name, value))
-                    self.len_watches.append((value, len(value)))
-            elif is_user_object(value):
-                self.dict_watches.append((d, name, value))
-                held.append((name, self.reference(value)))
-        return tuple(held)
 
     def mapping(self, m: Any) -> Any:
         """A dict of functions or classes (a dispatch registry), item by item, watched by identity."""
@@ -298,7 +271,7 @@ class Walk:
         items = []
         for k, v in m.items():
             self.dict_watches.append((m, k, v))
-            items.append((self.reference(k), self.reference(v)))
+            items.append((self.reference(k), _classes.hook_token(self, v)))
         return ("mapping", tuple(items))
 
     def attribute(self, value: Any, where: str) -> Any:
@@ -568,16 +541,14 @@ class Walk:
                      all_names: set[str] | None) -> None:
         """The component of global ``name`` read by a function of namespace ``g``."""
         if name in self.ignore_globals:
-            # The user's word that this global is state the code writes, not an input: keyed
-            # by name and never watched (docs: "What invalidates a cache entry").
+            # The user's word that it is state the code writes, not an input: by name, not watched.
             self.name_keyed(self.global_label(g, name), IGNORED, IGNORED)
             return
         if name in written and not isinstance(
                 g.get(name), (types.FunctionType, type, types.ModuleType)):
-            # Rebound by this function's own code (a call counter): state it writes, keyed by
-            # name and not watched, or no call would hit again. A by-value read of the same
-            # global elsewhere in the walk takes precedence (it keeps the value in the key), and
-            # code (a function, class or module bound to it) is followed as usual.
+            # Rebound by this function's own code (a call counter): state it writes, keyed by name,
+            # not watched, or no call would hit again; a by-value read of it elsewhere in the walk
+            # (which keeps the value in the key) wins, and code bound to it is followed as usual.
             glabel = f"global {self._name(g.get('__name__'), name)}"
             if glabel not in self.components:
                 self.name_keyed(glabel, REBOUND, REBOUND)
@@ -585,14 +556,18 @@ class Walk:
         value = g.get(name, MISSING)
         self.dict_watches.append((g, name, value))
         glabel = self.global_label(g, name)
-        if value is MISSING:
-            if name in vars(builtins):
-                return  # a builtin; the Python version is part of every key
-            token: Any = ("missing",)
-        else:
-            token = self.read(value, glabel, all_names)
+        if value is MISSING and code_builtin(name):  # (a gettext-style ``_``): read as a global
+            value, blabel = vars(builtins)[name], f"builtin {name}"
+            self.dict_watches.append((vars(builtins), name, value))
+            self.components[blabel] = _hasher.digest(_classes.hook_token(self, value, blabel)).hex()
+            return
+        if value is MISSING:  # missing, or Python's builtin (the Python version is in every key)
+            if name not in vars(builtins):
+                self.components[glabel] = _hasher.digest(("missing",)).hex()
+            return
+        token = self.read(value, glabel, all_names)
         self.components[glabel] = _hasher.digest(token).hex()
-        if value is not MISSING and token[:1] == ("value",):
+        if token[:1] == ("value",):
             self.shown[glabel] = shown(value, self.components[glabel])
 
     def visit_class(self, cls: type) -> str:

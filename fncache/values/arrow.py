@@ -39,8 +39,10 @@ never share a stream name.
 
 Run-end-encoded arrays are keyed decoded, views as plain large strings/binaries/lists, extension
 arrays by their storage: the *type* (in the schema, keyed separately and in full) still tells
-them apart. Unions, and anything else this module does not know, are keyed element by element
-through their Python values.
+them apart. A union is keyed by which child each slot takes and, per child, the values of the
+slots that take it, walked as any array (a dense union's child values no slot points to do not
+count). Anything else this module does not know is keyed element by element through its Python
+values. A ``Scalar`` is keyed as the one-row array it makes: its own pickle keeps ``as_py()``.
 
 The type is described recursively with every parameter (``str(type)`` drops a map's
 ``keys_sorted`` flag in some versions, list item field names and nullability, and nested field
@@ -364,6 +366,13 @@ def record_batch_token(batch: Any) -> tuple[Any, ...]:
             tuple(_content([c]) for c in batch.columns))
 
 
+def scalar_token(sc: Any) -> tuple[Any, ...]:
+    """A Scalar: its type and the content of the one-row array it makes. Its own pickle keeps
+    ``as_py()``, which drops what a Python value cannot hold (the nanoseconds of a ``time64[ns]``,
+    a ``date64``'s part below a day, a float32 NaN's payload)."""
+    return ("pyarrow.Scalar", type_desc(sc.type), _content([sys.modules["pyarrow"].repeat(sc, 1)]))
+
+
 def _schema_token(s: Any) -> tuple[Any, ...]:
     return ("pyarrow.Schema", schema_desc(s))
 
@@ -388,6 +397,7 @@ def _register() -> None:
     for base, fn in ((pa.Table, table_token), (pa.RecordBatch, record_batch_token),
                      (pa.ChunkedArray, chunked_token), (pa.Array, array_token)):
         register_type(base, guarded(fn), not_content=_LAYOUT)
+    register_type(pa.Scalar, guarded(scalar_token))
     register_type(pa.Schema, guarded(_schema_token), exact=True)
     register_type(pa.DataType, guarded(_datatype_token))
     register_type(pa.Field, guarded(_field_token), exact=True)

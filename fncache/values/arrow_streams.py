@@ -493,7 +493,33 @@ def walk(s: Streams, path: str, arr: Any) -> None:
     if width:
         _fixed(s, path + "/d", np, arr, width, valid)
         return
-    _python_values(s, path, pa, np, arr)
+    _other(s, path, pa, np, arr)
+
+
+def _other(s: Streams, path: str, pa: Any, np: Any, arr: Any) -> None:
+    if isinstance(arr.type, pa.UnionType):
+        _union(s, path, pa, np, arr)
+    else:
+        _python_values(s, path, pa, np, arr)
+
+
+def _union(s: Streams, path: str, pa: Any, np: Any, arr: Any) -> None:
+    """A union array: which child each slot takes (1 as int8 and 1 as int64 are different values),
+    then, per child, the values of the slots that take it, in order, walked as any array: read
+    through Python values, a ``time64[ns]``, a ``date64`` below a day or a float32 NaN's payload
+    lost what told them apart. A dense union's child values no slot points to do not count, nor
+    do a sparse union's slots of the children a slot does not take."""
+    n, off = len(arr), arr.offset
+    # (``UnionArray.type_codes`` and ``offsets`` ignore a slice's offset: read the buffers.)
+    codes = np.frombuffer(arr.buffers()[1], np.int8, count=n, offset=off)
+    s.update(path + "/t", codes)
+    # A dense union's slots point into its children; a sparse union's field() is sliced with it.
+    where = np.frombuffer(arr.buffers()[2], np.int32, count=n, offset=off * 4) \
+        if arr.type.mode == "dense" else np.arange(n)
+    for i, code in enumerate(arr.type.type_codes):
+        rows = np.flatnonzero(codes == code)
+        if rows.size:
+            walk(s, f"{path}/u{i}", arr.field(i).take(pa.array(where[rows])))
 
 
 def _dictionary(s: Streams, path: str, np: Any, arr: Any) -> None:
@@ -555,14 +581,8 @@ def _byte_width(t: Any) -> int:
 
 
 def _python_values(s: Streams, path: str, pa: Any, np: Any, arr: Any) -> None:
-    """Unions and anything unknown: element by element, through their Python values (and, for a
-    union, which child each value comes from: 1 as int8 and 1 as int64 are different values)."""
+    """Anything unknown: element by element, through their Python values."""
     from fncache.values.registry import value_digest as digest
-
-    if isinstance(arr.type, pa.UnionType):
-        # (``UnionArray.type_codes`` ignores a slice's offset: read the buffer.)
-        s.update(path + "/t", np.frombuffer(arr.buffers()[1], np.int8, count=len(arr),
-                                            offset=arr.offset))
 
     for value in arr.to_pylist():
         s.update(path + "/py", digest(value))

@@ -1,4 +1,4 @@
-"""Canonical keys for geopandas geometry arrays: the geometries and the CRS.
+"""Canonical keys for geopandas geometry arrays (the geometries and the CRS) and shapely geometries.
 
 A GeoDataFrame or GeoSeries is a pandas frame or series (see :mod:`fncache.values.pandas`: its class
 enters by its code) whose geometry column is a ``GeometryArray``. The array's pickle is its
@@ -13,7 +13,15 @@ geometries as WKB and its CRS, so it is keyed as:
   the function is called with the geometries themselves. Geometries without that NaN keep the key
   they had;
 * the CRS as its WKT (every parameter: EPSG:4326 and EPSG:3857 differ; no CRS is ``None``), so a CRS
-  spelled ``"EPSG:4326"`` and one given as its full definition are one key.
+  spelled ``"EPSG:4326"`` and one given as its full definition are one key;
+* what a geometry holds that its WKB does not, with its position (a path into multi-geometries
+  and collections, whose parts keep their own type and grid): a ``LinearRing``, which WKB writes
+  as a ``LineString`` (``geom_type``, ``is_ring`` and shapely's own pickle tell them apart), and a
+  precision grid (``shapely.set_precision``: later operations snap their results to it), which no
+  pickle keeps. Geometries without either keep the key they had.
+
+A bare shapely geometry is keyed by its own pickle (its WKB), with the same two additions where
+it has either (keyed then by its class, WKB and those).
 
 Not content, by declaration: the spatial index (``sindex``), a cache built from the geometries.
 """
@@ -27,7 +35,7 @@ from typing import Any
 from fncache.values.buffers import class_token
 from fncache.values.registry import guarded, register_lazy, register_type
 
-__all__ = ["geometry_array_token"]
+__all__ = ["geometry_array_token", "geometry_token", "not_in_wkb"]
 
 
 def geometry_array_token(a: Any) -> tuple[Any, ...]:
@@ -41,7 +49,45 @@ def geometry_array_token(a: Any) -> tuple[Any, ...]:
     extra = tuple(sorted((k, v) for k, v in vars(a).items() if k not in _ARRAY_STATE))
     head = (kind, blobs, crs, extra)
     empties = _empty_or_nan(shapely, geoms, blobs)
+    unwritten = not_in_wkb(shapely, geoms)
+    if unwritten:
+        return (*head, empties, ("not in WKB", unwritten))
     return (*head, empties) if empties else head
+
+
+def geometry_token(g: Any) -> Any:
+    """A bare shapely geometry: NotImplemented (its own pickle, its WKB) unless it holds what WKB
+    drops (see the module docstring); then its class, WKB and that."""
+    import numpy as np
+    import shapely
+
+    kind = shapely.get_type_id(g)
+    if kind != _LINEAR_RING and not _MULTI_POINT <= kind <= _COLLECTION \
+            and not shapely.get_precision(g) > 0:
+        return NotImplemented  # (the commonest case, without an array)
+    unwritten = not_in_wkb(shapely, np.array([g], dtype=object))
+    if not unwritten:
+        return NotImplemented
+    return (class_token(type(g), "shapely"), shapely.to_wkb(g, include_srid=True), unwritten)
+
+
+def not_in_wkb(shapely: Any, geoms: Any) -> tuple[Any, ...]:
+    """``(path, type id, grid)`` of each geometry, or part of a multi-geometry or collection at any
+    depth (the path gives its position), that is a LinearRing or lies on a precision grid: what
+    its WKB does not say. One pass per level of nesting, in shapely's vectorised functions."""
+    import numpy as np
+
+    ids = shapely.get_type_id(geoms)
+    grids = shapely.get_precision(geoms)  # 0: floating; NaN: a missing geometry
+    out: list[Any] = [((int(i),), int(ids[i]), float(grids[i]))
+                      for i in np.flatnonzero((ids == _LINEAR_RING) | (grids > 0))]
+    multi = np.flatnonzero((ids >= _MULTI_POINT) & (ids <= _COLLECTION))
+    if multi.size:  # their parts hold their own type and grid (a multi's grid says 0)
+        parts, owner = shapely.get_parts(geoms[multi], return_index=True)
+        nth = np.arange(len(owner)) - np.searchsorted(owner, owner)  # (owner is sorted)
+        out.extend(((int(multi[owner[path[0]]]), int(nth[path[0]]), *path[1:]), kind, grid)
+                   for path, kind, grid in not_in_wkb(shapely, parts))
+    return tuple(sorted(out))
 
 
 def _empty_or_nan(shapely: Any, geoms: Any, blobs: list[bytes | None]) -> tuple[Any, ...]:
@@ -58,6 +104,10 @@ def _empty_or_nan(shapely: Any, geoms: Any, blobs: list[bytes | None]) -> tuple[
 _EMPTY_NAN = struct.pack("<d", float("nan")) if sys.byteorder == "little" \
     else struct.pack(">d", float("nan"))
 
+# shapely's type ids (``shapely.get_type_id``) not_in_wkb looks at or into: a ring, and the
+# multi-geometries and collections (4 to 7).
+_LINEAR_RING, _MULTI_POINT, _COLLECTION = 2, 4, 7
+
 # What a GeometryArray's ``__dict__`` holds (keyed above or a cache); anything else counts.
 _ARRAY_STATE = frozenset({"_data", "_crs", "_sindex"})
 
@@ -69,3 +119,10 @@ def _register() -> None:
     register_type(GeometryArray, guarded(geometry_array_token), not_content=(
         ("_sindex", "the spatial index: a cache built from the geometries"),
     ))
+
+
+@register_lazy("shapely")
+def _register_shapely() -> None:
+    from shapely import Geometry
+
+    register_type(Geometry, guarded(geometry_token))

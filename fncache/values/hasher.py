@@ -276,7 +276,7 @@ def _register_builtins() -> None:
 
     builtin(types.ModuleType, _module_token, exact=True)
     builtin((set, frozenset), _set_subclass_token)
-    builtin(weakref.ReferenceType, _weakref_token, exact=True)
+    builtin((weakref.ReferenceType, weakref.WeakMethod), _weakref_token, exact=True)
     builtin(_instances.KEY_WRAPPER, _instances.key_wrapper_token, exact=True)
     builtin(struct.Struct, _instances.struct_token, exact=True)
     builtin(contextvars.ContextVar, _instances.context_var_token, exact=True)
@@ -568,7 +568,7 @@ _registry.install_digest(digest)
 for _module, _libraries in (
         ("arrow", ("pyarrow",)),
         ("buffers", ("numpy", "numpy.ma")),
-        ("geopandas", ("geopandas",)),
+        ("geopandas", ("geopandas", "shapely")),
         ("lazy", ("polars", "pyarrow._dataset", "pyarrow.parquet", "h5py", "zarr")),
         ("lazy_dask", ("fsspec.core", "dask._task_spec", "dask.utils", "dask.array.core",
                        "dask.delayed", "dask.dataframe.dask_expr._collection")),
@@ -578,6 +578,8 @@ for _module, _libraries in (
         ("polars", ("polars",)),
         ("pydantic", ("pydantic",)),
         ("scipy", ("scipy.sparse",)),
+        ("stdlib", ("_blake2", "_hashlib", "_md5", "_sha1", "_sha2", "_sha256", "_sha3", "_sha512",
+                    "hmac", "tarfile", "zipfile")),
         ("torch", ("torch",)),
         ("xarray", ("xarray",)),
 ):

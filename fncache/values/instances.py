@@ -7,6 +7,7 @@ content (``functools.cmp_to_key``, ``struct.Struct``). Handlers take the canonic
 from __future__ import annotations
 
 import collections
+import contextvars
 import enum
 import functools
 import threading
@@ -16,6 +17,7 @@ from typing import Any
 
 import cloudpickle
 
+from fncache._errors import UnhashableArgument
 from fncache._hasher import Token as _Token
 from fncache.values import registry as _registry
 
@@ -45,11 +47,23 @@ def struct_token(h: Any, obj: Any) -> Any:
 
 
 def context_var_token(h: Any, obj: Any) -> Any:
-    """A ``contextvars.ContextVar`` (which cannot be pickled): its name and the value it has in
-    the current context, unset or not. Read by code (``MODE.get()``), that value is an input; keyed
-    as infrastructure, by its type alone, ``MODE.set("exact")`` kept the key."""
+    """A ``contextvars.ContextVar`` (which cannot be pickled): its name, the value it has in the
+    current context (unset or not) and its default, if it has one. Read by code (``MODE.get()``),
+    both are inputs: keyed as infrastructure, by its type alone, ``MODE.set("exact")`` kept the key;
+    keyed without the default, ``ContextVar("mode", default="fast")`` and ``default="exact"`` were
+    one key while unset. (A variable without a default keeps the key it had.)"""
     found = obj.get(_UNSET)
-    return (_Token, ("context var", obj.name, "unset" if found is _UNSET else ("value", found)))
+    parts: tuple[Any, ...] = ("context var", obj.name,
+                              "unset" if found is _UNSET else ("value", found))
+    try:  # the default is what ``get()`` gives in a context where nothing was set
+        default = contextvars.Context().run(obj.get)
+    except LookupError:
+        return (_Token, parts)
+    try:
+        keyed: Any = _registry.value_digest(default)
+    except UnhashableArgument:  # (a default no key can hold: by its type, the variable stays keyable)
+        keyed = ("unhashable", type(default).__module__, type(default).__qualname__)
+    return (_Token, (*parts, "default", keyed))
 
 
 def weak_value_dict_token(h: Any, obj: Any) -> Any:

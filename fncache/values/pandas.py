@@ -125,6 +125,15 @@ def _values(pd: Any, np: Any, v: Any) -> Any:
     backing = getattr(v, "_ndarray", None)
     if isinstance(backing, np.ndarray):  # datetimes, timedeltas, periods, numpy-backed arrays
         return ("ndarray", backing)
+    return _by_parts(pd, np, v)
+
+
+def _by_parts(pd: Any, np: Any, v: Any) -> Any:
+    """An extension array :func:`_values` leaves: interval bounds, else element by element."""
+    if isinstance(v, pd.arrays.IntervalArray):
+        # What its pickle keeps: the two bound arrays (NaN or NaT in both for a missing interval)
+        # and the dtype (subtype, zone, closed side): not one pickle per Interval, seconds a column.
+        return ("intervals", str(v.dtype), _values(pd, np, v._left), _values(pd, np, v._right))
     objects = ("objects", _qualname(type(v)), list(np.asarray(v, dtype=object)))
     if isinstance(v, pd.arrays.SparseArray):
         # Its pickle keeps its index: its kind (v.kind) and which slots are stored, a fill value
