@@ -3503,8 +3503,9 @@ def test_a_by_name_instance_holding_a_function_that_reads_it_keys_alike_run_afte
 def test_hooks_no_key_can_hold_are_keyed_by_the_code_they_run(tmp_path):
     """A callable holding a lock where a library keeps it (a partial of the user's function in a
     library's dispatch registry, an instance of the user's class as a builtin or a decoder's hook)
-    is keyed by the user code it runs: the function stays keyable and an edit of that code is a new
-    key. An object whose attributes raise when read (a context-local proxy) is no hook."""
+    is keyed by the user code it runs and what it holds but the lock: the function stays keyable,
+    and an edit of that code or data is a new key. An object whose attributes raise when read (a
+    context-local proxy) is no hook."""
     import builtins
 
     import_source("hooklib", "import functools\n"
@@ -3519,11 +3520,12 @@ def test_hooks_no_key_can_hold_are_keyed_by_the_code_they_run(tmp_path):
               "    def __call__(self, *args):\n        raise RuntimeError('object is not bound')\n"
               "def impl(lock, x):\n    return 'one'\n"
               "class Translator:\n"
-              "    def __init__(self):\n        self.lock = threading.Lock()\n"
-              "    def __call__(self, text):\n        return text + '!'\n"
+              "    def __init__(self, mark):\n"
+              "        self.lock, self.mark = threading.Lock(), mark\n"
+              "    def __call__(self, text):\n        return text + self.mark\n"
               "hooklib.label.register(int, functools.partial(impl, threading.Lock()))\n"
-              "builtins._hook_translate = Translator()\n"
-              "DECODER = json.JSONDecoder(object_hook=Translator())\n"
+              "builtins._hook_translate = Translator('!')\n"
+              "DECODER = json.JSONDecoder(object_hook=Translator('!'))\n"
               "PROXIED = json.JSONDecoder(object_hook=Proxy())\n"
               "def f(x):\n"
               "    return hooklib.label(x), _hook_translate('a'), type(DECODER), type(PROXIED)\n")
@@ -3533,8 +3535,11 @@ def test_hooks_no_key_can_hold_are_keyed_by_the_code_they_run(tmp_path):
         assert fncache.key_for(m.f, 1) == before
         m = import_source("hookuser", source.replace("return 'one'", "return 'two'"), tmp_path)
         assert fncache.key_for(m.f, 1) != before
-        m = import_source("hookuser", source.replace("text + '!'", "text + '?'"), tmp_path)
-        assert fncache.key_for(m.f, 1) != before
+        for edit in (("text + self.mark", "self.mark + text"),  # the code a hook runs
+                     ("_hook_translate = Translator('!')", "_hook_translate = Translator('?')"),
+                     ("object_hook=Translator('!')", "object_hook=Translator('?')")):  # its data
+            m = import_source("hookuser", source.replace(*edit), tmp_path)
+            assert fncache.key_for(m.f, 1) != before, edit
         m = import_source("hookuser", source, tmp_path)
         assert fncache.key_for(m.f, 1) == before
     finally:

@@ -955,11 +955,20 @@ def test_a_context_variable_keys_its_default(tmp_path):
     assert got == truth == ["fast", "exact"]
     assert H(contextvars.ContextVar("mode")) == H(contextvars.ContextVar("mode")) != H(fast)
     assert H(fast) == H(contextvars.ContextVar("mode", default="fast"))
+    # A default no key can hold (it has a lock inside) keeps the variable keyable, by its parts.
+    locked = [contextvars.ContextVar("mode", default=_Locked(k)) for k in (1, 2, 1)]  # noqa: B039
+    got, truth = _memoized_sees_each(tmp_path / "locked", lambda v: v.get().k, locked)
+    assert got == truth == [1, 2, 1]
+
+
+class _Locked:
+    def __init__(self, k):
+        self.k, self.lock = k, __import__("threading").Lock()
 
 
 def test_geometries_key_a_linear_ring_and_a_precision_grid(tmp_path):
     """WKB writes a LinearRing as a LineString and drops a precision grid; shapely's pickle drops
-    the grid too, and a ring inside a collection or a multi-geometry (where the parts keep their
+    the grid too, and a ring inside a collection or a multi-linestring (where the parts keep their
     own type and grid): a memoized call was served the other's result."""
     gpd = pytest.importorskip("geopandas")
     shapely = pytest.importorskip("shapely")
@@ -970,8 +979,7 @@ def test_geometries_key_a_linear_ring_and_a_precision_grid(tmp_path):
 
     def seen(v):
         geoms = list(v) if isinstance(v, gpd.GeoSeries) else [v]
-        near = shapely.Point(1.4, 1.4)  # snapped onto a grid's point (1 1) where there is one
-        return [(g.geom_type, [(p.geom_type, p.union(near).wkt) for p in getattr(g, "geoms", [])],
+        return [(g.geom_type, [(p.geom_type, p.intersection(cut).wkt) for p in getattr(g, "geoms", [])],
                  g.intersection(cut).wkt) for g in geoms]
 
     pairs = [(gpd.GeoSeries([shapely.LinearRing(ring)]), gpd.GeoSeries([shapely.LineString(ring)])),
@@ -981,8 +989,8 @@ def test_geometries_key_a_linear_ring_and_a_precision_grid(tmp_path):
               shapely.GeometryCollection([shapely.LineString(ring)])),
              (shapely.multilinestrings([shapely.LinearRing(ring)]),
               shapely.MultiLineString([shapely.LineString(ring)])),
-             (gpd.GeoSeries([shapely.multipoints([shapely.set_precision(shapely.Point(1, 1), 1.0)])]),
-              gpd.GeoSeries([shapely.multipoints([shapely.Point(1, 1)])]))]
+             (gpd.GeoSeries([shapely.multilinestrings([on_grid])]),
+              gpd.GeoSeries([shapely.multilinestrings([line])]))]
     for i, (a, b) in enumerate(pairs):
         got, truth = _memoized_sees_each(tmp_path / str(i), seen, [a, b])
         assert got == truth and truth[0] != truth[1]
@@ -1032,6 +1040,16 @@ def test_archives_are_keyed_by_the_file_they_have_open(tmp_path):
             H(kept)
         with open(same, "rb") as f, pytest.raises(fncache.UnhashableArgument, match="file object"):
             H(zipfile.ZipFile(f) if i == 0 else tarfile.open(fileobj=f))
+    # Rewritten in place (same file) while open: it still reads members where its directory,
+    # read when it was opened, says they are; a fresh one reads the new directory.
+    path = zipped("inplace", b"1")
+    kept = zipfile.ZipFile(path)
+    fresh_bytes = zipped("other", b"22").read_bytes()
+    with open(path, "r+b") as f:
+        f.write(fresh_bytes)
+        f.truncate()
+    assert kept.namelist() == ["k"] and zipfile.ZipFile(path).read("k") == b"22"
+    assert H(kept) != H(zipfile.ZipFile(path))
     locked = zipfile.ZipFile(zipped("pw", b"1"))
     plain = H(locked)
     locked.setpassword(b"secret")  # which members it can read

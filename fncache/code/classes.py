@@ -301,11 +301,35 @@ def _held(walk: Any, d: dict[str, Any], name: str) -> Any:
 def hook_token(walk: Any, value: Any, where: str | None = None) -> Any:
     """The token of a value that may run user code (a hook, a registry's entry, a builtin the user
     put there): its content; where that cannot be hashed (a callable object holding a lock), the
-    user code it runs (so an edit of that code is still seen); else the error stands."""
+    user code it runs and what it holds part by part (see :func:`_held_parts`), so that an edit of
+    that code and a change of its data are still seen; else the error stands."""
     try:
         return walk.reference(value) if where is None else walk.read(value, where)
     except UnhashableArgument:
         runs = user_code_run_by(value)
         if not runs:
             raise
-        return ("runs", tuple(walk.reference(f) for f in runs))
+        return ("runs", tuple(walk.reference(f) for f in runs), _held_parts(walk, value))
+
+
+def _held_parts(walk: Any, value: Any, depth: int = 0) -> Any:
+    """What an object no key can hold keeps, part by part: a partial's function and arguments, a
+    bound method's instance, an object's attributes; each by its content, or, where that cannot be
+    hashed either, by its own parts in turn (a lock, which has none, by its type alone)."""
+    if isinstance(value, functools.partial):
+        items = [("func", value.func), *enumerate(value.args), *sorted(value.keywords.items())]
+    elif isinstance(value, types.MethodType):
+        items = [("self", value.__self__), ("func", value.__func__)]
+    else:
+        try:
+            items = sorted(vars(value).items())
+        except TypeError:  # no __dict__ (a lock)
+            items = []
+    out = []
+    for k, v in items:
+        try:
+            out.append((k, walk.reference(v)))
+        except UnhashableArgument:
+            out.append((k, _held_parts(walk, v, depth + 1) if depth < 4 else ()))
+    t = type(value)
+    return ("parts", t.__module__, t.__qualname__, tuple(out))

@@ -14,11 +14,13 @@ geometries as WKB and its CRS, so it is keyed as:
   they had;
 * the CRS as its WKT (every parameter: EPSG:4326 and EPSG:3857 differ; no CRS is ``None``), so a CRS
   spelled ``"EPSG:4326"`` and one given as its full definition are one key;
-* what a geometry holds that its WKB does not, with its position (a path into multi-geometries
+* what a geometry holds that its WKB does not, with its position (a path into multi-linestrings
   and collections, whose parts keep their own type and grid): a ``LinearRing``, which WKB writes
   as a ``LineString`` (``geom_type``, ``is_ring`` and shapely's own pickle tell them apart), and a
   precision grid (``shapely.set_precision``: later operations snap their results to it), which no
-  pickle keeps. Geometries without either keep the key they had.
+  pickle keeps. Geometries without either keep the key they had. A grid set on the parts of a
+  multi-point or multi-polygon alone (not on the whole) is not searched for: every part of every
+  such geometry would be copied out to look (a key of 200,000 multi-polygons took 2.5 times as long).
 
 A bare shapely geometry is keyed by its own pickle (its WKB), with the same two additions where
 it has either (keyed then by its class, WKB and those).
@@ -62,8 +64,7 @@ def geometry_token(g: Any) -> Any:
     import shapely
 
     kind = shapely.get_type_id(g)
-    if kind != _LINEAR_RING and not _MULTI_POINT <= kind <= _COLLECTION \
-            and not shapely.get_precision(g) > 0:
+    if kind not in (_LINEAR_RING, _MULTI_LINE, _COLLECTION) and not shapely.get_precision(g) > 0:
         return NotImplemented  # (the commonest case, without an array)
     unwritten = not_in_wkb(shapely, np.array([g], dtype=object))
     if not unwritten:
@@ -81,8 +82,10 @@ def not_in_wkb(shapely: Any, geoms: Any) -> tuple[Any, ...]:
     grids = shapely.get_precision(geoms)  # 0: floating; NaN: a missing geometry
     out: list[Any] = [((int(i),), int(ids[i]), float(grids[i]))
                       for i in np.flatnonzero((ids == _LINEAR_RING) | (grids > 0))]
-    multi = np.flatnonzero((ids >= _MULTI_POINT) & (ids <= _COLLECTION))
-    if multi.size:  # their parts hold their own type and grid (a multi's grid says 0)
+    # Only these hold a free LinearRing; their parts keep their own type and grid (the whole's
+    # grid says 0). (Not searched: a grid set on the parts of a multi-point or -polygon alone.)
+    multi = np.flatnonzero((ids == _MULTI_LINE) | (ids == _COLLECTION))
+    if multi.size:
         parts, owner = shapely.get_parts(geoms[multi], return_index=True)
         nth = np.arange(len(owner)) - np.searchsorted(owner, owner)  # (owner is sorted)
         out.extend(((int(multi[owner[path[0]]]), int(nth[path[0]]), *path[1:]), kind, grid)
@@ -104,9 +107,9 @@ def _empty_or_nan(shapely: Any, geoms: Any, blobs: list[bytes | None]) -> tuple[
 _EMPTY_NAN = struct.pack("<d", float("nan")) if sys.byteorder == "little" \
     else struct.pack(">d", float("nan"))
 
-# shapely's type ids (``shapely.get_type_id``) not_in_wkb looks at or into: a ring, and the
-# multi-geometries and collections (4 to 7).
-_LINEAR_RING, _MULTI_POINT, _COLLECTION = 2, 4, 7
+# shapely's type ids (``shapely.get_type_id``) not_in_wkb looks at or into: a ring, and the two
+# kinds that can hold one as a part.
+_LINEAR_RING, _MULTI_LINE, _COLLECTION = 2, 5, 7
 
 # What a GeometryArray's ``__dict__`` holds (keyed above or a cache); anything else counts.
 _ARRAY_STATE = frozenset({"_data", "_crs", "_sindex"})

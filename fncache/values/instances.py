@@ -59,11 +59,22 @@ def context_var_token(h: Any, obj: Any) -> Any:
         default = contextvars.Context().run(obj.get)
     except LookupError:
         return (_Token, parts)
+    return (_Token, (*parts, "default", _digest_or_parts(default)))
+
+
+def _digest_or_parts(obj: Any, depth: int = 0) -> Any:
+    """``obj``'s digest; for one no key can hold (an object with a lock inside), its type and its
+    attributes', each the same way (a lock, which has none, by its type alone)."""
     try:
-        keyed: Any = _registry.value_digest(default)
-    except UnhashableArgument:  # (a default no key can hold: by its type, the variable stays keyable)
-        keyed = ("unhashable", type(default).__module__, type(default).__qualname__)
-    return (_Token, (*parts, "default", keyed))
+        return _registry.value_digest(obj)
+    except UnhashableArgument:
+        try:
+            items = sorted(vars(obj).items()) if depth < 4 else []
+        except TypeError:  # no __dict__
+            items = []
+        t = type(obj)
+        return ("parts", t.__module__, t.__qualname__,
+                tuple((k, _digest_or_parts(v, depth + 1)) for k, v in items))
 
 
 def weak_value_dict_token(h: Any, obj: Any) -> Any:

@@ -56,12 +56,23 @@ def archive_token(h: Any, value: Any) -> Any:
         own = _FROM_FILE.get(type(value).__name__, frozenset())
         extra = sorted((k, v) for k, v in vars(value).items() if k not in own)
         return (Token, ("archive", type(value).__module__, type(value).__qualname__, File(path),
-                        *extra))
+                        *extra, *_directory(value)))
     t = type(value)
     raise UnhashableArgument(
         f"an archive open for writing, over a file object, or whose file was replaced since it "
         f"was opened ({t.__module__}.{t.__qualname__} {path!r}) is not keyed: open it from its "
         "path for reading (again), or pass the path as fncache.file(path)", type_name=t.__qualname__)
+
+
+def _directory(value: Any) -> tuple[Any, ...]:
+    """A zip archive's member list as it read it when opened (where each member lies in the file):
+    what it reads members by, though the file be rewritten in place since. (A tar archive reads
+    its members as it goes: keyed by its file alone.)"""
+    infos = getattr(value, "filelist", None)
+    if infos is None:
+        return ()
+    return (("directory", [(i.filename, i.header_offset, i.compress_size, i.file_size, i.CRC,
+                            i.compress_type) for i in infos]),)
 
 
 def _over_file_object(value: Any) -> bool:
