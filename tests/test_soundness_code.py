@@ -3504,8 +3504,9 @@ def test_hooks_no_key_can_hold_are_keyed_by_the_code_they_run(tmp_path):
     """A callable holding a lock where a library keeps it (a partial of the user's function in a
     library's dispatch registry, an instance of the user's class as a builtin or a decoder's hook)
     is keyed by the user code it runs and what it holds but the lock: the function stays keyable,
-    and an edit of that code or data is a new key. An object whose attributes raise when read (a
-    context-local proxy) is no hook."""
+    and an edit of that code or data (in the source, or in the running process) is a new key. A
+    hook holding the decoder it is the hook of is keyed once; an object whose attributes raise when
+    read (a context-local proxy) is no hook."""
     import builtins
 
     import_source("hooklib", "import functools\n"
@@ -3527,11 +3528,22 @@ def test_hooks_no_key_can_hold_are_keyed_by_the_code_they_run(tmp_path):
               "builtins._hook_translate = Translator('!')\n"
               "DECODER = json.JSONDecoder(object_hook=Translator('!'))\n"
               "PROXIED = json.JSONDecoder(object_hook=Proxy())\n"
+              "class Parser:  # a hook holding the decoder it is the hook of\n"
+              "    def __init__(self):\n"
+              "        self.lock = threading.Lock()\n"
+              "        self.decoder = json.JSONDecoder(object_hook=self.hook)\n"
+              "    def hook(self, d):\n        return d\n"
+              "OWN = Parser().decoder\n"
               "def f(x):\n"
-              "    return hooklib.label(x), _hook_translate('a'), type(DECODER), type(PROXIED)\n")
+              "    return (hooklib.label(x), _hook_translate('a'), type(DECODER), type(PROXIED),\n"
+              "            type(OWN))\n")
     try:
         m = import_source("hookuser", source, tmp_path)
         before = fncache.key_for(m.f, 1)
+        assert fncache.key_for(m.f, 1) == before
+        m.DECODER.object_hook.mark = "?"  # in this process: its data changed
+        assert fncache.key_for(m.f, 1) != before
+        m.DECODER.object_hook.mark = "!"
         assert fncache.key_for(m.f, 1) == before
         m = import_source("hookuser", source.replace("return 'one'", "return 'two'"), tmp_path)
         assert fncache.key_for(m.f, 1) != before

@@ -309,13 +309,20 @@ def hook_token(walk: Any, value: Any, where: str | None = None) -> Any:
         runs = user_code_run_by(value)
         if not runs:
             raise
+    if id(value) in walk.hooks:  # reached again from its own parts (a hook holding its decoder)
+        return ("hook again", type(value).__module__, type(value).__qualname__)
+    walk.hooks.add(id(value))
+    try:
         return ("runs", tuple(walk.reference(f) for f in runs), _held_parts(walk, value))
+    finally:
+        walk.hooks.discard(id(value))
 
 
 def _held_parts(walk: Any, value: Any, depth: int = 0) -> Any:
     """What an object no key can hold keeps, part by part: a partial's function and arguments, a
-    bound method's instance, an object's attributes; each by its content, or, where that cannot be
-    hashed either, by its own parts in turn (a lock, which has none, by its type alone)."""
+    bound method's instance, an object's attributes (each watched, as a global is); each by its
+    content, or, where that cannot be hashed either, by its own parts in turn (a lock, which has
+    none, by its type alone)."""
     if isinstance(value, functools.partial):
         items = [("func", value.func), *enumerate(value.args), *sorted(value.keywords.items())]
     elif isinstance(value, types.MethodType):
@@ -325,6 +332,7 @@ def _held_parts(walk: Any, value: Any, depth: int = 0) -> Any:
             items = sorted(vars(value).items())
         except TypeError:  # no __dict__ (a lock)
             items = []
+        walk.attr_watches.extend((value, k, v) for k, v in items)
     out = []
     for k, v in items:
         try:

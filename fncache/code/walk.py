@@ -102,6 +102,7 @@ class Walk:
         self.functions: dict[str, types.FunctionType] = {}
         self.shown: dict[str, str] = {}
         self.unpicklable_values: list[Any] = []
+        self.hooks: set[int] = set()  # ids of the hooks being keyed (see classes.hook_token)
         self.where = "the function"
         # A root function's namespace is named first: the one written without a prefix. A class's
         # is whichever its methods read first (after cloudpickle they hold a copy of their module's
