@@ -1054,3 +1054,20 @@ def test_archives_are_keyed_by_the_file_they_have_open(tmp_path):
     plain = H(locked)
     locked.setpassword(b"secret")  # which members it can read
     assert H(locked) != plain
+
+
+def test_an_archive_subclass_is_keyed_as_its_archive_class(tmp_path):
+    """A subclass of ``ZipFile`` keys what the archive class itself keys (its file, not its open
+    handle), plus an attribute it sets."""
+    import zipfile
+
+    class Tagged(zipfile.ZipFile):
+        pass
+
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(zipfile.ZipInfo("k", (2024, 1, 1, 0, 0, 0)), b"1")
+    plain, tagged = Tagged(path), Tagged(path)
+    assert H(plain) == H(Tagged(path))
+    tagged.unit = "m"
+    assert H(tagged) != H(plain)

@@ -54,7 +54,9 @@ def archive_token(h: Any, value: Any) -> Any:
     path = value.filename if hasattr(value, "filename") else getattr(value, "name", None)
     if getattr(value, "mode", None) == "r" and not _over_file_object(value) \
             and isinstance(path, (str, os.PathLike)) and _still_names(path, value):
-        own = _FROM_FILE.get(type(value).__name__, frozenset())
+        # (a subclass by the archive class it derives from)
+        own = next((_FROM_FILE[c.__name__] for c in type(value).__mro__ if c.__name__ in _FROM_FILE),
+                   frozenset())
         extra = sorted((k, v) for k, v in vars(value).items() if k not in own)
         return (Token, ("archive", type(value).__module__, type(value).__qualname__, File(path),
                         *extra, *_directory(value)))
