@@ -399,7 +399,7 @@ def decode(
     if type(frame) is bytes and not secret:
         small = decode_small(frame, key)
         if small is not None:
-            return small
+            return small  # type: ignore[return-value]  # (made with its header)
     elif type(frame) is ReadFrame:
         if frame.checked_for == key:
             return _decode_read(frame, key, secret)
@@ -414,28 +414,35 @@ def decode(
 # zero padding to 64 bytes.
 _PLAIN_BODY = _FIXED.size + _CHECK + _pad(_FIXED.size + _CHECK)
 _PLAIN_PADDING = bytes(_PLAIN_BODY - _FIXED.size - _CHECK)
+_HEAD_LEN = _FIXED.size
+# Such a frame's first _PLAIN_BODY bytes in one unpack: the fixed header, its checksum, the padding.
+_PLAIN_HEAD = struct.Struct(f"{_FIXED.format}{_CHECK}s{len(_PLAIN_PADDING)}s")
+_COPY_UNDER = 4096
 
 
 # Header(...) without the named tuple's Python-level __new__ (one call less per hit).
 _new_header: Callable[[tuple[Any, ...]], Header] = functools.partial(tuple.__new__, Header)
 
 
-def decode_small(frame: bytes, key: str) -> tuple[Any, Header] | None:
+def decode_small(frame: bytes, key: str, header: bool = True) -> tuple[Any, Header | None] | None:
     """:func:`decode` of the commonest frame (a small result: unsigned, uncompressed, no buffers) in
     one step: the general path's checks (magic, exact size, zero padding, the checksum over key,
     header and body) before unpickling; None for another frame or a failed check (then the general
-    path names what failed). Only for readers that accept unsigned frames (no secret)."""
+    path names what failed). Only for readers that accept unsigned frames (no secret). With
+    ``header=False`` the header is not made (a reader with no policy to ask about it: None)."""
     if len(frame) < _PLAIN_BODY:
         return None
-    magic, flags, created, duration, plen, nbuf, _ = _FIXED.unpack_from(frame)
-    if magic != MAGIC or flags or nbuf or len(frame) != _PLAIN_BODY + plen + (-plen % _ALIGN) \
-            or frame[_FIXED.size + _CHECK : _PLAIN_BODY] != _PLAIN_PADDING \
-            or xxhash.xxh3_128_digest(b"".join((key.encode(), frame[: _FIXED.size],
-                                                frame[_PLAIN_BODY:]))) \
-            != frame[_FIXED.size : _FIXED.size + _CHECK]:
+    magic, flags, created, duration, plen, nbuf, _, check, padding = _PLAIN_HEAD.unpack_from(frame)
+    if magic != MAGIC or flags or nbuf or padding != _PLAIN_PADDING \
+            or len(frame) != _PLAIN_BODY + plen + (-plen % _ALIGN) \
+            or xxhash.xxh3_128_digest(b"".join((key.encode(), frame[:_HEAD_LEN],
+                                                frame[_PLAIN_BODY:]))) != check:
         return None
-    value = pickle.loads(memoryview(frame)[_PLAIN_BODY : _PLAIN_BODY + plen])
-    return value, _new_header((created, duration, False, None, plen, (), _PLAIN_BODY))
+    # A short pickle is copied out (cheaper than a view), a longer one is read in place.
+    body = frame[_PLAIN_BODY : _PLAIN_BODY + plen] if plen <= _COPY_UNDER \
+        else memoryview(frame)[_PLAIN_BODY : _PLAIN_BODY + plen]
+    return pickle.loads(body), (_new_header((created, duration, False, None, plen, (), _PLAIN_BODY))
+                                if header else None)
 
 
 def verify(key: str, frame: Any, *, secret: Secrets = None) -> bool:

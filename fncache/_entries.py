@@ -216,7 +216,7 @@ class Entries:
             # fails a check there, through decode (which names what failed). A mapped frame's
             # buffers are left unread (header and pickle are still verified): reading them to
             # check them would cost what mapping saves.
-            small = _codec.decode_small(frame, key) \
+            small = _codec.decode_small(frame, key, not self.accepts_all) \
                 if type(frame) is bytes and self._secrets is None else None
             value, header = small if small is not None else _codec.decode(
                 frame, key, secret=self._secrets, verify_buffers=type(frame) is not mmap.mmap)
@@ -233,7 +233,8 @@ class Entries:
         except Exception as e:  # a verified pickle that does not load here (a module missing)
             self.unloadable(key, e)
             return False, None
-        if not self.accepts_all and not self.accept(key, header):
+        # (decode_small makes the header only where it is asked here)
+        if not self.accepts_all and not self.accept(key, header):  # type: ignore[arg-type]
             self.discard(key)
             return False, None
         self.note_use(key)

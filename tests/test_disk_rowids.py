@@ -11,6 +11,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 import fncache
 import fncache.stores._diskcache as diskcache_module
 from fncache.stores import _disksql as q
@@ -33,6 +35,15 @@ print(con.execute("SELECT rowid FROM Cache WHERE key = ?", (sys.argv[3],)).fetch
 """
 
 
+@pytest.fixture(params=["get", "get_checked"])
+def read(request):
+    """A store's two reads: ``get``, and ``get_checked`` (a hit's, which reads a small entry read
+    before in one step, by its rowid)."""
+    if request.param == "get":
+        return lambda store, key: store.get(key)
+    return lambda store, key: store.get_checked(key, lambda *_: True)
+
+
 def _rowid(directory: Path, key: str) -> int | None:
     con = sqlite3.connect(directory / "cache.db", isolation_level=None)
     try:
@@ -50,84 +61,84 @@ def _sql(directory: Path, statement: str, params: tuple[object, ...]) -> None:
         con.close()
 
 
-def test_a_rowid_given_to_another_key_never_answers_for_the_first(tmp_path):
+def test_a_rowid_given_to_another_key_never_answers_for_the_first(tmp_path, read):
     """Another process deletes an entry this process has hit and writes a new key, which SQLite
     gives the freed rowid: the first key is then a miss here, not the new key's value."""
     d = tmp_path / "s"
     store = DiskStore(str(d))
     store.add(K1, b"one", META)
-    assert store.get(K1) == b"one"
-    assert store.get(K1) == b"one"  # the second read goes by the rowid the first one read
+    assert read(store, K1) == b"one"
+    assert read(store, K1) == b"one"  # the second read goes by the rowid the first one read
     before = _rowid(d, K1)
     out = run_py(write(tmp_path / "other.py", OTHER_PROCESS), str(d), K1, K2)
     assert int(out.stdout) == before  # the precondition: the rowid was reused
-    assert store.get(K1) is None
-    assert store.get(K2) == b"two"
-    assert store.get(K1) is None
+    assert read(store, K1) is None
+    assert read(store, K2) == b"two"
+    assert read(store, K1) is None
     store.close()
 
 
-def test_an_entry_replaced_elsewhere_reads_its_new_value(tmp_path):
+def test_an_entry_replaced_elsewhere_reads_its_new_value(tmp_path, read):
     """Replaced by another store object, inline, then by a value file, then inline again."""
     d = tmp_path / "s"
     reader, writer = DiskStore(str(d)), DiskStore(str(d))
     writer.add(K1, b"one", META)
     for value in (b"uno", b"L" * 100_000, b"eins", b"one"):
-        assert reader.get(K1) == reader.get(K1)
+        assert read(reader, K1) == read(reader, K1)
         writer.set(K1, value, META)
-        assert reader.get(K1) == value
-        assert reader.get(K1) == value
+        assert read(reader, K1) == value
+        assert read(reader, K1) == value
     reader.close()
     writer.close()
 
 
-def test_a_key_written_again_at_another_rowid_reads_its_new_value(tmp_path):
+def test_a_key_written_again_at_another_rowid_reads_its_new_value(tmp_path, read):
     """The remembered rowid now holds another key, and the key itself a row further on: the read
     goes back to the key and finds the new value (not a miss, not the other key's value)."""
     d = tmp_path / "s"
     reader, writer = DiskStore(str(d)), DiskStore(str(d))
     writer.add(K1, b"one", META)
-    assert reader.get(K1) == reader.get(K1) == b"one"
+    assert read(reader, K1) == read(reader, K1) == b"one"
     first = _rowid(d, K1)
     assert writer.delete(K1)
     writer.add(K2, b"two", META)
     writer.add(K1, b"uno", META)
     assert _rowid(d, K2) == first and _rowid(d, K1) != first  # the precondition
-    assert reader.get(K1) == reader.get(K1) == b"uno"
-    assert reader.get(K2) == b"two"
+    assert read(reader, K1) == read(reader, K1) == b"uno"
+    assert read(reader, K2) == b"two"
     reader.close()
     writer.close()
 
 
-def test_a_row_of_the_key_that_is_no_longer_an_entry_row_is_not_read_by_its_rowid(tmp_path):
+def test_a_row_of_the_key_that_is_no_longer_an_entry_row_is_not_read_by_its_rowid(tmp_path, read):
     """diskcache's ``raw`` column says how the key was stored; a row not stored as fncache stores
     a key (``raw = 0``: a pickled key) is not the entry of that key."""
     d = tmp_path / "s"
     store = DiskStore(str(d))
     store.add(K1, b"one", META)
-    assert store.get(K1) == store.get(K1) == b"one"
+    assert read(store, K1) == read(store, K1) == b"one"
     _sql(d, "UPDATE Cache SET raw = 0 WHERE key = ?", (K1,))
-    assert store.get(K1) is None
+    assert read(store, K1) is None
     store.close()
 
 
-def test_an_entry_that_expired_or_was_planted_over_is_not_read_by_its_rowid(tmp_path):
+def test_an_entry_that_expired_or_was_planted_over_is_not_read_by_its_rowid(tmp_path, read):
     d = tmp_path / "s"
     store = DiskStore(str(d))
     store.add(K1, b"one", META)
-    assert store.get(K1) == store.get(K1) == b"one"
+    assert read(store, K1) == read(store, K1) == b"one"
     _sql(d, "UPDATE Cache SET expire_time = ? WHERE key = ?", (time.time() - 1, K1))
-    assert store.get(K1) is None
+    assert read(store, K1) is None
     store.add(K2, b"two", META)
-    assert store.get(K2) == store.get(K2) == b"two"
+    assert read(store, K2) == read(store, K2) == b"two"
     # The row keeps its rowid and key, but no longer holds raw bytes: read whole, and refused.
     _sql(d, "UPDATE Cache SET mode = 4 WHERE key = ?", (K2,))
-    assert store.get(K2) is None
+    assert read(store, K2) is None
     assert _rowid(d, K2) is None  # removed as a row fncache did not write
     store.close()
 
 
-def test_the_rowids_kept_are_bounded_and_every_read_stays_right(tmp_path, monkeypatch):
+def test_the_rowids_kept_are_bounded_and_every_read_stays_right(tmp_path, monkeypatch, read):
     monkeypatch.setattr(diskcache_module, "_ROWIDS", 8)
     store = DiskStore(str(tmp_path / "s"))
     keys = [f"{i:032x}" for i in range(30)]
@@ -135,7 +146,7 @@ def test_the_rowids_kept_are_bounded_and_every_read_stays_right(tmp_path, monkey
         store.add(key, str(i).encode(), META)
     for _ in range(3):
         for i, key in enumerate(keys):
-            assert store.get(key) == str(i).encode()
+            assert read(store, key) == str(i).encode()
             assert len(store.db._rowids) <= 8
     store.close()
 

@@ -429,6 +429,20 @@ class Diskcache:
             pass
         return now_, self.rows(statement, params)
 
+    def inline_at(self, key: str) -> Any:
+        """The hit path of :meth:`inline_row` in one step: the inline value of the row the last
+        read of ``key`` found, read on this thread's cursor; None where there is no such row or
+        read here, or reads are recorded (then :meth:`inline_row` or :meth:`value_row`)."""
+        rowid = self._rowids.get(key)
+        local = self._readers
+        if rowid is None or self.records_reads or getattr(local, "after_write", None) is not None:
+            return None
+        try:
+            rows = local.cursor.execute(q.SELECT_INLINE_AT, (rowid, key, time.time())).fetchall()
+        except (AttributeError, sqlite3.Error):  # no cursor yet, or refused: inline_row's read
+            return None
+        return rows[0][0] if rows else None
+
     def inline_row(self, key: str) -> list[Any]:
         """:meth:`value_row` of ``q.SELECT_INLINE``'s rows, ``[(value or None, rowid)]`` or
         ``[]``, found by the rowid the last such read of ``key`` gave where there was one

@@ -274,6 +274,10 @@ class DiskStore(Store):
         """:meth:`get` (``mapped``: :meth:`get_mmap`) in one call: a disk store copies nothing
         from one place into another, so ``check`` is the caller's (see :meth:`Store.get_checked`).
         The hit path: :meth:`_guard` written out."""
+        db = self._db
+        found = None if db is None or mapped else db.inline_at(key)  # read here before: one step
+        if found is not None:
+            return found
         read = map_file if mapped else read_file
         try:
             return self._read(key, read)
@@ -315,7 +319,7 @@ class DiskStore(Store):
                 # sparse file), or too large to read here: damage, removed so no call pays again.
                 reason = str(e) if isinstance(e, IntegrityError) else "too large to read"
                 log.warning("entry %s in %s is damaged (%s); removed", key, self.directory, reason)
-                self._remove_row(db, rowid, key, mode, filename)
+                db.remove_as_read(rowid, key, mode, filename)
                 return None
         else:
             # diskcache's pickle or text modes, or anything else: never loaded, never trusted.
@@ -331,11 +335,6 @@ class DiskStore(Store):
         is a value file's inside the store (see :meth:`ValueFiles.remove`)."""
         log.warning("entry %s in %s is not one fncache wrote (%s); removed without reading it",
                     key, self.directory, reason)
-        self._remove_row(db, rowid, key, mode, filename)
-
-    @staticmethod
-    def _remove_row(db: Diskcache, rowid: int, key: str, mode: object, filename: object) -> None:
-        # Only the row as it was read: a writer may have replaced it (same rowid) meanwhile.
         db.remove_as_read(rowid, key, mode, filename)
 
     def _drop_if_file_lost(self, db: Diskcache, key: str, filename: str) -> None:
