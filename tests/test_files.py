@@ -299,3 +299,42 @@ def test_a_broken_symlink_beside_a_glob_does_not_break_the_scan(tmp_path: Path) 
     (tmp_path / "q.parquet").unlink()
     (tmp_path / "q.parquet").symlink_to(tmp_path / "elsewhere")
     assert len({before, matched, fncache.hash(pl.scan_parquet(tmp_path / "*.parquet"))}) == 3
+
+
+@pytest.mark.slow
+def test_a_new_empty_folder_inside_a_folder_changes_its_key_in_a_fresh_process(tmp_path: Path) -> None:
+    """Code that lists a folder's subfolders (one per run) sees an empty one added: a key of the
+    folder's files alone served the old listing. v1 -> v2 -> v1, each in a fresh process, for
+    ``fncache.file`` and ``depends_on=``; an empty folder inside an empty one counts too."""
+    root = tmp_path / "runs"
+    (root / "run1").mkdir(parents=True)
+    (root / "run1" / "metrics.json").write_text("{}")
+    script = write(tmp_path / "job.py", """
+import json, pathlib, sys
+import fncache
+
+def listing(path):
+    print("computed", file=sys.stderr)  # (a global counter would be read, and keyed, too)
+    return sorted(str(p.relative_to(path)) for p in pathlib.Path(path).rglob("*") if p.is_dir())
+
+by_file = fncache.memoize(store=sys.argv[1])(listing)
+by_option = fncache.memoize(store=sys.argv[1] + "-2", depends_on=[sys.argv[2]])(
+    lambda: listing(sys.argv[2]))
+print(json.dumps({"file": by_file(fncache.file(sys.argv[2])), "option": by_option()}))
+""")
+    store = str(tmp_path / "store")
+
+    def run() -> dict[str, object]:
+        proc = run_py(script, store, str(root))
+        return dict(last_json(proc), computed=proc.stderr.count("computed"))
+
+    first = run()
+    assert first == {"file": ["run1"], "option": ["run1"], "computed": 2}
+    assert run() == dict(first, computed=0)
+    (root / "run2").mkdir()
+    assert run() == {"file": ["run1", "run2"], "option": ["run1", "run2"], "computed": 2}
+    (root / "run2" / "inner").mkdir()
+    assert run()["computed"] == 2
+    (root / "run2" / "inner").rmdir()
+    (root / "run2").rmdir()
+    assert run() == dict(first, computed=0)  # as it was: both hit

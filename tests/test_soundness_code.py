@@ -2454,6 +2454,177 @@ PROGRAMS["pickle_drops"] = {
     """,
 }
 
+# -- third-party code shapes --------------------------------------------------------------------
+# A wrapt decorator passes for the function it wraps (isinstance, __code__), attrs' converters
+# are functions a factory makes (optional(conv): one name whatever conv is), attrs writes a
+# frozen class's __hash__ with hash() of a text in it (a new number in every process), and
+# numba's typed containers cannot be pickled: each kept its key through an edit, or never hit.
+PROGRAMS["third_party_code"] = {
+    "helpers.py": """
+        import attrs
+        import mylib
+        import numba
+        import numpy as np
+        import wrapt
+
+
+        @wrapt.decorator
+        def doubled(wrapped, instance, args, kwargs):
+            return wrapped(*args, **kwargs) * 2  #@v1
+            return wrapped(*args, **kwargs) * 3  #@v2
+
+
+        def scaled(k):
+            @wrapt.decorator
+            def wrapper(wrapped, instance, args, kwargs):
+                return wrapped(*args, **kwargs) * k
+            return wrapper
+
+
+        @scaled(2)  #@v1
+        @scaled(5)  #@v2
+        def helper(x):
+            return x + 1
+
+
+        def conv(v):
+            return int(v) * 2  #@v1
+            return int(v) * 3  #@v2
+
+
+        @attrs.define
+        class Converted:
+            a = attrs.field(converter=attrs.converters.optional(conv))
+
+
+        @attrs.define
+        class Defaulted:
+            b = attrs.field(default=None, converter=attrs.converters.default_if_none(2))  #@v1
+            b = attrs.field(default=None, converter=attrs.converters.default_if_none(5))  #@v2
+
+
+        @attrs.define(frozen=True)
+        class Frozen:
+            a: int
+            k: int = 2  #@v1
+            k: int = 3  #@v2
+
+
+        TABLE = numba.typed.List([2, 4])  #@v1
+        TABLE = numba.typed.List([5, 4])  #@v2
+
+
+        class Scaled(wrapt.ObjectProxy):  # the user's proxy: its code and its own attributes
+            def __init__(self, wrapped, k):
+                super().__init__(wrapped)
+                self._self_k = k
+
+            def scaled(self):
+                return [v * self._self_k for v in self.__wrapped__]  #@v1
+                return [v * self._self_k + 1 for v in self.__wrapped__]  #@v2
+
+
+        SCALED = Scaled([1, 2], 2)
+        SCALED_BY = Scaled([1, 2], 2)  #@v1
+        SCALED_BY = Scaled([1, 2], 3)  #@v2
+
+
+        @attrs.define
+        class Rooted:
+            v = attrs.field(converter=attrs.converters.optional(np.sqrt))  #@v1
+            v = attrs.field(converter=attrs.converters.optional(np.negative))  #@v2
+
+
+        def step(x):
+            return x + 1  #@v1
+            return x + 2  #@v2
+
+
+        CHAINED = mylib.chain([step])  # a library's factory closing over a list of the user's code
+    """,
+    "mylib.py": """
+        def chain(steps):
+            def chained(x):
+                for s in steps:
+                    x = s(x)
+                return x
+            return chained
+    """,
+    "main.py": """
+        import fncache
+        fncache.untrack("mylib")  # a library, as if installed
+        from helpers import (CHAINED, SCALED, SCALED_BY, TABLE, Converted, Defaulted, Frozen, Rooted,
+                             doubled, helper)
+
+
+        @fncache.memoize
+        @doubled
+        def decorated(x):
+            return x + 1
+
+
+        @fncache.memoize
+        def through_helper(x):
+            return helper(x)
+
+
+        @fncache.memoize
+        def converted(x):
+            return Converted(x).a
+
+
+        @fncache.memoize
+        def defaulted(x):
+            return Defaulted().b * x
+
+
+        @fncache.memoize
+        def frozen(x):
+            p = Frozen(x)
+            return {p: p.a * p.k}[Frozen(x)]
+
+
+        @fncache.memoize
+        def table(x):
+            return TABLE[0] * x
+
+
+        @fncache.memoize
+        def proxy_method(x):
+            return SCALED.scaled()[x]
+
+
+        @fncache.memoize
+        def proxy_attribute(x):
+            return SCALED_BY.scaled()[x]
+
+
+        @fncache.memoize
+        def ufunc_converter(x):
+            return float(Rooted(x).v)
+
+
+        @fncache.memoize
+        def chained(x):
+            return CHAINED(x)
+
+
+        CALLS = {
+            "decorated": (decorated, (3,)),
+            "through_helper": (through_helper, (3,)),
+            "converted": (converted, (3,)),
+            "defaulted": (defaulted, (3,)),
+            "frozen": (frozen, (3,)),
+            "table": (table, (3,)),
+            "proxy_method": (proxy_method, (1,)),
+            "proxy_attribute": (proxy_attribute, (1,)),
+            "ufunc_converter": (ufunc_converter, (4.0,)),
+            "chained": (chained, (3,)),
+        }
+    """,
+}
+
+
 def _write(dest: Path, files: dict[str, str], version: str) -> None:
     for rel, template in files.items():
         text = harness.render(textwrap.dedent(template).lstrip("\n"), version)
@@ -2488,7 +2659,8 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 @pytest.mark.slow
 @pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
                                      "pickle_drops", "body_imports_late",
-                                     "library_named_classes", "mutual_recursion", "stdlib_state"])
+                                     "library_named_classes", "mutual_recursion", "stdlib_state",
+                                     "third_party_code"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""

@@ -559,3 +559,24 @@ def test_a_memoryview_is_keyed_by_its_format_and_shape_with_its_bytes():
                                       memoryview(np.array([1, 9, 2], dtype=np.intc)[::2]))}
     assert len(same) == 1
 
+
+
+def test_a_library_function_a_factory_made_is_keyed_by_what_it_was_made_with(tmp_path):
+    """``attrs.converters.optional(int)`` and ``optional(float)`` are one function name with
+    different closures: passed as an argument, each keyed by its own (the second was served the
+    first's result), equal ones alike; a user function in the closure is followed."""
+    attrs = pytest.importorskip("attrs")
+    optional = attrs.converters.optional
+
+    @fncache.memoize(store=str(tmp_path / "s"))
+    def convert(conv, x):
+        return repr(conv(x))
+
+    assert convert.key(optional(int), 3.7) == convert.key(optional(int), 3.7)
+    assert convert.key(optional(int), 3.7) != convert.key(optional(float), 3.7)
+    assert (convert(optional(int), 3.7), convert(optional(float), 3.7)) == ("3", "3.7")
+    assert convert.key(attrs.converters.default_if_none(2), None) \
+        != convert.key(attrs.converters.default_if_none(5), None)
+    mod = import_source("conv_a", "def conv(v):\n    return int(v) * 2\n", tmp_path)
+    other = import_source("conv_b", "def conv(v):\n    return int(v) * 3\n", tmp_path)
+    assert convert.key(optional(mod.conv), 1) != convert.key(optional(other.conv), 1)

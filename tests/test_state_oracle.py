@@ -374,6 +374,41 @@ def _pandas_corpus() -> dict[str, list[Case]]:
     }
 
 
+def _numba_corpus() -> dict[str, list[Case]]:
+    numba = pytest.importorskip("numba")
+    typed = numba.typed
+
+    def table(*items: Any) -> Any:
+        return typed.List(items)
+
+    def mapping(*items: tuple[Any, Any]) -> Any:
+        d = typed.Dict()
+        for k, v in items:
+            d[k] = v
+        return d
+
+    def appended(lst: Any) -> Any:
+        out = typed.List(lst)
+        out.append(lst[0])
+        return out
+
+    return {
+        "numba.typed.typedlist.List": [
+            Case("a typed list", lambda: table(2, 4),
+                 same=(lambda: typed.List([2, 4]),),
+                 edits=(lambda v: table(5, 4), lambda v: table(4, 2), appended,
+                        lambda v: table(2.0, 4.0))),
+            Case("an empty typed list", lambda: typed.List.empty_list(numba.int64),
+                 same=(lambda: typed.List.empty_list(numba.int64),),
+                 edits=(lambda v: typed.List.empty_list(numba.float64), lambda v: typed.List()))],
+        "numba.typed.typeddict.Dict": [
+            Case("a typed dict", lambda: mapping(("a", 2), ("b", 3)),
+                 same=(lambda: mapping(("a", 2), ("b", 3)),),
+                 edits=(lambda v: mapping(("a", 5), ("b", 3)), lambda v: mapping(("a", 2)),
+                        lambda v: mapping(("b", 3), ("a", 2)), lambda v: mapping(("a", 2.0), ("b", 3.0))))],
+    }
+
+
 def _geopandas_corpus() -> dict[str, list[Case]]:
     gpd = pytest.importorskip("geopandas")
 
@@ -563,7 +598,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Case]]:
     tmp = tmp_path_factory.mktemp("oracle")
     out = {**_builtin_corpus(tmp), **_numpy_corpus(tmp)}
     for part in (_arrow_corpus, _pandas_corpus, _geopandas_corpus, _polars_corpus, _scipy_corpus,
-                 _torch_corpus, _xarray_corpus, _pydantic_corpus):
+                 _torch_corpus, _xarray_corpus, _pydantic_corpus, _numba_corpus):
         try:
             out.update(part())
         except pytest.skip.Exception:

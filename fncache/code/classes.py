@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import operator
 import sys
 import types
 from typing import Any
@@ -17,6 +18,7 @@ from fncache.code.classify import (
     class_bookkeeping,
     is_immutable,
     is_user_object,
+    made_at_run_time,
     pydantic_decorators,
     stands_for_user_code,
     user_code_run_by,
@@ -341,3 +343,75 @@ def _held_parts(walk: Any, value: Any, depth: int = 0) -> Any:
             out.append((k, _held_parts(walk, v, depth + 1) if depth < 4 else ()))
     t = type(value)
     return ("parts", t.__module__, t.__qualname__, tuple(out))
+
+
+def made_with(walk: Any, fn: types.FunctionType) -> tuple[Any, ...]:
+    """What a library function a factory made at run time was made with, as ``user_code_held``
+    gives tokens; ``()`` for any other function (see :func:`made_at_run_time`).
+
+    ``attrs.converters.optional(conv)``, ``pipe(conv, str)``, ``default_if_none(2)``: each gives a
+    function named ``optional.<locals>.optional_converter`` whatever it was made with, so its name
+    keys none of it. The values of its closure cells (watched, as a global is), defaults and keyword
+    defaults that are code or cannot change are keyed, the user's code visited; a mutable value
+    (a cache the function fills) is its state, not what it was made with: by its type."""
+    if not made_at_run_time(fn) or id(fn) in walk.hooks:
+        return ()
+    walk.hooks.add(id(fn))
+    try:
+        cells = []
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                cells.append(("empty",))
+                continue
+            walk.attr_watches.append((cell, "cell_contents", value))
+            cells.append(_made_token(walk, value))
+        defaults = tuple(_made_token(walk, v) for v in fn.__defaults__ or ())
+        kw = tuple((k, _made_token(walk, v)) for k, v in sorted((fn.__kwdefaults__ or {}).items()))
+        return (("<made with>", (tuple(cells), defaults, kw)),)
+    finally:
+        walk.hooks.discard(id(fn))
+
+
+def _made_token(walk: Any, value: Any) -> Any:
+    if _settled(value):
+        try:
+            return walk.reference(value)
+        except UnhashableArgument:
+            pass
+    return ("type", type(value).__module__, type(value).__qualname__)
+
+
+def _settled(value: Any, depth: int = 0) -> bool:
+    """Code, a value that cannot change, or the user's own: keyed by content (what a factory's
+    function keeps of a library's, a cache it fills, is its state, keyed by its type)."""
+    if _one_settled(value):
+        return True
+    if depth >= 4 or type(value) not in (tuple, frozenset, list, dict):
+        return False
+    items = [*value.keys(), *value.values()] if type(value) is dict else list(value)
+    # A list or dict counts when it holds the user's code (``chain([conv])``), as a tuple does.
+    return all(_settled(x, depth + 1) for x in items) and (
+        type(value) in (tuple, frozenset) or any(stands_for_user_code(x) for x in items))
+
+
+def _one_settled(value: Any) -> bool:
+    return is_immutable(value) or isinstance(value, _CODE) or stands_for_user_code(value) \
+        or is_user_code(type(value)) or _named(value)
+
+
+_CODE = (types.FunctionType, type, types.BuiltinFunctionType, operator.itemgetter,
+         operator.attrgetter, operator.methodcaller)
+
+
+def _named(value: Any) -> bool:
+    """A library callable pickled as its name (a numpy ufunc, an array-function dispatcher)."""
+    if not callable(value):
+        return False
+    if type(value).__name__ == "ufunc":
+        return True
+    try:
+        return isinstance(value.__reduce__(), str)
+    except Exception:  # (refused to pickle: not one)
+        return False

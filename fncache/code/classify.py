@@ -24,7 +24,8 @@ from fncache.code.usercode import is_user_code
 
 __all__ = ["CLASS_SKIP", "ENUM_DERIVED", "ENUM_MEMBER_BOOKKEEPING", "SHOWN_REPR", "class_bookkeeping",
            "code_builtin", "describe", "holds_user_code", "is_immutable", "is_infrastructure",
-           "is_user_object", "shown", "stands_for_user_code", "user_code_run_by", "written_by_typing"]
+           "is_user_object", "made_at_run_time", "shown", "stands_for_user_code", "user_code_run_by",
+           "written_by_typing"]
 
 # Class attributes that describe where or how a class was written, not what it does, and those that
 # Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
@@ -163,9 +164,18 @@ def code_builtin(name: str) -> bool:
     return stands_for_user_code(vars(builtins).get(name))
 
 
+def made_at_run_time(fn: types.FunctionType) -> bool:
+    """Whether a function was made by a factory (``<locals>`` in its name) with a closure or
+    defaults: what it was made with is not in its name (see ``classes.made_with``)."""
+    return "<locals>" in fn.__qualname__ and bool(fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__)
+
+
 def holds_user_code(fn: types.FunctionType) -> bool:
     """Whether a library function keeps user code in its ``__dict__`` (``__wrapped__`` of a library
-    decorator, a singledispatch registry): then it is more than its name (see user_code_held)."""
+    decorator, a singledispatch registry), or was made at run time (:func:`made_at_run_time`): then
+    it is more than its name (see ``classes.user_code_held`` and ``classes.made_with``)."""
+    if made_at_run_time(fn):
+        return True
     for value in fn.__dict__.values():
         if is_user_object(value) or (isinstance(value, (dict, types.MappingProxyType)) and any(
                 is_user_object(k) or stands_for_user_code(v) for k, v in value.items())):

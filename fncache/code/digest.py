@@ -118,9 +118,6 @@ def code_digest(code: types.CodeType) -> bytes:
         cached = None
     if cached is not None:
         return cached
-    consts = list(code.co_consts)
-    if consts and isinstance(consts[0], str) and 0 not in _used_const_indices(code):
-        consts[0] = None  # the docstring: never loaded by the code itself
     parts = (
         "code",
         code.co_name,
@@ -130,7 +127,7 @@ def code_digest(code: types.CodeType) -> bytes:
         code.co_flags & ~_FUTURE_FLAGS,
         *(_instructions(code) if _LINE_FREE_BYTECODE
           else (code.co_code, getattr(code, "co_exceptiontable", b""))),
-        tuple(_canonical_const(c) for c in consts),
+        _keyed_consts(code),
         code.co_names,
         code.co_varnames,
         code.co_freevars,
@@ -142,6 +139,34 @@ def code_digest(code: types.CodeType) -> bytes:
     except TypeError:  # pragma: no cover
         pass
     return d
+
+
+def _keyed_consts(code: types.CodeType) -> tuple[Any, ...]:
+    """The constants of ``code`` as keyed: the docstring (an unreferenced string first constant)
+    left out, a number that changes with the hash seed as a marker (see :func:`_seeded_hashes`)."""
+    consts = list(code.co_consts)
+    if consts and isinstance(consts[0], str) and 0 not in _used_const_indices(code):
+        consts[0] = None  # the docstring: never loaded by the code itself
+    seeded = _seeded_hashes(code)
+    return tuple(_SEEDED if seeded and type(c) is int and c in seeded else _canonical_const(c)
+                 for c in consts)
+
+
+_SEEDED = ("str hash",)
+_ATTRS = "<attrs generated "
+
+
+def _seeded_hashes(code: types.CodeType) -> tuple[int, ...]:
+    """The constants of generated code that are ``hash()`` of a text, which changes with
+    ``PYTHONHASHSEED``: the ``__hash__`` attrs writes for a class holds ``hash("<attrs generated
+    hash mod.Class>")``, a number of its own in every process. Keyed as it stood, a function reading
+    an attrs class that makes its ``__hash__`` (``frozen=True``) would never hit in another
+    process; it stands for the class's name, keyed with the class."""
+    name = code.co_filename
+    if not name.startswith(_ATTRS):
+        return ()
+    what = name[len(_ATTRS):].partition(" ")[2]  # "mod.Class>" (of "<attrs generated hash mod.Class>")
+    return (hash(name), hash(f"{_ATTRS}hash {what}"))
 
 
 class Import(NamedTuple):

@@ -525,7 +525,7 @@ def _visit_root(walk: Walk, obj: Any, owner: type | None) -> None:
     """Walk what ``obj``, the fingerprint's root, is made of."""
     if isinstance(obj, type):
         walk.visit_class(obj)
-    elif isinstance(obj, types.FunctionType) and is_user_code(obj):
+    elif type(obj) is types.FunctionType and is_user_code(obj):  # (not a proxy: see proxy_parts)
         walk.visit_function(obj)
         if owner is not None:
             # What ``self.helper(x)`` runs: the class's methods and attributes, and its bases.

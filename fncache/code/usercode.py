@@ -9,6 +9,7 @@ under an older generation is stale wherever it is held.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import importlib.util
 import logging
@@ -205,7 +206,7 @@ def is_user_code(obj: Any) -> bool:
     if module is not None and not isinstance(module, str):
         return False  # a compiled metatype's class: its __module__ is a descriptor (Cython's)
     if is_user_module(module):
-        return True
+        return not _compiled_elsewhere(obj, module)
     if isinstance(obj, types.FunctionType):
         mod = sys.modules.get(module or "")
         if mod is not None and obj.__globals__ is getattr(mod, "__dict__", None):
@@ -214,6 +215,21 @@ def is_user_code(obj: Any) -> bool:
         # file under another module's name is still a library's.
         return not _library_file(obj.__code__.co_filename)
     return isinstance(obj, type) and _class_written_by_user(obj)
+
+
+# What only a compiled class keeps in its own namespace: slots and methods written in C.
+_COMPILED = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType)
+
+
+def _compiled_elsewhere(obj: Any, module: str | None) -> bool:
+    """Whether ``obj`` is a class written in C (an extension's type, not a class statement) under
+    a name no module has (wrapt's proxies name ``_wrappers``): not code a user wrote."""
+    if not isinstance(obj, type) or module in sys.modules:
+        return False
+    try:
+        return any(isinstance(v, _COMPILED) for v in vars(obj).values())
+    except TypeError:
+        return False
 
 
 def _class_written_by_user(cls: type) -> bool:
@@ -327,6 +343,45 @@ def wrapped_user_code(value: Any) -> Any:
             and is_user_code(inner):
         return inner
     return None
+
+
+# What a wrapt proxy (``wrapt.decorator``, ``FunctionWrapper``, ``ObjectProxy``) holds of its
+# own: what it wraps, the decorator's function, its switch and binding, the instance it is bound to.
+_PROXY_ATTRS = ("__wrapped__", "_self_wrapper", "_self_enabled", "_self_binding", "_self_instance")
+
+
+def proxy_parts(value: Any) -> tuple[tuple[str, Any], ...]:
+    """What an object that passes for another is made of, or ``()`` for any other object.
+
+    A wrapt ``FunctionWrapper`` says it is the function it wraps: ``isinstance`` and its
+    ``__code__``, ``__closure__`` and globals answer for that function, so a walk that took it for
+    one would never see the decorator's own code (``@wrapt.decorator``) or a factory's arguments.
+    Such a proxy is told by its ``__class__``, which is not its type; its parts are read past its
+    forwarding (they are attributes of the proxy itself, not of what it wraps)."""
+    t = type(value)
+    try:
+        if value.__class__ is t:
+            return ()
+    except Exception:  # an object whose __class__ cannot be read: not a proxy this knows
+        return ()
+    parts = []
+    for name in _PROXY_ATTRS:
+        try:
+            parts.append((name, object.__getattribute__(value, name)))
+        except AttributeError:
+            continue
+    if not parts or parts[0][0] != "__wrapped__":
+        return ()
+    return (*parts, *_set_on_proxy(value, parts[0][1]))
+
+
+def _set_on_proxy(value: Any, wrapped: Any) -> list[tuple[str, Any]]:
+    """Attributes set on a proxy itself (wrapt keeps ``_self_*`` names there, where its forwarding
+    ``__dict__`` does not show them): from its instance dict, found among its referents."""
+    for d in gc.get_referents(value):
+        if type(d) is dict and d is not wrapped and any(type(k) is str and k.startswith("_self_") for k in d):
+            return sorted((k, v) for k, v in d.items() if k.startswith("_self_") and k not in _PROXY_ATTRS)
+    return []
 
 
 def compile_options(value: Any) -> tuple[Any, ...] | None:

@@ -34,6 +34,7 @@ from fncache.code.usercode import (
     is_user_code,
     is_user_module,
     library_location,
+    proxy_parts,
     read_through,
     submodule,
     unwrap_memoized,
@@ -165,9 +166,9 @@ class Walk:
             state = STATE + (self.state[id(value)][1],)
             self.named[self.where] = (BY_NAME[STATE], _hasher.digest(state).hex())
             return state
-        inner = unwrap_memoized(value)
-        if inner is not value:  # a memoized function: the one it wraps, and what is set on it
-            return _classes.with_attributes(self, value, inner, self.reference(inner, code_names))
+        token = self.wrapping(value, code_names)
+        if token is not None:
+            return token
         if isinstance(value, (types.FunctionType, type, types.ModuleType)):
             return self.code_reference(value, code_names)
         if isinstance(value, types.BuiltinFunctionType) and \
@@ -180,6 +181,19 @@ class Walk:
             token += () if (options := compile_options(value)) is None else (options,)
             return _classes.with_attributes(self, value, wrapped, token)
         return self.value_reference(value)
+
+    def wrapping(self, value: Any, code_names: set[str] | None) -> Any:
+        """The token of a memoized function (the one it wraps, and what is set on it) or of a proxy
+        that passes for what it wraps (``isinstance``, ``__code__``: see ``proxy_parts``), with what
+        it was made with; None for anything else."""
+        inner = unwrap_memoized(value)
+        if inner is not value:
+            return _classes.with_attributes(self, value, inner, self.reference(inner, code_names))
+        parts = proxy_parts(value)
+        if parts:  # its type by its code where it is the user's (a subclass overriding __call__)
+            return ("proxy", self.reference(type(value)),
+                    tuple((name, self.reference(part)) for name, part in parts))
+        return None
 
     def name_keyed(self, label: str, kind: tuple[str, ...], token: Any) -> None:
         """Key what is read at ``label`` by name (``token``), and say so (``Fingerprint.by_name``:
@@ -261,9 +275,10 @@ class Walk:
         return ("ref", module, getattr(obj, "__qualname__", None))
 
     def library_function(self, fn: types.FunctionType) -> Any:
-        """A library function by name, plus the user code it holds (a singledispatch registry)."""
+        """A library function by name, plus the user code it holds (a singledispatch registry) and
+        what a factory made it with (see ``classes.made_with``)."""
         ref = self.library_ref(fn)
-        held = _classes.user_code_held(self, fn)
+        held = _classes.user_code_held(self, fn) + _classes.made_with(self, fn)
         return ("wrapper", ref, held) if held else ref
 
     def mapping(self, m: Any) -> Any:

@@ -35,6 +35,7 @@ import os
 import stat as _stat
 import threading
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
 import xxhash
@@ -146,7 +147,8 @@ def _read_digest(path: str) -> bytes:
     return h.digest()
 
 
-def tree_files(root: str, follow: bool = True) -> list[tuple[str, str, os.stat_result]]:
+def tree_files(root: str, follow: bool = True, empty_dirs: bool = False
+               ) -> list[tuple[str, str, os.stat_result | None]]:
     """Every file below directory ``root``: (relative name with ``/``, absolute path, stat).
 
     In ``os.walk`` order with sorted names: a directory's files, then each subdirectory's.
@@ -154,21 +156,22 @@ def tree_files(root: str, follow: bool = True) -> list[tuple[str, str, os.stat_r
     directory walked once: a second link to one already listed lists its files again under the
     link's name (a reader of the folder reads them twice), and a link to a directory being walked
     (a loop) is listed as the link it is, as a broken symlink is (with its own ``lstat``).
-    ``follow=False`` skips symlinked directories, as ``os.walk`` does.
+    ``follow=False`` skips symlinked directories, as ``os.walk`` does. ``empty_dirs``: a directory
+    below ``root`` with nothing in it is listed too, as its name and ``/`` with no stat (with the
+    files, they give every directory there is: code listing the folder sees a new empty one).
     """
-    out: list[tuple[str, str, os.stat_result]] = []
+    out: list[tuple[str, str, os.stat_result | None]] = []
     seen: dict[tuple[int, int], tuple[str, int, int] | None] | None = None
     if follow:
         st = os.stat(root)
         seen = {(st.st_dev, st.st_ino): None}  # (None: being walked)
-    _walk(root, "", out, seen)
+    _walk(root, "", out, seen, empty_dirs)
     return out
 
 
-def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
-          seen: dict[tuple[int, int], tuple[str, int, int] | None] | None) -> None:
-    with os.scandir(path) as it:
-        entries = sorted(it, key=lambda e: e.name)
+def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result | None]],
+          seen: dict[tuple[int, int], tuple[str, int, int] | None] | None, empty_dirs: bool) -> None:
+    entries = _listed(path, rel, out, empty_dirs)
     subdirs = []
     for e in entries:
         if _is_dir(e):
@@ -183,7 +186,7 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
     for e in subdirs:
         prefix = rel + e.name + "/"
         if seen is None or not e.is_symlink():
-            _walk(e.path, prefix, out, seen)
+            _walk(e.path, prefix, out, seen, empty_dirs)
             continue
         st = e.stat()
         key = (st.st_dev, st.st_ino)
@@ -192,11 +195,22 @@ def _walk(path: str, rel: str, out: list[tuple[str, str, os.stat_result]],
             continue
         seen[key] = None
         start = len(out)
-        _walk(e.path, prefix, out, seen)
+        _walk(e.path, prefix, out, seen, empty_dirs)
         seen[key] = (prefix, start, len(out))
 
 
-def _listed_again(e: os.DirEntry[str], prefix: str, out: list[tuple[str, str, os.stat_result]],
+def _listed(path: str, rel: str, out: list[tuple[str, str, os.stat_result | None]],
+            empty_dirs: bool) -> list[os.DirEntry[str]]:
+    """The entries of directory ``path`` by name; with ``empty_dirs``, an empty one below the root
+    is listed in ``out`` (see :func:`tree_files`)."""
+    with os.scandir(path) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    if not entries and empty_dirs and rel:
+        out.append((rel, path, None))
+    return entries
+
+
+def _listed_again(e: os.DirEntry[str], prefix: str, out: list[tuple[str, str, os.stat_result | None]],
                   listed: tuple[str, int, int] | None) -> None:
     """A symlinked directory whose real directory was met before: its files as listed then,
     under this link's name; the link itself when that directory is still being walked."""
@@ -228,8 +242,7 @@ def path_digest(path: str | os.PathLike[str]) -> bytes:
     except FileNotFoundError:
         return value_digest(("missing-path",))
     if _stat.S_ISDIR(st.st_mode):
-        parts = tuple((rel, file_digest(full, s)) for rel, full, s in tree_files(p))
-        return value_digest(("dir", parts))
+        return value_digest(("dir", digests(tree_files(p, empty_dirs=True))))
     if not _stat.S_ISREG(st.st_mode):
         raise OSError(f"{p} is not a regular file (a FIFO, socket or device): it has no content "
                       "to key")
@@ -256,7 +269,7 @@ def expand_glob(pattern: str) -> tuple[str, list[tuple[str, str, os.stat_result]
     if not os.path.isdir(base):
         return base, []
     found = [(rel, full, st) for rel, full, st in tree_files(base)
-             if fnmatch.fnmatchcase(rel, rest)]
+             if st is not None and fnmatch.fnmatchcase(rel, rest)]
     return base, found
 
 
@@ -269,9 +282,10 @@ def glob_base(pattern: str) -> tuple[str, str]:
     return base, "/".join(parts[i:])
 
 
-def digests(files: list[tuple[str, str, os.stat_result]]) -> tuple[tuple[str, bytes], ...]:
-    """(relative name, content digest) of each listed file."""
-    return tuple((rel, file_digest(full, st)) for rel, full, st in files)
+def digests(files: Sequence[tuple[str, str, os.stat_result | None]]) -> tuple[tuple[str, bytes], ...]:
+    """(relative name, content digest) of each listed file; an empty directory (no stat, see
+    :func:`tree_files`) as ``b"dir"``."""
+    return tuple((rel, file_digest(full, st) if st is not None else b"dir") for rel, full, st in files)
 
 
 def clear() -> None:

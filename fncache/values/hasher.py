@@ -574,6 +574,7 @@ for _module, _libraries in (
                        "dask.delayed", "dask.dataframe.dask_expr._collection")),
         ("lazy_xarray", ("xarray.backends",)),
         ("nibabel", ("nibabel",)),
+        ("numba", ("numba.typed",)),
         ("pandas", ("pandas",)),
         ("polars", ("polars",)),
         ("pydantic", ("pydantic",)),
