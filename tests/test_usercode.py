@@ -407,3 +407,33 @@ def test_a_library_class_patched_with_a_wrapper_stays_library_code(monkeypatch):
     assert not usercode.is_user_code(json.JSONDecoder)
     usercode._class_verdicts.clear()  # asked after it
     assert not usercode.is_user_code(json.JSONDecoder)
+
+
+def test_a_proxy_is_told_by_its_class_and_one_that_cannot_say_what_it_wraps_is_none():
+    """``proxy_parts``: an object whose ``__class__`` is another type and which holds
+    ``__wrapped__`` of its own is a proxy (wrapt's); one whose ``__wrapped__`` raises (a
+    context-local proxy with nothing bound) or that holds none is not one, and a plain object
+    never is."""
+
+    class Proxy:
+        def __init__(self, wrapped):
+            object.__setattr__(self, "__wrapped__", wrapped)
+            object.__setattr__(self, "_self_k", 3)
+
+        @property
+        def __class__(self):
+            return type(object.__getattribute__(self, "__wrapped__"))
+
+    class Unbound:
+        @property
+        def __class__(self):
+            return list
+
+        @property
+        def __wrapped__(self):
+            raise RuntimeError("working outside of a context")
+
+    parts = dict(usercode.proxy_parts(Proxy([1, 2])))
+    assert parts == {"__wrapped__": [1, 2], "_self_k": 3}
+    assert usercode.proxy_parts(Unbound()) == ()
+    assert usercode.proxy_parts([1, 2]) == ()

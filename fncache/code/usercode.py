@@ -368,7 +368,7 @@ def proxy_parts(value: Any) -> tuple[tuple[str, Any], ...]:
     for name in _PROXY_ATTRS:
         try:
             parts.append((name, object.__getattribute__(value, name)))
-        except AttributeError:
+        except Exception:  # not there, or it cannot say (a context-local proxy with nothing bound)
             continue
     if not parts or parts[0][0] != "__wrapped__":
         return ()
@@ -376,11 +376,19 @@ def proxy_parts(value: Any) -> tuple[tuple[str, Any], ...]:
 
 
 def _set_on_proxy(value: Any, wrapped: Any) -> list[tuple[str, Any]]:
-    """Attributes set on a proxy itself (wrapt keeps ``_self_*`` names there, where its forwarding
-    ``__dict__`` does not show them): from its instance dict, found among its referents."""
-    for d in gc.get_referents(value):
-        if type(d) is dict and d is not wrapped and any(type(k) is str and k.startswith("_self_") for k in d):
-            return sorted((k, v) for k, v in d.items() if k.startswith("_self_") and k not in _PROXY_ATTRS)
+    """Attributes set on a proxy itself (wrapt keeps ``_self_*`` names there): from its instance
+    dict, its own ``__dict__`` or, where its ``__dict__`` forwards (wrapt's compiled proxies), the
+    dict found among its referents."""
+    try:
+        own = [object.__getattribute__(value, "__dict__")]
+    except Exception:
+        own = []
+    for d in (*own, *gc.get_referents(value)):
+        if type(d) is dict and d is not wrapped:
+            found = sorted((k, v) for k, v in d.items()
+                           if type(k) is str and k.startswith("_self_") and k not in _PROXY_ATTRS)
+            if found:
+                return found
     return []
 
 
