@@ -352,8 +352,9 @@ def made_with(walk: Any, fn: types.FunctionType) -> tuple[Any, ...]:
     ``attrs.converters.optional(conv)``, ``pipe(conv, str)``, ``default_if_none(2)``: each gives a
     function named ``optional.<locals>.optional_converter`` whatever it was made with, so its name
     keys none of it. The values of its closure cells (watched, as a global is), defaults and keyword
-    defaults that are code or cannot change are keyed, the user's code visited; a mutable value
-    (a cache the function fills) is its state, not what it was made with: by its type."""
+    defaults that are code, cannot change or are the user's (see :func:`_settled`) are keyed, the
+    user's code visited; another mutable value (a cache the function fills) is its state, not what
+    it was made with: by its type."""
     if not made_at_run_time(fn) or id(fn) in walk.hooks:
         return ()
     walk.hooks.add(id(fn))

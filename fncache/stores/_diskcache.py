@@ -430,9 +430,8 @@ class Diskcache:
         return now_, self.rows(statement, params)
 
     def inline_at(self, key: str) -> Any:
-        """The hit path of :meth:`inline_row` in one step: the inline value of the row the last
-        read of ``key`` found, read on this thread's cursor; None where there is no such row or
-        read here, or reads are recorded (then :meth:`inline_row` or :meth:`value_row`)."""
+        """:meth:`inline_row`'s read by rowid in one step, on this thread's cursor; else None (a
+        rowid whose row is gone, replaced or not inline is forgotten: the next read is by key)."""
         rowid = self._rowids.get(key)
         local = self._readers
         if rowid is None or self.records_reads or getattr(local, "after_write", None) is not None:
@@ -441,7 +440,10 @@ class Diskcache:
             rows = local.cursor.execute(q.SELECT_INLINE_AT, (rowid, key, time.time())).fetchall()
         except (AttributeError, sqlite3.Error):  # no cursor yet, or refused: inline_row's read
             return None
-        return rows[0][0] if rows else None
+        if rows and rows[0][0] is not None:
+            return rows[0][0]
+        self._rowids.pop(key, None)
+        return None
 
     def inline_row(self, key: str) -> list[Any]:
         """:meth:`value_row` of ``q.SELECT_INLINE``'s rows, ``[(value or None, rowid)]`` or
