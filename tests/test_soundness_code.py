@@ -2541,6 +2541,14 @@ PROGRAMS["third_party_code"] = {
 
 
         CHAINED = mylib.chain([step])  # a library's factory closing over a list of the user's code
+        WEIGHTED = mylib.weighted([1, 2])  #@v1
+        WEIGHTED = mylib.weighted([1, 3])  #@v2
+
+
+        @attrs.define
+        class Listed:
+            c = attrs.field(default=None, converter=attrs.converters.default_if_none([1, 2]))  #@v1
+            c = attrs.field(default=None, converter=attrs.converters.default_if_none([1, 3]))  #@v2
     """,
     "mylib.py": """
         def chain(steps):
@@ -2549,12 +2557,18 @@ PROGRAMS["third_party_code"] = {
                     x = s(x)
                 return x
             return chained
+
+
+        def weighted(weights):  # closes over a list of numbers
+            def total(x):
+                return sum(w * x for w in weights)
+            return total
     """,
     "main.py": """
         import fncache
         fncache.untrack("mylib")  # a library, as if installed
-        from helpers import (CHAINED, SCALED, SCALED_BY, TABLE, Converted, Defaulted, Frozen, Rooted,
-                             doubled, helper)
+        from helpers import (CHAINED, SCALED, SCALED_BY, TABLE, WEIGHTED, Converted, Defaulted,
+                             Frozen, Listed, Rooted, doubled, helper)
 
 
         @fncache.memoize
@@ -2609,6 +2623,16 @@ PROGRAMS["third_party_code"] = {
             return CHAINED(x)
 
 
+        @fncache.memoize
+        def weighted(x):
+            return WEIGHTED(x)
+
+
+        @fncache.memoize
+        def listed(x):
+            return Listed().c[1] * x
+
+
         CALLS = {
             "decorated": (decorated, (3,)),
             "through_helper": (through_helper, (3,)),
@@ -2620,6 +2644,8 @@ PROGRAMS["third_party_code"] = {
             "proxy_attribute": (proxy_attribute, (1,)),
             "ufunc_converter": (ufunc_converter, (4.0,)),
             "chained": (chained, (3,)),
+            "weighted": (weighted, (3,)),
+            "listed": (listed, (3,)),
         }
     """,
 }

@@ -580,3 +580,56 @@ def test_a_library_function_a_factory_made_is_keyed_by_what_it_was_made_with(tmp
     mod = import_source("conv_a", "def conv(v):\n    return int(v) * 2\n", tmp_path)
     other = import_source("conv_b", "def conv(v):\n    return int(v) * 3\n", tmp_path)
     assert convert.key(optional(mod.conv), 1) != convert.key(optional(other.conv), 1)
+
+
+def _made_with_pairs() -> dict[str, tuple[Any, Any]]:
+    import array
+    import collections
+    import datetime
+    import decimal
+    import fractions
+    import functools
+    import pathlib
+    import re
+    import types
+
+    return {
+        "list": ([1, 2], [1, 3]), "dict": ({"a": 1}, {"a": 2}), "set": ({"a", "b"}, {"a", "c"}),
+        "tuple of lists": (([1, 2],), ([1, 3],)), "nested list": ([[[[1]]]], [[[[2]]]]),
+        "Decimal": (decimal.Decimal("1.5"), decimal.Decimal("2.5")),
+        "Fraction": (fractions.Fraction(1, 2), fractions.Fraction(1, 3)),
+        "date": (datetime.date(2020, 1, 1), datetime.date(2021, 1, 1)),
+        "timedelta": (datetime.timedelta(1), datetime.timedelta(2)),
+        "Path": (pathlib.Path("a.csv"), pathlib.Path("b.csv")),
+        "pattern": (re.compile("a+"), re.compile("b+")), "flag": (re.IGNORECASE, re.MULTILINE),
+        "partial": (functools.partial(round, ndigits=2), functools.partial(round, ndigits=3)),
+        "OrderedDict": (collections.OrderedDict(a=1), collections.OrderedDict(a=2)),
+        "defaultdict": (collections.defaultdict(int, a=1), collections.defaultdict(int, a=2)),
+        "Counter": (collections.Counter(a=1), collections.Counter(a=2)),
+        "deque": (collections.deque([1, 2]), collections.deque([1, 3])),
+        "bytearray": (bytearray(b"ab"), bytearray(b"ac")),
+        "array.array": (array.array("i", [1, 2]), array.array("i", [1, 3])),
+        "SimpleNamespace": (types.SimpleNamespace(a=1), types.SimpleNamespace(a=2)),
+        "MappingProxyType": (types.MappingProxyType({"a": 1}), types.MappingProxyType({"a": 2})),
+        "list of Decimals": ([decimal.Decimal(1)], [decimal.Decimal(2)]),
+    }
+
+
+@pytest.mark.parametrize("kind", [*_made_with_pairs(), "ndarray"])
+def test_plain_data_a_library_factory_function_keeps_is_keyed_by_content(tmp_path, kind):
+    """``default_if_none(v)`` keeps ``v`` in its closure: plain data of any of these kinds, edited,
+    is another key (each was keyed by its type, one key for both)."""
+    attrs = pytest.importorskip("attrs")
+    if kind == "ndarray":
+        np = pytest.importorskip("numpy")
+        a, b = np.array([1.0, 2.0]), np.array([1.0, 3.0])
+    else:
+        a, b = _made_with_pairs()[kind]
+
+    @fncache.memoize(store=str(tmp_path / "s"))
+    def convert(conv, x):
+        return repr(conv(x))
+
+    default_if_none = attrs.converters.default_if_none
+    assert convert.key(default_if_none(a), None) == convert.key(default_if_none(a), None)
+    assert convert.key(default_if_none(a), None) != convert.key(default_if_none(b), None)

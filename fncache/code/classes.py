@@ -4,13 +4,15 @@ a library object holds."""
 
 from __future__ import annotations
 
+import array
+import collections
 import dataclasses
 import enum
 import functools
 import operator
 import sys
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 from fncache._errors import UnhashableArgument
 from fncache.code.classify import (
@@ -19,11 +21,13 @@ from fncache.code.classify import (
     is_immutable,
     is_user_object,
     made_at_run_time,
+    of_data_library,
     pydantic_decorators,
     stands_for_user_code,
     user_code_run_by,
 )
 from fncache.code.digest import annotation_names
+from fncache.code.inplace import MUTATORS, Modified, names_modified
 from fncache.code.state import MISSING
 from fncache.code.usercode import is_user_code, wrapper_attributes, wrapper_namespace
 from fncache.values import hasher as _hasher
@@ -352,54 +356,158 @@ def made_with(walk: Any, fn: types.FunctionType) -> tuple[Any, ...]:
     ``attrs.converters.optional(conv)``, ``pipe(conv, str)``, ``default_if_none(2)``: each gives a
     function named ``optional.<locals>.optional_converter`` whatever it was made with, so its name
     keys none of it. The values of its closure cells (watched, as a global is), defaults and keyword
-    defaults that are code, cannot change or are the user's (see :func:`_settled`) are keyed, the
-    user's code visited; another mutable value (a cache the function fills) is its state, not what
-    it was made with: by its type."""
+    defaults are keyed where they are code, cannot change or are the user's (see :func:`_settled`),
+    the user's code visited, and where they are plain data (:func:`_plain`: ``weighted([1, 2])``,
+    ``default_if_none([0, 0])``, an array) that the function's own code does not change
+    (:func:`~fncache.code.digest.names_modified`): by content, watched as the user's own closure
+    values are (one a cached call is seen changing, through other code, is keyed by its first
+    content from then on: ``fingerprint.mark_state``). Anything else (a memo dict it fills, a
+    library object, a lock) is its state, not what it was made with: by its type."""
     if not made_at_run_time(fn) or id(fn) in walk.hooks:
         return ()
     walk.hooks.add(id(fn))
+    code = fn.__code__
+    qual = fn.__qualname__
+    modified = _Made(names_modified(code), _changed_by_methods(fn))
     try:
-        cells = []
-        for cell in fn.__closure__ or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                cells.append(("empty",))
-                continue
-            walk.attr_watches.append((cell, "cell_contents", value))
-            cells.append(_made_token(walk, value))
-        defaults = tuple(_made_token(walk, v) for v in fn.__defaults__ or ())
-        kw = tuple((k, _made_token(walk, v)) for k, v in sorted((fn.__kwdefaults__ or {}).items()))
+        cells = _cell_tokens(walk, fn, modified)
+        n = len(fn.__defaults__ or ())
+        params = code.co_varnames[code.co_argcount - n:code.co_argcount]
+        defaults = tuple(_made_token(walk, v, f"default {qual}.{k}", k, modified)
+                         for k, v in zip(params, fn.__defaults__ or (), strict=True))
+        kw = tuple((k, _made_token(walk, v, f"default {qual}.{k}", k, modified))
+                   for k, v in sorted((fn.__kwdefaults__ or {}).items()))
         return (("<made with>", (tuple(cells), defaults, kw)),)
     finally:
         walk.hooks.discard(id(fn))
 
 
-def _made_token(walk: Any, value: Any) -> Any:
-    if _settled(value):
+def _cell_tokens(walk: Any, fn: types.FunctionType, modified: _Made) -> list[Any]:
+    cells: list[Any] = []
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
         try:
-            return walk.reference(value)
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            cells.append(("empty",))
+            continue
+        walk.attr_watches.append((cell, "cell_contents", value))
+        cells.append(_made_token(walk, value, f"closure {fn.__qualname__}.{var}", var, modified))
+    return cells
+
+
+class _Made(NamedTuple):
+    code: Modified  # what the function's code changes
+    through_methods: frozenset[int]  # ids of values it holds a mutating method of
+
+
+# Methods of those names that leave an array or frame as it is (they return a new one).
+_NEW_ON_DATA = frozenset({"add", "append", "extend", "remove", "discard", "reverse", "rotate"})
+_BOUND = (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)
+
+
+def _changed_by_methods(fn: types.FunctionType) -> frozenset[int]:
+    """The values a function holds a mutating method of (``put = cache.__setitem__`` in its
+    closure, ``_put=cache.__setitem__`` as a default): its code changes them through it."""
+    values = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    return frozenset(id(v.__self__) for v in values
+                     if isinstance(v, _BOUND) and getattr(v, "__name__", None) in MUTATORS)
+
+
+def _changed(made: _Made, var: str, value: Any) -> bool:
+    """Whether the function's own code may change ``value``, read as ``var`` (see
+    :func:`~fncache.code.inplace.names_modified`)."""
+    if var in made.code.written or id(value) in made.through_methods:
+        return True
+    methods = made.code.called.get(var, frozenset())
+    return bool(methods - _NEW_ON_DATA if of_data_library(type(value)) else methods)
+
+
+def _made_token(walk: Any, value: Any, where: str, var: str, made: _Made) -> Any:
+    if isinstance(value, _BOUND) and id(value.__self__) in made.through_methods:
+        # A method of what the function changes (``cache.__setitem__``, ``cache.get``): by what
+        # it is, not by the content of the object it is bound to.
+        t = type(value.__self__)
+        return ("method", t.__module__, t.__qualname__, getattr(value, "__name__", None))
+    if (walk.state and id(value) in walk.state) or _settled(value) or (
+            not _changed(made, var, value) and _plain(value)):
+        try:  # (a mutable value: watched; marked state, by its first content)
+            return walk.private_reference(value, where)
         except UnhashableArgument:
             pass
     return ("type", type(value).__module__, type(value).__qualname__)
 
 
 def _settled(value: Any, depth: int = 0) -> bool:
-    """Code, a value that cannot change, or the user's own: keyed by content (what a factory's
-    function keeps of a library's, a cache it fills, is its state, keyed by its type)."""
+    """Code, a value that cannot change, or the user's own (a list or dict counts when it holds
+    the user's code, ``chain([conv])``, as a tuple does): keyed by content, whatever the code
+    does with it."""
     if _one_settled(value):
         return True
     if depth >= 4 or type(value) not in (tuple, frozenset, list, dict):
         return False
     items = [*value.keys(), *value.values()] if type(value) is dict else list(value)
-    # A list or dict counts when it holds the user's code (``chain([conv])``), as a tuple does.
+    return _settled_items(items, type(value) in (tuple, frozenset), depth)
+
+
+def _settled_items(items: list[Any], frozen: bool, depth: int) -> bool:
+    if all(type(x) in _SCALARS for x in items):  # (numbers and strings: no code, at C speed)
+        return frozen
     return all(_settled(x, depth + 1) for x in items) and (
-        type(value) in (tuple, frozenset) or any(stands_for_user_code(x) for x in items))
+        frozen or any(stands_for_user_code(x) for x in items))
 
 
 def _one_settled(value: Any) -> bool:
     return is_immutable(value) or isinstance(value, _CODE) or stands_for_user_code(value) \
         or is_user_code(type(value)) or _named(value)
+
+
+# Containers whose items decide whether they are plain data (``collections``' own included).
+_CONTAINERS = frozenset({tuple, frozenset, list, dict, set, collections.OrderedDict,
+                         collections.defaultdict, collections.Counter, collections.deque})
+# Value types of the standard library that cannot change (by a class in their MRO).
+_VALUE_TYPES = frozenset({"decimal.Decimal", "fractions.Fraction", "datetime.date", "datetime.time",
+                          "datetime.timedelta", "datetime.tzinfo", "pathlib.PurePath",
+                          "pathlib._local.PurePath", "re.Pattern", "uuid.UUID", "enum.Enum"})
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Plain data: a settled value, a value of the standard library that cannot change (a
+    ``Decimal``, a ``date``, a ``Path``, a compiled pattern, an enum member), bytes and numbers
+    (``bytearray``, ``array.array``), an array or frame of a data library (anything with
+    ``__array__``: not a random generator), a ``functools.partial`` of such, or a container of
+    such (a list, dict, set, ``collections``' own, a ``SimpleNamespace``; nested up to 4 deep)."""
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    items = _items(value, t)  # (a container by its items alone: long ones are common)
+    if items is not None:
+        return depth < 4 and all(type(x) in _SCALARS or _plain(x, depth + 1) for x in items)
+    if _plain_value(value, t):
+        return True
+    return of_data_library(t) and hasattr(t, "__array__") and not callable(value)
+
+
+def _plain_value(value: Any, t: type) -> bool:
+    return t in (bytearray, array.array) or _one_settled(value) or \
+        any(f"{c.__module__}.{c.__qualname__}" in _VALUE_TYPES for c in t.__mro__)
+
+
+def _items(value: Any, t: type) -> list[Any] | None:
+    """What decides whether a container (or a partial) is plain data; None for anything else."""
+    if t is functools.partial:
+        return [value.func, *value.args, *value.keywords.values()]
+    if t in _CONTAINERS:
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+        return items + [value.default_factory] if t is collections.defaultdict else items
+    if t in (types.SimpleNamespace, types.MappingProxyType):
+        mapping = vars(value) if t is types.SimpleNamespace else value
+        return [*mapping.keys(), *mapping.values()]
+    return None
 
 
 _CODE = (types.FunctionType, type, types.BuiltinFunctionType, operator.itemgetter,

@@ -24,8 +24,8 @@ from fncache.code.usercode import is_user_code
 
 __all__ = ["CLASS_SKIP", "ENUM_DERIVED", "ENUM_MEMBER_BOOKKEEPING", "SHOWN_REPR", "class_bookkeeping",
            "code_builtin", "describe", "holds_user_code", "is_immutable", "is_infrastructure",
-           "is_user_object", "made_at_run_time", "shown", "stands_for_user_code", "user_code_run_by",
-           "written_by_typing"]
+           "is_user_object", "made_at_run_time", "of_data_library", "shown", "stands_for_user_code",
+           "user_code_run_by", "written_by_typing"]
 
 # Class attributes that describe where or how a class was written, not what it does, and those that
 # Python derives or caches at run time: the abc registry and caches (``_abc_impl``; an ``_abc_data``
@@ -195,7 +195,12 @@ def is_infrastructure(value: Any) -> bool:
         return False
     if isinstance(value, types.MethodType) and not is_infrastructure(value.__self__):
         return False  # a method bound to the user's data (``obj.predict``) carries that data
-    return (getattr(t, "__module__", None) or "").split(".")[0] not in _DATA_LIBRARIES
+    return not of_data_library(t)
+
+
+def of_data_library(t: type) -> bool:
+    """Whether ``t`` is a type of a data library (numpy, pandas, ...): its instances are data."""
+    return (getattr(t, "__module__", None) or "").split(".")[0] in _DATA_LIBRARIES
 
 
 def pydantic_decorators(value: Any) -> Any:

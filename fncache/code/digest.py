@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 from fncache.values import hasher as _hasher
 
-__all__ = ["Import", "absolute_import", "annotation_names", "code_digest", "code_names",
-           "globals_written"]
+__all__ = ["ATTR_READS", "Import", "absolute_import", "annotation_names", "code_digest", "code_names",
+           "globals_written", "nested_code"]
 
 # (LOAD_FROM_DICT_OR_GLOBALS, 3.12+: a class body's read of a global in a ``type`` alias or a
 # type parameter's bound.)
@@ -386,7 +386,7 @@ _passed_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = \
 # Loads of a global or a closure variable, and what reads an attribute of what was loaded.
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF",
                          "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
-_ATTR_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+ATTR_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 
 
 def names_passed_on(code: types.CodeType) -> frozenset[str]:
@@ -397,16 +397,16 @@ def names_passed_on(code: types.CodeType) -> frozenset[str]:
     found = _passed_cache.get(code)
     if found is None:
         names: set[str] = set()
-        for c in _nested(code):
+        for c in nested_code(code):
             instructions = list(dis.get_instructions(c))
             for ins, after in zip(instructions, instructions[1:] + [None], strict=True):
-                if ins.opname in _NAME_LOADS and (after is None or after.opname not in _ATTR_READS):
+                if ins.opname in _NAME_LOADS and (after is None or after.opname not in ATTR_READS):
                     names.add(ins.argval)
         found = _passed_cache[code] = frozenset(names)
     return found
 
 
-def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
+def nested_code(code: types.CodeType) -> Iterator[types.CodeType]:
     """``code`` and the code nested in it (inner functions, lambdas, comprehensions)."""
     stack = [code]
     while stack:
@@ -420,7 +420,7 @@ def globals_written(code: types.CodeType) -> frozenset[str]:
     found = _written_cache.get(code)
     if found is None:
         found = _written_cache[code] = frozenset(
-            i.argval for c in _nested(code) for i in dis.get_instructions(c)
+            i.argval for c in nested_code(code) for i in dis.get_instructions(c)
             if i.opname in _GLOBAL_WRITES)
     return found
 
