@@ -188,6 +188,20 @@ _SHAPES = textwrap.dedent("""
         return f
 
 
+    def branches():
+        cache, other = {}, {}
+        def f(x):
+            c = cache if x > 0 else other  # (branches meet at the alias)
+            (c or cache)[x] = x * 2
+            heapq.heappush(
+                h_list,
+                x,
+            )
+            return c[x]
+        h_list = []
+        return f
+
+
     def scaler(weights):  # reads its list on a line that writes an item of another
         def f(x):
             out = [0] * len(weights)
@@ -202,7 +216,7 @@ _SHAPES_RUN = textwrap.dedent("""
     fncache.untrack("shapelib")
     import shapelib
     out = {}
-    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound"):
+    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound", "branches"):
         F = getattr(shapelib, name)()
         def g(x, F=F):
             return F(x)
@@ -223,8 +237,9 @@ _SHAPES_RUN = textwrap.dedent("""
 
 def test_what_a_library_function_changes_in_place_keeps_the_key(tmp_path):
     """A library factory's function changing what it closes over in these shapes (an item written,
-    a list in a dict appended to, through an alias, ``operator.setitem``, ``heappush``, an attribute
-    of a namespace, a bound ``__setitem__`` it keeps) keeps its key when called outside a cached
+    a list in a dict appended to, through an alias (also one where branches meet), ``operator.setitem``,
+    ``heappush`` (also over several lines), an attribute of a namespace, a bound ``__setitem__`` it
+    keeps) keeps its key when called outside a cached
     call, the same in processes with other hash seeds; a list it only reads, on a line that writes
     an item of another, is keyed by its content (an edit is another key)."""
     import json
@@ -239,7 +254,7 @@ def test_what_a_library_function_changes_in_place_keeps_the_key(tmp_path):
                                          check=True, capture_output=True, text=True).stdout)
 
     first, second = run("1"), run("2")
-    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound"):
+    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound", "branches"):
         before, after, value = first[name]
         assert before == after, name
         assert value == 2, name

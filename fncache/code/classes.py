@@ -408,14 +408,29 @@ _BOUND = (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)
 def _changed_by_methods(fn: types.FunctionType) -> frozenset[int]:
     """The values a function holds a mutating method of (``put = cache.__setitem__`` in its
     closure, ``_put=cache.__setitem__`` as a default): its code changes them through it."""
-    values = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+    values = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values(), *_cells(fn)]
+    held = [_bound_to(v) for v in values
+            if isinstance(v, _BOUND) and getattr(v, "__name__", None) in MUTATORS]
+    return frozenset(id(h) for h in held if h is not None)
+
+
+def _cells(fn: types.FunctionType) -> list[Any]:
+    """The values of a function's closure cells (the empty ones left out)."""
+    values = []
     for cell in fn.__closure__ or ():
         try:
             values.append(cell.cell_contents)
         except ValueError:  # an empty cell
             pass
-    return frozenset(id(v.__self__) for v in values
-                     if isinstance(v, _BOUND) and getattr(v, "__name__", None) in MUTATORS)
+    return values
+
+
+def _bound_to(method: Any) -> Any:
+    """The object a bound method is bound to (None for one that will not say: a proxy)."""
+    try:
+        return method.__self__
+    except Exception:
+        return None
 
 
 def _changed(made: _Made, var: str, value: Any) -> bool:
@@ -428,10 +443,10 @@ def _changed(made: _Made, var: str, value: Any) -> bool:
 
 
 def _made_token(walk: Any, value: Any, where: str, var: str, made: _Made) -> Any:
-    if isinstance(value, _BOUND) and id(value.__self__) in made.through_methods:
+    if isinstance(value, _BOUND) and id(_bound_to(value)) in made.through_methods:
         # A method of what the function changes (``cache.__setitem__``, ``cache.get``): by what
         # it is, not by the content of the object it is bound to.
-        t = type(value.__self__)
+        t = type(_bound_to(value))
         return ("method", t.__module__, t.__qualname__, getattr(value, "__name__", None))
     if (walk.state and id(value) in walk.state) or _settled(value) or (
             not _changed(made, var, value) and _plain(value)):
@@ -493,8 +508,12 @@ def _plain(value: Any, depth: int = 0) -> bool:
 
 
 def _plain_value(value: Any, t: type) -> bool:
-    return t in (bytearray, array.array) or _one_settled(value) or \
-        any(f"{c.__module__}.{c.__qualname__}" in _VALUE_TYPES for c in t.__mro__)
+    if t in (bytearray, array.array) or _one_settled(value):
+        return True
+    try:
+        return any(f"{c.__module__}.{c.__qualname__}" in _VALUE_TYPES for c in t.__mro__)
+    except Exception:  # (a metaclass whose __mro__ raises: not a value of the standard library)
+        return False
 
 
 def _items(value: Any, t: type) -> list[Any] | None:

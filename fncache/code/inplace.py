@@ -34,16 +34,22 @@ _LOOK_BACK = 64  # instructions an expression may take before an answer is "unkn
 _MUTATING_FUNCTIONS = frozenset({"setitem", "delitem", "iadd", "ior", "iconcat", "setattr",
                                  "delattr", "getattr", "heappush", "heappop", "heapify",
                                  "heapreplace", "heappushpop", "insort", "insort_left",
-                                 "insort_right", "shuffle"})
+                                 "insort_right", "shuffle", "copyto", "place", "putmask",
+                                 "put_along_axis", "fill_diagonal"})
 _CALLEES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD", "LOAD_DEREF",
                       "LOAD_FAST"})
+# Keyword arguments that make a call write into what it is given (``np.add(a, b, out=c)``,
+# pandas' ``inplace=True``): a line passing one counts every variable it loads as written.
+_IN_PLACE_KEYWORDS = frozenset({"out", "inplace"})
+_KW_LOADS = frozenset({"KW_NAMES", "LOAD_CONST"})
 # Methods that change a list, dict, set, deque or namespace in place.
 MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
                       "update", "setdefault", "popitem", "add", "discard", "difference_update",
                       "intersection_update", "symmetric_difference_update", "appendleft",
                       "extendleft", "popleft", "rotate", "move_to_end", "__setitem__",
                       "__delitem__", "__iadd__", "__ior__", "fill", "put", "resize", "itemset",
-                      "partition", "setflags", "__setattr__", "__delattr__"})
+                      "partition", "setflags", "__setattr__", "__delattr__", "subtract",
+                      "fromlist", "frombytes", "fromfile", "fromunicode", "byteswap"})
 
 
 class _Op(NamedTuple):
@@ -72,9 +78,12 @@ def names_modified(code: types.CodeType) -> Modified:
     method read from it (``cache.setdefault``; by name: whether it changes the value depends on
     its type, so the methods are given). The instructions are read back from what changes the
     object to where it is loaded; where that cannot be followed (a branch, a reordered stack:
-    ``cache[k] += 1``), every variable the line loads counts as written. What the value is passed
-    to and changed by (``heapq.heappush(h, x)``) or an alias (``c = cache``) is not seen; a local
-    rebound to another value leaves the first one (a default) unchanged."""
+    ``cache[k] += 1``), every variable the line loads counts as written. So do the arguments of a
+    call of a function that changes what it is given (``heapq.heappush(h, x)``,
+    ``operator.setitem``), the variables of a line passing ``out=`` or ``inplace=``, and what an
+    alias changes (``c = cache``). What the value is passed to and changed by otherwise (a helper
+    of the library's) is not seen; a local rebound to another value leaves the first one (a
+    default) unchanged."""
     found = _modified_cache.get(code)
     if found is None:
         written: set[str] = set()
@@ -117,6 +126,8 @@ def _measure(ins: dis.Instruction) -> tuple[int, bool]:
 def _start(ops: list[_Op], end: int) -> int | None:
     """Where the expression whose value is on top of the stack before ``ops[end]`` begins; None
     where that cannot be read back."""
+    if ops[end].target:  # (branches meet here: the value may be either's)
+        return None
     depth = 0
     for j in range(end - 1, max(-1, end - 1 - _LOOK_BACK), -1):
         op = ops[j]
@@ -179,14 +190,37 @@ def _step(ops: list[_Op], i: int, mine: set[str], methods: dict[str, set[str]],
         root = _root(ops, i, 0)
         if isinstance(root, str):
             methods.setdefault(root, set()).add(op.arg)
+        elif root is None:  # read from what a call gave (``vars(ns).update``): not followed
+            root = False
     else:
         root = _written_root(ops, i)
         if isinstance(root, str):
             mine.add(root)
-    alias = _alias(ops, i)
-    if alias is not None:
-        aliases.setdefault(alias[0], set()).add(alias[1])
-    return root is not False and not (op.name in _CALLEES and op.arg in _MUTATING_FUNCTIONS)
+    if op.name in _CALLEES and op.arg in _MUTATING_FUNCTIONS:
+        mine.update(_call_arguments(ops, i))
+    for alias, original in _aliases_at(ops, i):
+        aliases.setdefault(alias, set()).add(original)
+    return root is not False and not _in_place_keywords(op)
+
+
+def _in_place_keywords(op: _Op) -> bool:
+    """Keyword names passed to a call that writes into what it is given (``out=``)."""
+    return op.name in _KW_LOADS and isinstance(op.arg, tuple) and \
+        bool(_IN_PLACE_KEYWORDS.intersection(op.arg))
+
+
+def _call_arguments(ops: list[_Op], i: int) -> list[str]:
+    """The variables loaded for the call of the function ``ops[i]`` loads (its arguments, on any
+    line), up to the call."""
+    found = []
+    depth = ops[i].effect
+    for op in ops[i + 1:i + 1 + _LOOK_BACK]:
+        depth += op.effect
+        if op.name in _VAR_LOADS:
+            found.append(str(op.arg))
+        elif op.name.startswith("CALL") and depth <= 1:
+            break
+    return found
 
 
 def _written_root(ops: list[_Op], i: int) -> str | None | bool:
@@ -204,13 +238,18 @@ def _written_root(ops: list[_Op], i: int) -> str | None | bool:
 _BINDS = frozenset({"STORE_FAST", "STORE_DEREF"})
 
 
-def _alias(ops: list[_Op], i: int) -> tuple[str, str] | None:
+def _aliases_at(ops: list[_Op], i: int) -> list[tuple[str, str]]:
     """``(alias, variable)`` where ``ops[i]`` binds a variable to another one: ``c = cache``,
-    ``(c := cache)``, ``c, h = cache, hits`` (loads, then stores in the reverse order)."""
-    if ops[i].name not in _BINDS:
-        return None
+    ``(c := cache)``, ``a = b = cache``, ``c, h = cache, hits`` (loads, then stores in the reverse
+    order); where branches meet at the store (``c = cache or {}``, ``c = a if p else b``), to
+    every variable its line loads."""
+    op = ops[i]
+    if op.name not in _BINDS:
+        return []
+    if op.target:
+        return [(str(op.arg), str(o.arg)) for o in ops if o.line == op.line and o.name in _VAR_LOADS]
     j = _bound_from(ops, i)
-    return (str(ops[i].arg), str(ops[j].arg)) if j >= 0 and ops[j].name in _VAR_LOADS else None
+    return [(str(op.arg), str(ops[j].arg))] if j >= 0 and ops[j].name in _VAR_LOADS else []
 
 
 def _bound_from(ops: list[_Op], i: int) -> int:
@@ -219,7 +258,7 @@ def _bound_from(ops: list[_Op], i: int) -> int:
     first = i
     while first > 0 and ops[first - 1].name in _BINDS:
         first -= 1
-    if first >= 2 and ops[first - 1].name == "COPY" and i == first:  # (a walrus keeps a copy)
+    if first >= 2 and ops[first - 1].name == "COPY":  # (a walrus, ``a = b = cache``: copies)
         return first - 2
     j = first - 1 - (i - first)  # the stores take the loads in the reverse order
     return j if j >= 0 and all(ops[k].name in _VAR_LOADS for k in range(j, first)) else -1
