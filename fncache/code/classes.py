@@ -359,7 +359,7 @@ def made_with(walk: Any, fn: types.FunctionType) -> tuple[Any, ...]:
     defaults are keyed where they are code, cannot change or are the user's (see :func:`_settled`),
     the user's code visited, and where they are plain data (:func:`_plain`: ``weighted([1, 2])``,
     ``default_if_none([0, 0])``, an array) that the function's own code does not change
-    (:func:`~fncache.code.digest.names_modified`): by content, watched as the user's own closure
+    (:func:`~fncache.code.inplace.names_modified`): by content, watched as the user's own closure
     values are (one a cached call is seen changing, through other code, is keyed by its first
     content from then on: ``fingerprint.mark_state``). Anything else (a memo dict it fills, a
     library object, a lock) is its state, not what it was made with: by its type."""
@@ -499,7 +499,10 @@ def _plain(value: Any, depth: int = 0) -> bool:
     t = type(value)
     if t in _SCALARS:
         return True
-    items = _items(value, t)  # (a container by its items alone: long ones are common)
+    try:
+        items = _items(value, t)  # (a container by its items alone: long ones are common)
+    except RuntimeError:  # (changed by another thread meanwhile: state, not plain data)
+        return False
     if items is not None:
         return depth < 4 and all(type(x) in _SCALARS or _plain(x, depth + 1) for x in items)
     if _plain_value(value, t):

@@ -104,8 +104,9 @@ def _ops(code: types.CodeType) -> list[_Op]:
         line = ins.positions.lineno if ins.positions is not None else line
         split = _SPLIT.get(ins.opname)
         if split is not None:
-            for name, arg in zip(split, ins.argval, strict=True):
-                ops.append(_Op(name, arg, 1 if name == "LOAD_FAST" else -1, line, False, False))
+            for n, (name, arg) in enumerate(zip(split, ins.argval, strict=True)):
+                ops.append(_Op(name, arg, 1 if name == "LOAD_FAST" else -1, line, False,
+                               ins.is_jump_target and n == 0))
             continue
         effect, barrier = _measure(ins)
         arg = ins.argrepr if ins.opname == "BINARY_OP" else ins.argval  # ("+=": in place)
