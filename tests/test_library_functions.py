@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers import fake_distribution
 
 
@@ -202,6 +204,32 @@ _SHAPES = textwrap.dedent("""
         return f
 
 
+    def chained():
+        cache = {}
+        def f(x):
+            a = b = cache
+            b[x] = x * 2
+            (w := a)[x + 1] = 0
+            return w[x]
+        return f
+
+
+    def arrays():  # a numpy array written by functions it is passed to
+        import numpy as np
+        arr = np.zeros(4)
+        def f(x):
+            np.copyto(arr, x)
+            np.add(arr, 1, out=arr)
+            return x * 2
+        return f
+
+
+    def offset(series):  # reads a Series with a method that gives a new one
+        def f(x):
+            return int(series.add(x).iloc[-1])
+        return f
+
+
     def scaler(weights):  # reads its list on a line that writes an item of another
         def f(x):
             out = [0] * len(weights)
@@ -216,7 +244,8 @@ _SHAPES_RUN = textwrap.dedent("""
     fncache.untrack("shapelib")
     import shapelib
     out = {}
-    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound", "branches"):
+    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound", "branches",
+                 "chained", "arrays"):
         F = getattr(shapelib, name)()
         def g(x, F=F):
             return F(x)
@@ -231,6 +260,14 @@ _SHAPES_RUN = textwrap.dedent("""
             return F(x)
         keys[str(w)] = fncache.memoize(store=sys.argv[1])(g).key(1)
     out["scaler"] = keys
+    import pandas as pd
+    keys = {}
+    for last in (2, 3):
+        F = shapelib.offset(pd.Series([1, last]))
+        def g(x, F=F):
+            return F(x)
+        keys[str(last)] = fncache.memoize(store=sys.argv[1])(g).key(1)
+    out["offset"] = keys
     print(json.dumps(out))
 """)
 
@@ -239,11 +276,13 @@ def test_what_a_library_function_changes_in_place_keeps_the_key(tmp_path):
     """A library factory's function changing what it closes over in these shapes (an item written,
     a list in a dict appended to, through an alias (also one where branches meet), ``operator.setitem``,
     ``heappush`` (also over several lines), an attribute of a namespace, a bound ``__setitem__`` it
-    keeps) keeps its key when called outside a cached
-    call, the same in processes with other hash seeds; a list it only reads, on a line that writes
-    an item of another, is keyed by its content (an edit is another key)."""
+    keeps, ``a = b = cache``, a walrus, an array passed to ``np.copyto`` and as ``out=``) keeps its
+    key when called outside a cached call, the same in processes with other hash seeds; a list it
+    only reads, on a line that writes an item of another, and a Series it reads with ``add``
+    (which gives a new one), are keyed by their content (an edit is another key)."""
     import json
 
+    pytest.importorskip("pandas")
     (tmp_path / "shapelib.py").write_text(_SHAPES)
     store = str(tmp_path / "store")
 
@@ -254,10 +293,12 @@ def test_what_a_library_function_changes_in_place_keeps_the_key(tmp_path):
                                          check=True, capture_output=True, text=True).stdout)
 
     first, second = run("1"), run("2")
-    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound", "branches"):
+    for name in ("direct", "nested", "alias", "setitem", "heap", "counter", "bound", "branches",
+                 "chained", "arrays"):
         before, after, value = first[name]
         assert before == after, name
         assert value == 2, name
         assert second[name][0] == before, name
-    assert first["scaler"]["[1, 2]"] != first["scaler"]["[1, 3]"]
-    assert first["scaler"] == second["scaler"]
+    for name, (a, b) in (("scaler", ("[1, 2]", "[1, 3]")), ("offset", ("2", "3"))):
+        assert first[name][a] != first[name][b], name
+        assert first[name] == second[name], name

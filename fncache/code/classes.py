@@ -384,10 +384,8 @@ def made_with(walk: Any, fn: types.FunctionType) -> tuple[Any, ...]:
 
 def _cell_tokens(walk: Any, fn: types.FunctionType, modified: _Made) -> list[Any]:
     cells: list[Any] = []
-    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
+    for var, cell, value in _cells(fn):
+        if value is MISSING:
             cells.append(("empty",))
             continue
         walk.attr_watches.append((cell, "cell_contents", value))
@@ -408,21 +406,22 @@ _BOUND = (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)
 def _changed_by_methods(fn: types.FunctionType) -> frozenset[int]:
     """The values a function holds a mutating method of (``put = cache.__setitem__`` in its
     closure, ``_put=cache.__setitem__`` as a default): its code changes them through it."""
-    values = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values(), *_cells(fn)]
+    values = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values(),
+              *(v for _, _, v in _cells(fn) if v is not MISSING)]
     held = [_bound_to(v) for v in values
             if isinstance(v, _BOUND) and getattr(v, "__name__", None) in MUTATORS]
     return frozenset(id(h) for h in held if h is not None)
 
 
-def _cells(fn: types.FunctionType) -> list[Any]:
-    """The values of a function's closure cells (the empty ones left out)."""
-    values = []
-    for cell in fn.__closure__ or ():
+def _cells(fn: types.FunctionType) -> list[tuple[str, Any, Any]]:
+    """``(variable, cell, value)`` of each closure cell of ``fn`` (MISSING for an empty one)."""
+    out = []
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
         try:
-            values.append(cell.cell_contents)
+            out.append((var, cell, cell.cell_contents))
         except ValueError:  # an empty cell
-            pass
-    return values
+            out.append((var, cell, MISSING))
+    return out
 
 
 def _bound_to(method: Any) -> Any:
