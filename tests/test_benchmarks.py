@@ -42,7 +42,7 @@ def test_every_default_benchmark_runs_and_reports_its_rows(tmp_path: Path) -> No
     rows = _run(tmp_path, "--scale", "5000")
     names = " | ".join(r["name"] for r in rows)
     for needle in ("hit __main__ vs diskcache", "miss+store", "hash ", "fncache info at",
-                   "fncache clear of", "peak memory", "sklearn Pipeline warm fit, new process",
+                   "fncache clear of", "peak memory", "sklearn Pipeline, new process: import+fit",
                    "fncache's import in it", "the load's floor vs joblib", "float (wide) vs joblib",
                    "dataclass instances vs joblib"):
         assert needle in names, (needle, names)

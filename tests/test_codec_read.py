@@ -349,6 +349,76 @@ def test_a_changed_byte_in_a_large_buffer_is_caught_by_the_two_thread_read(tmp_p
     assert _rejected(frame)
 
 
+def _evicted(path) -> None:
+    """``path``'s pages dropped from the page cache, as after a reboot or memory pressure."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not (hasattr(os, "RWF_NOWAIT") and hasattr(os, "posix_fadvise")),
+                    reason="needs Linux's RWF_NOWAIT and posix_fadvise")
+def test_large_buffers_out_of_the_page_cache_are_read_whole_and_checked(tmp_path, monkeypatch,
+                                                                        two_threads):
+    """Buffers whose file is not in the page cache are read by one system call each (large disk
+    requests), on the caller's thread, then checked: the frame comes back checked for its key,
+    byte for byte the stored one, decoding to the stored arrays. Read again, now cached, it is
+    read on two threads."""
+    from fncache import _preads
+
+    data = _codec.encode(_large_value(), KEY, created=1.0, duration=2.0)
+    path = tmp_path / "frame"
+    path.write_bytes(data)
+    _evicted(path)
+    whole = []
+    read_whole = _preads._fill_from_disk
+    monkeypatch.setattr(_preads, "_fill_from_disk", lambda *a: whole.append(1) or read_whole(*a))
+    for expected_whole in ([1], [1]):
+        frame = _read_file(str(path))
+        assert whole == expected_whole and _read_threads() == 0
+        assert isinstance(frame, _codec.ReadFrame) and frame.checked_for == KEY
+        assert bytes(frame) == data
+        value, _ = _codec.decode(frame, KEY)
+        for name, array in _large_value().items():
+            if name != "t":
+                assert np.array_equal(value[name], array) and value[name].flags.writeable
+
+
+@pytest.fixture
+def from_disk(monkeypatch, two_threads):
+    """Large buffers read as from a file out of the page cache, whatever the page cache holds."""
+    from fncache import _preads
+
+    monkeypatch.setattr(_preads, "_cached", lambda *a: False)
+
+
+@pytest.mark.parametrize("where", [0.0, 0.4, 1.0])
+def test_a_changed_byte_is_caught_by_the_read_from_disk(tmp_path, where, from_disk):
+    """One changed byte in the buffers read whole from disk makes the frame unchecked, and
+    decode rejects it before unpickling."""
+    data = bytearray(_codec.encode(_large_value(), KEY, created=1.0, duration=2.0))
+    h = _codec.read_header(bytes(data))
+    start = h.body_offset + h.pickle_len + _codec._pad(h.pickle_len)
+    data[min(len(data) - 1, start + int((len(data) - start) * where))] ^= 0x01
+    path = tmp_path / "frame"
+    path.write_bytes(data)
+    frame = _read_file(str(path))
+    assert not isinstance(frame, _codec.ReadFrame)
+    assert _rejected(frame)
+
+
+def test_a_large_file_cut_short_reads_as_no_frame_from_disk(tmp_path, from_disk):
+    """A file truncated after its size was taken is no frame when read whole from disk."""
+    data = _codec.encode(_large_value(), KEY, created=1.0, duration=2.0)
+    for cut in (len(data) // 3, len(data) - 1):
+        path = tmp_path / f"frame{cut}"
+        path.write_bytes(data[:cut])
+        assert _read_file(str(path), size=len(data)) is None
+
+
 def _read_threads() -> int:
     """The read's helper threads alive (other tests' stores may run checkpoint threads, which
     end when idle: counting all threads would count those)."""
