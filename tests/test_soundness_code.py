@@ -2361,6 +2361,50 @@ PROGRAMS["stdlib_state"] = {
 }
 
 
+# -- a random generator's methods read through their module (``random.randint``, ``np.random.rand``)
+# were keyed by name: a seed set at import, edited, kept the key (a stale hit), where the same
+# method bound to a name of the user's (``from random import randint``) was keyed by its state.
+PROGRAMS["module_rng"] = {
+    "main.py": """
+        import random
+
+        import numpy as np
+        import numpy.random as npr
+
+        import fncache
+
+        random.seed(1)  #@v1
+        random.seed(2)  #@v2
+        np.random.seed(1)  #@v1
+        np.random.seed(2)  #@v2
+
+
+        @fncache.memoize
+        def drawn(x):
+            return random.randint(0, 10**9) + x
+
+
+        @fncache.memoize
+        def drawn_np(x):
+            return float(np.random.rand()) + x
+
+
+        # Reads the generator's state without drawing, before drawn_np draws from it: a hit
+        # does not draw, so a call after one that drew keys the state it finds (a miss, rightly).
+        @fncache.memoize
+        def seeded_submodule(x):
+            return int(npr.get_state()[1][0]) + x
+
+
+        CALLS = {
+            "drawn": (drawn, (0,)),
+            "seeded_submodule": (seeded_submodule, (0,)),
+            "drawn_np": (drawn_np, (0,)),
+        }
+    """,
+}
+
+
 # -- what an object's pickle drops but the code reads: an enum member's own attributes, annotations,
 # the type arguments of a class's bases. Each was a stale hit (a review's reproductions).
 PROGRAMS["pickle_drops"] = {
@@ -2686,7 +2730,7 @@ ENTRIES = [(p, e) for p, files in PROGRAMS.items() for e in _entries(files["main
 @pytest.mark.parametrize("program", ["modules_as_values", "pydantic_models", "by_name_values",
                                      "pickle_drops", "body_imports_late",
                                      "library_named_classes", "mutual_recursion", "stdlib_state",
-                                     "third_party_code"])
+                                     "third_party_code", "module_rng"])
 def test_keys_are_the_same_from_another_checkout(program):
     """A module counted whole (one of its imports holds a path) and a pydantic model give the same
     keys from another checkout folder, in another process with another hash seed."""

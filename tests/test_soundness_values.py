@@ -633,3 +633,133 @@ def test_plain_data_a_library_factory_function_keeps_is_keyed_by_content(tmp_pat
     default_if_none = attrs.converters.default_if_none
     assert convert.key(default_if_none(a), None) == convert.key(default_if_none(a), None)
     assert convert.key(default_if_none(a), None) != convert.key(default_if_none(b), None)
+
+
+def test_a_global_whose_getattr_raises_is_keyed_by_content(tmp_path):
+    """An ``AttrDict`` global (``__getattr__ = dict.__getitem__``: ``KeyError`` for a missing name)
+    was probed for a size to show in ``explain`` and raised on every call; now it is read, keyed
+    by its items, and no ``__getattr__`` runs for that text (a lazy loader's would load)."""
+    m = import_source("sv_attrdict", textwrap.dedent('''
+        asked = []
+        class AttrDict(dict):
+            __getattr__ = dict.__getitem__
+        class Lazy:
+            def __init__(self, scale):
+                self.scale = scale
+            def __getattr__(self, name):
+                asked.append(name)
+                raise AttributeError(name)
+        CFG = AttrDict(scale=1)
+        LAZY = Lazy(1)
+        def f(x):
+            return CFG.scale * x + LAZY.scale
+    '''), tmp_path)
+    f = fncache.memoize(store=str(tmp_path / "s"))(m.f)
+    assert f(2) == 3
+    first = f.key(2)
+    m.CFG["scale"] = 5
+    assert f.key(2) != first and f(2) == 11
+    m.LAZY.scale = 2
+    assert f(2) == 12
+    assert m.asked == []
+
+
+def test_only_generators_drawn_from_through_their_module_count(tmp_path):
+    """``np.random.rand()`` counts numpy's global generator's state (a seed set between calls is
+    another key); a local ``np.random.default_rng(0)``'s ``rng.normal()`` and a ``random.Random(1)``
+    of the function's own do not bring the global generators in: drawing from those outside any
+    cached call keeps the key."""
+    np = pytest.importorskip("numpy")
+    import random
+
+    m = import_source("sv_rng_local", textwrap.dedent('''
+        import random
+        import numpy as np
+        def local(x):
+            rng = np.random.default_rng(0)
+            return float(rng.normal()) + random.Random(1).random() + x
+        def drawn(x):
+            return float(np.random.rand()) + x
+    '''), tmp_path)
+    local = fncache.memoize(store=str(tmp_path / "s"))(m.local)
+    drawn = fncache.memoize(store=str(tmp_path / "s"))(m.drawn)
+    np.random.seed(3)
+    keys = (local.key(1), drawn.key(1))
+    np.random.rand(), random.random()
+    assert local.key(1) == keys[0]
+    np.random.seed(4)
+    assert local.key(1) == keys[0] and drawn.key(1) != keys[1]
+    np.random.seed(3)
+    assert drawn.key(1) == keys[1]
+
+
+def test_a_function_that_seeds_the_global_generator_itself_keeps_its_key(tmp_path):
+    """``np.random.seed(0)`` or ``random.seed(0)`` in the function: the state the generator had
+    before does not count (each process starts from another, and the function would never hit
+    in a new one). A call that draws from the global generator with another user thread alive is
+    stored (what it draws is no change to its inputs) and hits once the seed is set again."""
+    pytest.importorskip("numpy")
+    import random
+    import threading
+
+    import numpy as np
+
+    m = import_source("sv_rng_seeded", textwrap.dedent('''
+        import random
+        import numpy as np
+        def seeded(x):
+            np.random.seed(0)
+            random.seed(0)
+            return float(np.random.rand()) + random.random() + x
+        def drawn(x):
+            return random.randint(0, 10**9) + x
+    '''), tmp_path)
+    seeded = fncache.memoize(store=str(tmp_path / "s"))(m.seeded)
+    drawn = fncache.memoize(store=str(tmp_path / "s"))(m.drawn)
+    key = seeded.key(1)
+    np.random.seed(7), random.seed(7)
+    assert seeded.key(1) == key
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        random.seed(7)
+        first = [drawn(1), seeded(1), seeded(1)]
+        random.seed(7)
+        again = drawn(1)
+    finally:
+        stop.set()
+        worker.join()
+    assert first[1] == first[2] and again == first[0]
+    assert drawn.cache_info().hits == 1 and seeded.cache_info().hits == 1
+
+
+_LAZY_SUBMODULE = '''
+import json, sys
+import numpy as np
+import fncache
+
+@fncache.memoize
+def f(x):
+    return float(np.random.rand()) + x
+
+out = [f(0)]
+np.random.seed(1)
+out.append(f(0))
+np.random.seed(2)
+out.append(f(0))
+np.random.seed(1)
+out.append(f(0))
+print(json.dumps({"out": out, "hits": f.cache_info().hits}))
+'''
+
+
+def test_a_generator_in_a_submodule_imported_during_the_call_still_counts(tmp_path):
+    """numpy imports ``numpy.random`` on first use (a module ``__getattr__``): absent when the
+    function is first keyed, present after its call. Each seed set between calls is a key of
+    its own, and setting the first one again hits."""
+    pytest.importorskip("numpy")
+    out = _run_script(tmp_path, "lazy_submodule.py", _LAZY_SUBMODULE)
+    first, one, two, one_again = out["out"]
+    assert len({first, one, two}) == 3
+    assert one_again == one and out["hits"] == 1

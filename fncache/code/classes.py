@@ -18,6 +18,7 @@ from fncache._errors import UnhashableArgument
 from fncache.code.classify import (
     ENUM_MEMBER_BOOKKEEPING,
     class_bookkeeping,
+    draws_from_state,
     is_immutable,
     is_user_object,
     made_at_run_time,
@@ -26,7 +27,7 @@ from fncache.code.classify import (
     stands_for_user_code,
     user_code_run_by,
 )
-from fncache.code.digest import annotation_names
+from fncache.code.digest import annotation_names, attribute_chains
 from fncache.code.inplace import MUTATORS, Modified, names_modified
 from fncache.code.state import MISSING
 from fncache.code.usercode import is_user_code, wrapper_attributes, wrapper_namespace
@@ -347,6 +348,45 @@ def _held_parts(walk: Any, value: Any, depth: int = 0) -> Any:
             out.append((k, _held_parts(walk, v, depth + 1) if depth < 4 else ()))
     t = type(value)
     return ("parts", t.__module__, t.__qualname__, tuple(out))
+
+
+def random_methods(walk: Any, g: dict[str, Any], code: types.CodeType) -> None:
+    """Key each random generator's method the code reads through modules (``random.randint``,
+    ``np.random.rand``: see :func:`~fncache.code.classify.draws_from_state`) by the generator's
+    state when the call is made, unless the code seeds that module's generator itself
+    (``np.random.seed(0)`` in the function: the state it starts from does not count).
+
+    Re-hashed on every call like a mutable global, so a seed set between calls, or a draw made
+    elsewhere, gives another key (an attribute not there yet, numpy's lazy ``np.random``, is
+    watched for). What a call draws is no change to what it read (``_volatile``): the result is
+    stored under the state it started from, and the next call keys the state it finds."""
+    found: list[tuple[types.ModuleType, str, Any]] = []
+    seeded: set[int] = set()
+    for chain in attribute_chains(code):
+        value = g.get(chain[0])
+        for attr in chain[1:]:
+            if not isinstance(value, types.ModuleType):
+                break
+            md = vars(value)
+            if attr not in md:
+                walk.dict_watches.append((md, attr, MISSING))
+                break
+            if attr in _SEEDS:
+                seeded.add(id(value))
+            if draws_from_state(md[attr]):
+                found.append((value, attr, md[attr]))
+                break
+            value = md[attr]
+    for mod, attr, method in found:
+        if id(mod) not in seeded:
+            walk.dict_watches.append((vars(mod), attr, method))
+            label = f"attr {mod.__name__}.{attr}"
+            walk.components[label] = _hasher.digest(walk.read(method, label)).hex()
+            walk.volatile.append(id(method))
+
+
+#: What seeds a module's generator (``random.seed``, ``np.random.seed``, ``np.random.set_state``).
+_SEEDS = frozenset({"seed", "setstate", "set_state"})
 
 
 def made_with(walk: Any, fn: types.FunctionType) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ import enum
 import functools
 import io
 import mmap
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -79,13 +80,26 @@ SHOWN_REPR = 80
 
 
 def describe(value: Any) -> str:
-    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it."""
+    """``numpy.ndarray (50.0 MB)``: a value's type, and its size where it says it.
+
+    The size is asked only of a type that defines ``nbytes`` (an array's, a tensor's), never
+    through a ``__getattr__`` (an ``AttrDict``'s raises ``KeyError``; a lazy loader's would load),
+    and a size that fails to come is not shown: this text is for ``explain``, never worth a call.
+    """
     t = type(value)
     what = f"{t.__module__}.{t.__qualname__}"
-    size = getattr(value, "nbytes", None)
+    try:
+        size = getattr(value, "nbytes", None) if _defines(t, "nbytes") else None
+    except Exception:  # a property that raises
+        size = None
     if isinstance(size, int):
         what += f" ({size / 1e6:.1f} MB)"
     return what
+
+
+def _defines(t: type, name: str) -> bool:
+    """Whether class ``t`` or a base has ``name`` in its own namespace (no ``__getattr__`` run)."""
+    return any(name in getattr(k, "__dict__", {}) for k in getattr(t, "__mro__", (t,)))
 
 
 def _short_data(value: Any) -> bool:
@@ -107,6 +121,21 @@ def shown(value: Any, digest: str) -> str:
         if len(text) <= SHOWN_REPR:
             return text
     return f"{describe(value)} [{digest[:12]}]"
+
+
+def draws_from_state(v: Any) -> bool:
+    """Whether ``v`` is a method of a random generator with state: ``random.randint`` (of
+    ``random``'s hidden ``Random``), ``numpy.random.rand`` (of numpy's ``RandomState``). Such a
+    method read through its module is keyed by the generator's state, as it is when bound to a
+    name of the user's (``from random import randint``): a seed set at import counts."""
+    if not isinstance(v, (types.MethodType, types.BuiltinMethodType)):
+        return False
+    owner = getattr(v, "__self__", None)
+    rnd = sys.modules.get("random")  # not imported: no Random can exist
+    if rnd is not None and isinstance(owner, rnd.Random):
+        return not isinstance(owner, rnd.SystemRandom)  # the system's entropy: no state
+    t = type(owner)
+    return t.__module__.startswith("numpy.random") and t.__name__ in ("RandomState", "Generator")
 
 
 def is_immutable(v: Any) -> bool:

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 from fncache.values import hasher as _hasher
 
-__all__ = ["ATTR_READS", "Import", "absolute_import", "annotation_names", "code_digest", "code_names",
-           "globals_written", "nested_code"]
+__all__ = ["ATTR_READS", "Import", "absolute_import", "annotation_names", "attribute_chains",
+           "code_digest", "code_names", "globals_written", "nested_code"]
 
 # (LOAD_FROM_DICT_OR_GLOBALS, 3.12+: a class body's read of a global in a ``type`` alias or a
 # type parameter's bound.)
@@ -191,14 +191,17 @@ def code_names(code: types.CodeType) -> tuple[list[str], set[str], list[Import],
     all_names: set[str] = set()
     imports: dict[Import, None] = {}
     texts: dict[str, None] = {}
+    chains: set[tuple[str, ...]] = set()
     stack = [code]
     while stack:
         c = stack.pop()
         all_names.update(c.co_names)
         instructions = list(dis.get_instructions(c))
         _scan(instructions, globals_read, imports)
+        _chains(instructions, chains)
         texts.update(dict.fromkeys(_annotation_strings(instructions)))
         stack.extend(k for k in reversed(c.co_consts) if isinstance(k, types.CodeType))
+    _chains_cache[code] = frozenset(chains)  # (the walk asks for them next: one pass for both)
     return list(globals_read), all_names, list(imports), list(texts)
 
 
@@ -387,6 +390,40 @@ _passed_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = \
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF",
                          "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
 ATTR_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+
+
+_chains_cache: weakref.WeakKeyDictionary[types.CodeType, frozenset[tuple[str, ...]]] = \
+    weakref.WeakKeyDictionary()
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+
+
+def attribute_chains(code: types.CodeType) -> frozenset[tuple[str, ...]]:
+    """``(global, attribute, attribute, ...)`` for each global the code (nested code included)
+    reads attributes of, one off the other: ``np.random.rand()`` gives ``("np", "random",
+    "rand")``. What a module attribute the code reads is, precisely, rather than every name.
+    Made by :func:`code_names`'s pass over the instructions where it ran."""
+    found = _chains_cache.get(code)
+    if found is None:
+        chains: set[tuple[str, ...]] = set()
+        for c in nested_code(code):
+            _chains(list(dis.get_instructions(c)), chains)
+        found = _chains_cache[code] = frozenset(chains)
+    return found
+
+
+def _chains(instructions: list[dis.Instruction], chains: set[tuple[str, ...]]) -> None:
+    chain: list[str] = []
+    for ins in instructions:
+        if ins.opname == "EXTENDED_ARG":
+            continue
+        if chain and ins.opname in ATTR_READS:
+            chain.append(ins.argval)
+            continue
+        if len(chain) > 1:
+            chains.add(tuple(chain))
+        chain = [ins.argval] if ins.opname in _GLOBAL_LOADS else []
+    if len(chain) > 1:
+        chains.add(tuple(chain))
 
 
 def names_passed_on(code: types.CodeType) -> frozenset[str]:

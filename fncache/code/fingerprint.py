@@ -8,18 +8,18 @@ A fingerprint is a set of named *components*, each with a digest:
   class read this way is a reference to its own component, so helpers of helpers are covered and
   cycles (recursion, a method that reads its own class) end by themselves;
 * ``class NAME``: a user class's sorted attribute dict (methods as references), bases and metaclass;
-* ``attr MODULE.NAME``: a module-level value of a user module read as ``module.NAME``.
+* ``attr MODULE.NAME``: a module-level value of a user module read as ``module.NAME``; a random
+  generator's method read through a library module (``random.randint``), by the generator's state.
 
 "User code" is code outside the standard library and installed distributions (site-packages): scripts,
 ``__main__``, notebooks, ``exec``-made functions, local modules, editable installs. Library code enters
-by reference (module and qualified name); :func:`track`/:func:`untrack` widen or narrow the set.
-Names of the root function's own module are written without the module prefix, so a script run as
-``__main__`` and the same file imported as a module share keys.
+by reference (module and qualified name); :func:`track`/:func:`untrack` widen or narrow the set. Names
+of the root function's own module are written without the module prefix (``__main__`` or imported).
 
 A fingerprint is computed once per function and then *revalidated* on each use: every global lookup,
 ``__code__``/``__defaults__``/closure cell and user class dict it depended on is checked by identity,
-and mutable values read (dicts, lists, objects) are re-hashed. Any difference recomputes it, so a global
-rebound or mutated between two calls gives a new key, while a hit costs a few identity checks.
+and mutable values read are re-hashed. Any difference recomputes it (a global rebound or mutated
+between two calls gives a new key), while a hit costs a few identity checks.
 
 State a function writes is keyed by the name it is read under and its first value, not by its content
 now, for that function only: a global its code rebinds (``global n; n += 1``) and the values memoize
@@ -153,11 +153,8 @@ _register_code_tokens()
 
 @dataclass(eq=False)  # compared by identity: a generated __eq__ cost every import ~0.2 ms
 class Fingerprint:
-    """A function's or class's fingerprint: its digest and the components it was made of.
-
-    ``components`` maps a readable label (``"function normalize"``, ``"global THRESHOLD"``) to a hex
-    digest; :meth:`valid` tells whether everything it was computed from is still the same.
-    """
+    """A function's or class's fingerprint: its digest and its ``components`` (a readable label,
+    ``"global THRESHOLD"``, to a hex digest); :meth:`valid`: whether all it was made of is the same."""
 
     digest: bytes
     components: dict[str, str]
@@ -169,8 +166,10 @@ class Fingerprint:
     cacheable: bool = True
     generation: int = 0
     root: str | None = None  # the module classes are named relative to (see _hasher.digest)
-    # ids of mutable values reached only through a closure or default of a function it covers.
+    # ids of mutable values reached only through a closure or default of a function it covers;
+    # of random generators drawn from through their module, whose change in a call is no change.
     _private: frozenset[int] = frozenset()
+    _volatile: frozenset[int] = frozenset()
     #: Infrastructure that cannot be pickled, keyed by type and name (``"global LOCK
     #: (_thread.lock)"``); :attr:`by_name` lists it with the state the function writes.
     infrastructure: tuple[str, ...] = ()
@@ -179,8 +178,7 @@ class Fingerprint:
     #: each global value read as a person reads it (``"0.5"``; ``"pandas.DataFrame (160.0 MB) ..."``).
     functions: tuple[tuple[str, Any], ...] = ()
     shown: tuple[tuple[str, str], ...] = ()
-    #: Mutable values read that are slow to re-hash, as checked on every use (timed by the first
-    #: re-hash after the walk): ``(where, what, seconds)``, e.g. ``("global DF", "pandas...", 0.01)``.
+    #: Mutable values slow to re-hash on every use (timed by the first): ``(where, what, seconds)``.
     slow: tuple[tuple[str, str, float], ...] = ()
     #: ``(where, value)`` slow to hash in the walk (till :meth:`_first_rehash`); the report's name.
     _unmeasured: tuple[tuple[str, Any], ...] = ()
@@ -234,7 +232,8 @@ class Fingerprint:
         global, module attribute or class attribute: another thread can modify such a value only by
         calling those functions (or by holding it already). Identity checks and re-hashes only.
         """
-        changed = self.changed_state() if self._mutable else []
+        changed = [v for v in self.changed_state() if id(v) not in self._volatile] \
+            if self._mutable else []
         private = not changed or all(id(v) in self._private for v in changed)
         return not self._same_objects(), changed, private
 
@@ -389,6 +388,7 @@ def _result(walk: Walk) -> Fingerprint:
         generation=_usercode._generation[0],
         root=walk.root_module,
         _private=private,
+        _volatile=frozenset(walk.volatile),
         infrastructure=tuple(sorted(walk.by_name)),
         named=tuple(sorted((label, why) for label, (why, d) in walk.named.items()
                            if comps.get(label) == d)),

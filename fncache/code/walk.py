@@ -96,6 +96,7 @@ class Walk:
         self.cacheable = True
         self.state: dict[int, Any] = state or {}  # what mark_state() recorded for this root
         self.private: list[int] = []  # ids of mutable values read through closures and defaults
+        self.volatile: list[int] = []  # ids of generators' methods: see classes.random_methods
         self.by_name: dict[str, None] = {}
         self.named: dict[str, tuple[str, str]] = {}  # label -> (why keyed by name, its digest)
         # For explain: the user functions visited by label (their source is kept with each entry),
@@ -503,6 +504,7 @@ class Walk:
             self.visit_global(g, name, written, read_through(g.get(name), name, passed, all_names))
         for imp in imports:
             self.visit_import(imp, g, all_names)
+        _classes.random_methods(self, g, code)  # random.randint(...): the generator's state
         for d, attr, cls, where in user_accessors(all_names):  # df.geo.area(): pandas' registry
             self.dict_watches.append((d, attr, d[attr]))
             self.read_once(where, cls)
