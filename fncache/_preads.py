@@ -141,8 +141,6 @@ def fill(fd: int, views: list[memoryview], hasher: Any) -> bool:
     ``hasher`` in order; leaves the position after them. False if the file ended first (a file
     truncated meanwhile: not a whole frame)."""
     base = os.lseek(fd, 0, os.SEEK_CUR)
-    if not _cached(fd, views, base):
-        return _fill_from_disk(fd, views, base, hasher)
     pieces, end = _pieces(views, base)
     middle = base + (end - base) // 2
     split = next((i for i, (_, at) in enumerate(pieces) if at >= middle), len(pieces))
@@ -166,39 +164,6 @@ def fill(fd: int, views: list[memoryview], hasher: Any) -> bool:
             if own is not None:
                 os.close(own)
     os.lseek(fd, end, os.SEEK_SET)
-    return True
-
-
-def _cached(fd: int, views: list[memoryview], base: int) -> bool:
-    """Whether the first :data:`CHUNK` bytes of the buffers are in the page cache: read without
-    waiting for the disk (``RWF_NOWAIT``; into their place, read again below, before any check).
-    True where that cannot be asked (not Linux, an old kernel, a file system without it)."""
-    flag = getattr(os, "RWF_NOWAIT", None)
-    first = next((v for v in views if v.nbytes), None)
-    if flag is None or first is None or not hasattr(os, "preadv"):
-        return True
-    part = first[:CHUNK]
-    try:
-        return os.preadv(fd, [part], base, flag) == part.nbytes
-    except BlockingIOError:
-        return False
-    except OSError:  # EOPNOTSUPP and the like: not known, so not cold
-        return True
-
-
-def _fill_from_disk(fd: int, views: list[memoryview], base: int, hasher: Any) -> bool:
-    """:func:`fill` of a file not in the page cache: each buffer read whole by one system call (a
-    few requests of the disk's largest size, where pieces of :data:`PIECE` bytes on two threads
-    wait for many smaller ones: 256 MB in 150-160 ms against 130-135 ms on a 2-vCPU VM), then
-    hashed in file order out of the memory it was read into."""
-    offset = base
-    for view in views:
-        if not _read_at(fd, view, offset):
-            return False
-        offset += view.nbytes
-    for view in views:
-        hasher.update(view)
-    os.lseek(fd, offset, os.SEEK_SET)
     return True
 
 
