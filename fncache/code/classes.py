@@ -353,13 +353,13 @@ def _held_parts(walk: Any, value: Any, depth: int = 0) -> Any:
 def random_methods(walk: Any, g: dict[str, Any], code: types.CodeType) -> None:
     """Key each random generator's method the code reads through modules (``random.randint``,
     ``np.random.rand``: see :func:`~fncache.code.classify.draws_from_state`) by the generator's
-    state when the call is made, unless the code seeds that module's generator itself
+    state, as a global bound to it is, unless the code seeds that module's generator itself
     (``np.random.seed(0)`` in the function: the state it starts from does not count).
 
-    Re-hashed on every call like a mutable global, so a seed set between calls, or a draw made
-    elsewhere, gives another key (an attribute not there yet, numpy's lazy ``np.random``, is
-    watched for). What a call draws is no change to what it read (``_volatile``): the result is
-    stored under the state it started from, and the next call keys the state it finds."""
+    Watched as a global is: a seed set before a call gives another key (an attribute not there
+    yet, numpy's lazy ``np.random``, is watched for). A cached call draws, changing it: that is
+    the function's own change (read as a closure value is, so that another thread alive does not
+    stop the store), and the state first seen is its key from then on (``mark_state``)."""
     found: list[tuple[types.ModuleType, str, Any]] = []
     seeded: set[int] = set()
     for chain in attribute_chains(code):
@@ -381,8 +381,7 @@ def random_methods(walk: Any, g: dict[str, Any], code: types.CodeType) -> None:
         if id(mod) not in seeded:
             walk.dict_watches.append((vars(mod), attr, method))
             label = f"attr {mod.__name__}.{attr}"
-            walk.components[label] = _hasher.digest(walk.read(method, label)).hex()
-            walk.volatile.append(id(method))
+            walk.components[label] = _hasher.digest(walk.private_reference(method, label)).hex()
 
 
 #: What seeds a module's generator (``random.seed``, ``np.random.seed``, ``np.random.set_state``).

@@ -166,10 +166,9 @@ class Fingerprint:
     cacheable: bool = True
     generation: int = 0
     root: str | None = None  # the module classes are named relative to (see _hasher.digest)
-    # ids of mutable values reached only through a closure or default of a function it covers;
-    # of random generators drawn from through their module, whose change in a call is no change.
+    # ids of mutable values reached only through a closure or default of a function it covers,
+    # and of random generators drawn from through their module (see classes.random_methods).
     _private: frozenset[int] = frozenset()
-    _volatile: frozenset[int] = frozenset()
     #: Infrastructure that cannot be pickled, keyed by type and name (``"global LOCK
     #: (_thread.lock)"``); :attr:`by_name` lists it with the state the function writes.
     infrastructure: tuple[str, ...] = ()
@@ -232,8 +231,7 @@ class Fingerprint:
         global, module attribute or class attribute: another thread can modify such a value only by
         calling those functions (or by holding it already). Identity checks and re-hashes only.
         """
-        changed = [v for v in self.changed_state() if id(v) not in self._volatile] \
-            if self._mutable else []
+        changed = self.changed_state() if self._mutable else []
         private = not changed or all(id(v) in self._private for v in changed)
         return not self._same_objects(), changed, private
 
@@ -388,7 +386,6 @@ def _result(walk: Walk) -> Fingerprint:
         generation=_usercode._generation[0],
         root=walk.root_module,
         _private=private,
-        _volatile=frozenset(walk.volatile),
         infrastructure=tuple(sorted(walk.by_name)),
         named=tuple(sorted((label, why) for label, (why, d) in walk.named.items()
                            if comps.get(label) == d)),

@@ -96,7 +96,6 @@ class Walk:
         self.cacheable = True
         self.state: dict[int, Any] = state or {}  # what mark_state() recorded for this root
         self.private: list[int] = []  # ids of mutable values read through closures and defaults
-        self.volatile: list[int] = []  # ids of generators' methods: see classes.random_methods
         self.by_name: dict[str, None] = {}
         self.named: dict[str, tuple[str, str]] = {}  # label -> (why keyed by name, its digest)
         # For explain: the user functions visited by label (their source is kept with each entry),
