@@ -665,7 +665,7 @@ def test_a_global_whose_getattr_raises_is_keyed_by_content(tmp_path):
 
 
 def test_only_generators_drawn_from_through_their_module_count(tmp_path):
-    """``np.random.rand()`` counts numpy's global generator's state (a seed set between calls is
+    """``np.random.rand()`` counts numpy's global generator's state (a seed set before a call is
     another key); a local ``np.random.default_rng(0)``'s ``rng.normal()`` and a ``random.Random(1)``
     of the function's own do not bring the global generators in: drawing from those outside any
     cached call keeps the key."""
