@@ -691,6 +691,14 @@ def test_only_generators_drawn_from_through_their_module_count(tmp_path):
     assert local.key(1) == keys[0] and drawn.key(1) != keys[1]
     np.random.seed(3)
     assert drawn.key(1) == keys[1]
+    # Through a module of the user's that imported numpy: util.np.random.rand().
+    import_source("sv_rng_util", "import numpy as np\n", tmp_path)
+    m2 = import_source("sv_rng_through", "import sv_rng_util as util\n"
+                       "def f(x):\n    return float(util.np.random.rand()) + x\n", tmp_path)
+    through = fncache.memoize(store=str(tmp_path / "s"))(m2.f)
+    before = through.key(1)
+    np.random.seed(4)
+    assert through.key(1) != before
 
 
 def test_a_function_that_seeds_the_global_generator_itself_keeps_its_key(tmp_path):
