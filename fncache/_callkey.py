@@ -29,7 +29,6 @@ from fncache._binding import Binder
 from fncache._errors import UnhashableArgument
 from fncache._options import Options
 from fncache.code.fingerprint import Fingerprint, fingerprint, still_valid
-from fncache.code.targets import recorded_module
 from fncache.code.usercode import is_user_code
 from fncache.values import hasher as _hasher
 from fncache.values.digests import RECORDS, Records
@@ -333,5 +332,7 @@ def function_id(func: Any) -> str:
         namespace = getattr(code, "__globals__", None)
         if not isinstance(namespace, dict):  # a class: its module's namespace
             namespace = getattr(sys.modules.get(module), "__dict__", None)
+        from fncache.code.targets import recorded_module
+
         module = recorded_module(module, namespace)
     return f"{module}:{name}"

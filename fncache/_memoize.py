@@ -32,7 +32,6 @@ from fncache._options import DISABLED as _DISABLED
 from fncache._options import NAMES, OptionAttribute, Options, options_doc, unknown_options
 from fncache._threads import thread_mark
 from fncache.code.fingerprint import Fingerprint
-from fncache.code.targets import importable
 from fncache.code.usercode import wrapper_attributes
 from fncache.stores import Store, redact
 
@@ -154,6 +153,8 @@ class Memoized(Generic[P, R]):
     mmap_mode = OptionAttribute[str | None]()
 
     def __reduce__(self) -> Any:
+        from fncache.code.targets import importable
+
         if importable(self):
             return self.__qualname__  # type: ignore[attr-defined]  # importable: plain pickle by name
         import cloudpickle

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from fncache import _forks
 from fncache._errors import ArgumentTypeError
+from fncache._records import Shown
 from fncache.code import usercode as _usercode
 from fncache.code.classify import describe, holds_user_code
 from fncache.code.distributions import distribution_versions
@@ -151,8 +152,9 @@ def _note_cycle() -> None:
 _register_code_tokens()
 
 
-@dataclass(eq=False)  # compared by identity: a generated __eq__ cost every import ~0.2 ms
-class Fingerprint:
+# Compared by identity; __repr__ from fncache._records (generated, it cost every import ~0.1 ms).
+@dataclass(eq=False, repr=False)
+class Fingerprint(Shown):
     """A function's or class's fingerprint: its digest and its ``components`` (a readable label,
     ``"global THRESHOLD"``, to a hex digest); :meth:`valid`: whether all it was made of is the same."""
 

@@ -23,7 +23,6 @@ from fncache._errors import ConfigError
 from fncache._memoize import Memoized
 from fncache._options import DISABLED, Options
 from fncache._threads import thread_mark
-from fncache.code.targets import importable
 from fncache.joblib.results import (
     MemorizedResult,
     NotMemorizedResult,
@@ -81,6 +80,8 @@ def _portable(obj: Any) -> Any:
     # Anything else (bound methods, partials, builtins) goes to the enclosing pickler as it is, so
     # that an instance holding its own cached method (self.f = memory.cache(self.f)) pickles as the
     # cycle it is instead of recursing.
+    from fncache.code.targets import importable
+
     if isinstance(obj, types.FunctionType) and not importable(obj):
         import cloudpickle
 
@@ -273,6 +274,8 @@ class MemorizedFunc(Memoized):  # type: ignore[type-arg]
         return super().clear()
 
     def __reduce__(self) -> Any:
+        from fncache.code.targets import importable
+
         if importable(self):
             return self.__qualname__  # type: ignore[attr-defined]  # set by update_wrapper
         # Credentials stay behind (a password in the URL or backend_options, an S3 secret):

@@ -25,9 +25,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple
 
+from fncache._records import Frozen
+
 #: Seconds that data no entry references is left alone before it counts as orphaned: a writer
 #: writes its data before it publishes the entry, and may be doing so right now.
 ORPHAN_GRACE = 3600.0
+
+_set = object.__setattr__  # a frozen record's own __init__ sets its fields
 
 __all__ = [
     "ORPHAN_GRACE",
@@ -76,8 +80,8 @@ def value_size(value: Any) -> int:
     return memoryview(value).nbytes
 
 
-@dataclasses.dataclass(frozen=True)
-class EntryInfo:
+@dataclasses.dataclass(init=False, repr=False, eq=False)  # generated methods: see fncache._records
+class EntryInfo(Frozen):
     """What a store knows about one entry without reading its value.
 
     ``created`` and ``accessed`` are POSIX timestamps; ``accessed`` is the last use (from the usage
@@ -97,6 +101,16 @@ class EntryInfo:
     #: how many uses (hits) the store's usage records count, ``None`` where it has none for the entry
     uses: int | None = None
 
+    def __init__(self, key: str, size: int, created: float, accessed: float | None,
+                 meta: dict[str, Any], damaged: bool = False, uses: int | None = None) -> None:
+        _set(self, "key", key)
+        _set(self, "size", size)
+        _set(self, "created", created)
+        _set(self, "accessed", accessed)
+        _set(self, "meta", meta)
+        _set(self, "damaged", damaged)
+        _set(self, "uses", uses)
+
     @property
     def function(self) -> str:
         """``module:qualname`` of the function that produced the entry, or ``""`` if unknown."""
@@ -111,8 +125,8 @@ class EntryInfo:
         return version if isinstance(version, str) and len(version) <= 16 else None
 
 
-@dataclasses.dataclass(frozen=True)
-class FunctionSummary:
+@dataclasses.dataclass(init=False, repr=False, eq=False)  # generated methods: see fncache._records
+class FunctionSummary(Frozen):
     """The entries of one function written by one Python version: a row of ``fncache info`` / ``ls``.
 
     ``function`` is ``module:qualname`` (``""`` where unknown); ``damaged`` rows gather entries whose
@@ -131,6 +145,19 @@ class FunctionSummary:
     used: float | None = None
     uses: int = 0
     damaged: bool = False
+
+    def __init__(self, function: str, python: str | None, entries: int, size: int, newest: float,
+                 oldest: float, used: float | None = None, uses: int = 0,
+                 damaged: bool = False) -> None:
+        _set(self, "function", function)
+        _set(self, "python", python)
+        _set(self, "entries", entries)
+        _set(self, "size", size)
+        _set(self, "newest", newest)
+        _set(self, "oldest", oldest)
+        _set(self, "used", used)
+        _set(self, "uses", uses)
+        _set(self, "damaged", damaged)
 
 
 def summarize(entries: Iterator[EntryInfo] | list[EntryInfo]) -> list[FunctionSummary]:

@@ -16,7 +16,7 @@ import fncache.stores._disksql as q
 from fncache.stores._diskrows import readable, unnamed_rowid
 from fncache.stores._disksummary import kept as summary_is_ours
 
-__all__ = ["CLEAR_BATCH", "DELETE_BATCH", "clear_rows", "delete_keys", "row_of"]
+__all__ = ["CLEAR_BATCH", "DELETE_BATCH", "clear_rows", "delete_key", "delete_keys", "row_of"]
 
 #: Rows per transaction in :func:`clear_rows`: large enough that a million entries take a few
 #: dozen transactions (diskcache's ``Cache.clear`` takes 100 rows per transaction: minutes for a
@@ -25,6 +25,18 @@ CLEAR_BATCH = 20_000
 #: Keys per transaction in :func:`delete_keys` (each looked up by the key index: a batch holds
 #: the write lock for a few milliseconds to a few dozen).
 DELETE_BATCH = 1_000
+
+
+def delete_key(db: Any, key: str) -> bool:
+    """Remove the row at ``key`` or named so by a listing (:func:`row_of`), its file after the
+    commit; whether there was one."""
+    with db.transact() as (sql, doom):
+        found = row_of(sql, key)
+        if found is None:
+            return False
+        sql(q.DELETE_ROWID, (found[0],))
+        doom(found[1])
+    return True
 
 
 def clear_rows(db: Any, tag: str | None, progress: Any = None) -> int:

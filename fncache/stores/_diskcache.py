@@ -18,7 +18,6 @@ from typing import Any
 
 import fncache.stores._disksql as q
 from fncache import _forks
-from fncache.stores import _diskbulk
 from fncache.stores._base import FunctionSummary
 from fncache.stores._checkpoint import Checkpointer
 from fncache.stores._diskfs import ValueFiles
@@ -38,9 +37,6 @@ from fncache.stores._diskopen import (
     text_of,
 )
 from fncache.stores._diskrows import number
-from fncache.stores._disksummary import add_own
-from fncache.stores._disksummary import ensure as ensure_summary
-from fncache.stores._disksummary import read as read_summary
 
 log = logging.getLogger("fncache")
 
@@ -132,8 +128,9 @@ class Diskcache:
         _forks.track(self)
         self._cache: Any = None
         self._cache_lock = threading.Lock()
-        #: Whether this version's summary is kept (fncache's inserts then add to it themselves).
+        #: Whether this version's summary is kept (fncache's inserts then add to it: ``add_own``).
         self.summary_kept = False
+        self.add_own: Any = None
         try:
             stored = self._settings_at_open()
         except BaseException:
@@ -267,7 +264,9 @@ class Diskcache:
             add_meta_column(cache)
             self._cache = cache
             partial_expire_index(self)
-            self.summary_kept = ensure_summary(self)
+            from fncache.stores import _disksummary  # with the writer: hits never load it
+
+            self.summary_kept, self.add_own = _disksummary.ensure(self), _disksummary.add_own
             keeper, self._keeper = self._keeper, None
             if keeper is not None:  # a writing process's exit checkpoints (see _keep_wal)
                 keeper.close()
@@ -491,7 +490,7 @@ class Diskcache:
                 rowid = sql(q.INSERT_ROW, (key, now_, expire_time, now_, tag, size, mode, filename,
                                            value, meta)).lastrowid
                 if self.summary_kept:
-                    add_own(sql, fields, meta, size or len(value), now_, rowid)
+                    self.add_own(sql, fields, meta, size or len(value), now_, rowid)
             except sqlite3.IntegrityError:
                 rowid, old_filename, old_expire = sql(q.SELECT_ROW, (key,)).fetchall()[0]
                 if create_only and (old_expire is None or old_expire > now_):
@@ -505,15 +504,10 @@ class Diskcache:
         return True
 
     def delete(self, key: str) -> bool:
-        """Remove the row at ``key`` (its file after the commit); atomic. ``key`` may be the name
-        a listing gives a row whose own key no lookup reads (see ``_diskbulk.row_of``)."""
-        with self.transact() as (sql, doom):
-            found = _diskbulk.row_of(sql, key)
-            if found is None:
-                return False
-            sql(q.DELETE_ROWID, (found[0],))
-            doom(found[1])
-        return True
+        """Remove the row at ``key``, or so named by a listing, and its file (``_diskbulk``)."""
+        from fncache.stores import _diskbulk  # removals only: hits never load it
+
+        return _diskbulk.delete_key(self, key)
 
     def remove_as_read(self, rowid: int, key: str, mode: object, filename: object) -> None:
         """Remove a row (and its file) only if it is still the row that was read."""
@@ -528,10 +522,14 @@ class Diskcache:
 
     def clear_rows(self, tag: str | None, progress: Any = None) -> int:
         """Remove every row (or every row tagged ``tag``) in batches (see :mod:`._diskbulk`)."""
+        from fncache.stores import _diskbulk
+
         return _diskbulk.clear_rows(self, tag, progress)
 
     def delete_keys(self, keys: list[str]) -> int:
         """Remove the rows at ``keys`` in batches (see :mod:`._diskbulk`); how many there were."""
+        from fncache.stores import _diskbulk
+
         return _diskbulk.delete_keys(self, keys)
 
     def filenames(self) -> set[str]:
@@ -548,7 +546,9 @@ class Diskcache:
     def summary(self) -> list[FunctionSummary] | None:
         """Per (function, Python version), from the summary table (see
         :mod:`~fncache.stores._disksummary`); None while expired rows wait for removal."""
-        return read_summary(self, self.tracks_reads)
+        from fncache.stores import _disksummary
+
+        return _disksummary.read(self, self.tracks_reads)
 
     # -- leases ----------------------------------------------------------------------------------
     def lease_add(self, name: str, token: str, ttl: float) -> bool:
