@@ -198,6 +198,22 @@ def test_a_changed_metadata_file_is_read_again(tmp_path):
     assert _owners_in_new_process(site, cache, "fakelib")[0] == [("fakelib", "1.0")]
 
 
+def test_a_record_edited_in_place_is_read_again_where_it_names_the_modules(tmp_path):
+    """RECORD is signed (and read again when it changes) only for a distribution whose modules it
+    names: one with a top_level.txt naming them is checked by that file alone."""
+    site, cache = _owned_site(tmp_path), tmp_path / "cache"
+    fake_distribution(site, "plain", "1.0", "plain/__init__.py,,\n")
+    assert _owners_in_new_process(site, cache, "fakelib")[0] == [("fakelib", "1.0")]
+    with open(site / "other-3.0.dist-info" / "RECORD", "a") as f:
+        f.write("fakelib/extra.py,,\n")  # its top_level.txt still names "other" only
+    with open(site / "plain-1.0.dist-info" / "RECORD", "a") as f:
+        f.write("fakelib/more.py,,\n")  # plain now ships a file of fakelib
+    owners, opened = _owners_in_new_process(site, cache, "fakelib")
+    assert owners == [("fakelib", "1.0"), ("plain", "1.0")]
+    assert opened == ["plain-1.0.dist-info/RECORD", "plain-1.0.dist-info/top_level.txt"]
+    assert _owners_in_new_process(site, cache, "fakelib") == (owners, [])
+
+
 def test_a_damaged_or_foreign_memory_file_is_ignored(tmp_path):
     """Whatever the remembered file holds, if it is not this version's record for this directory
     (or names files as they are not), the owners are found by reading the metadata."""
@@ -208,7 +224,8 @@ def test_a_damaged_or_foreign_memory_file_is_ignored(tmp_path):
 
     good = json.loads(memo.read_text())
     wrong_sig = dict(good, entries={n: [[None, None], []] for n in good["entries"]})
-    for planted in ("not json", "[]", json.dumps(dict(good, format=0)),
+    unread = dict(good, entries={n: [[None, "-"], []] for n in good["entries"]})
+    for planted in ("not json", "[]", json.dumps(dict(good, format=0)), json.dumps(unread),
                     json.dumps(dict(good, directory="/elsewhere")), json.dumps(wrong_sig),
                     json.dumps(dict(good, entries={n: "x" for n in good["entries"]}))):
         memo.write_text(planted)

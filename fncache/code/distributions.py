@@ -48,7 +48,7 @@ del _PATHS
 _owners: dict[str, tuple[str, ...]] = {}  # top-level module -> metadata directories owning it
 _listed: dict[str, dict[str, frozenset[str]]] = {}  # directory -> its metadata dirs -> their modules
 #: The shape of the remembered file; a file of another version is ignored (and rewritten).
-_MEMO_FORMAT = 1
+_MEMO_FORMAT = 2
 _MEMO_MAX = 16 * 1024 * 1024  # a larger file is not ours: ignored
 #: Remembered files kept before those of vanished directories are removed (see _forget_gone).
 _MEMO_KEEP = 64
@@ -197,8 +197,8 @@ def _spec_of(top: str) -> Any:
 
 def _provided_in(directory: str) -> dict[str, frozenset[str]]:
     """The distribution metadata directories in ``directory`` and the top-level modules each one
-    provides (see :func:`_provides`): read once per process, from the remembered file where the
-    files it was made from are unchanged."""
+    provides (its ``top_level.txt``, else :func:`_record_tops`): read once per process, from the
+    remembered file where the files it was made from are unchanged."""
     found = _listed.get(directory)
     if found is None:
         found = _listed[directory] = _read_directory(directory)
@@ -216,25 +216,47 @@ def _read_directory(directory: str) -> dict[str, frozenset[str]]:
     changed = len(memo) != len(names)
     for name in names:
         meta = f"{directory}{os.sep}{name}"
-        sig = _signature(meta)
         kept = memo.get(name)
-        if kept is not None and kept[0] == sig:
+        if kept is not None and _unchanged(meta, kept[0]):
             out[meta] = frozenset(kept[1])
             fresh[name] = kept
             continue
-        out[meta] = tops = _provides(meta)
-        fresh[name] = [sig, sorted(tops)]
+        signature, tops = _read_provided(meta)
+        out[meta] = tops
+        fresh[name] = [signature, sorted(tops)]
         changed = True
     if changed:
         _save_memo(directory, fresh)
     return out
 
 
-def _signature(meta: str) -> list[Any]:
-    """What tells whether the files :func:`_provides` reads in ``meta`` changed: size, times and
-    inode of ``top_level.txt`` and ``RECORD`` (``None`` for one that is missing). Two ``stat``
-    calls per distribution of the directory in each new process (193 here: about 1 ms)."""
-    return [_stat_of(f"{meta}{os.sep}top_level.txt"), _stat_of(f"{meta}{os.sep}RECORD")]
+def _read_provided(meta: str) -> tuple[list[Any], frozenset[str]]:
+    """The top-level modules ``meta``'s distribution provides (its ``top_level.txt``, else
+    :func:`_record_tops`) and the signature of the files they were read from: size, times and
+    inode of ``top_level.txt`` (``None`` if it is missing) and, where the modules came from
+    ``RECORD``, of ``RECORD``, else ``"-"`` (``RECORD`` was not read: its changes change
+    nothing). Each file is signed before it is read, so that one changed meanwhile is read again
+    by the next process. One ``stat`` call per distribution with a ``top_level.txt`` in each new
+    process (113 of 193 here), two for the others."""
+    top = _stat_of(f"{meta}{os.sep}top_level.txt")
+    declared = _declared_tops(meta)
+    if declared:
+        return [top, "-"], declared
+    record = _stat_of(f"{meta}{os.sep}RECORD")
+    return [top, record], _record_tops(meta)
+
+
+def _unchanged(meta: str, signature: Any) -> bool:
+    """Whether the files a remembered answer was read from are as :func:`_read_provided` found
+    them."""
+    if not (isinstance(signature, list) and len(signature) == 2):
+        return False
+    top, record = signature
+    if top != _stat_of(f"{meta}{os.sep}top_level.txt"):
+        return False
+    if record == "-":  # the same top_level.txt names modules: RECORD was not read
+        return top is not None
+    return bool(record == _stat_of(f"{meta}{os.sep}RECORD"))
 
 
 def _stat_of(path: str) -> list[int] | None:
@@ -335,13 +357,11 @@ def _of_a_vanished_directory(path: str) -> bool:
     return not (isinstance(directory, str) and os.path.isdir(directory))
 
 
-def _provides(meta: str) -> frozenset[str]:
-    """The top-level modules one distribution provides: its ``top_level.txt``, else the first part
-    of each path its ``RECORD`` lists, as ``importlib.metadata`` infers them (string operations on
-    the lines; the CSV parser only for the rare quoted ones: a large library lists thousands)."""
-    declared = _declared_tops(meta)
-    if declared:
-        return declared
+def _record_tops(meta: str) -> frozenset[str]:
+    """The top-level modules a distribution without a ``top_level.txt`` (or one naming none)
+    provides: the first part of each path its ``RECORD`` lists, as ``importlib.metadata`` infers
+    them (string operations on the lines; the CSV parser only for the rare quoted ones: a large
+    library lists thousands); none if it has no readable ``RECORD``."""
     firsts = _record_firsts(meta)
     return frozenset() if firsts is None else _top_names(firsts)
 
