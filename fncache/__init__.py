@@ -12,8 +12,12 @@ must not be written to disk unencrypted (entries are plain pickles; see the docs
 import gc as _gc
 
 # The import makes objects that live as long as the process (functions, classes, tables): the
-# collector's passes over the heap while it runs (after scikit-learn's import, 1.5 ms of its 20 ms)
-# have nothing to free. Paused for the import only, and only if it was running.
+# collector's passes while it runs free nothing (after a large library's import, those that reach
+# an older generation scan that library's objects too). Paused for the import only, and only if
+# it was running, as Mercurial's ``nogc`` does while it builds large structures: in new processes
+# after scikit-learn's import, the import 17.3 -> 16.5 ms and the first hit's process 0.7 ms
+# sooner (medians of 30). A thread that turns the collector off while this import runs finds it
+# on again after it.
 _collecting = _gc.isenabled()
 _gc.disable()
 try:

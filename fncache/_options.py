@@ -244,7 +244,7 @@ def _option(default: Any, given: str, check: Callable[[Any], Any], doc: str = ""
     return dataclasses.field(default=value, repr=repr, metadata={"option": row})
 
 
-@dataclass(init=False, repr=False, eq=False)  # frozen; its methods: see fncache._records
+@dataclass(init=False, repr=False, eq=False)  # frozen: its methods, see fncache._records
 class Options(Frozen):
     """Validated options of one memoized function (see :func:`fncache.memoize` for each)."""
 

@@ -84,15 +84,43 @@ def test_fingerprint_is_compared_by_identity_and_shown_by_its_fields():
     assert repr(a) == repr(_generated(Fingerprint, frozen=False)(b"d", {"code": "x"}))
 
 
-def test_importing_fncache_leaves_the_collector_as_it_found_it():
-    """The import pauses the garbage collector (its objects live as long as the process), and
-    turns it back on after, unless it was off before: in a new process."""
-    script = ("import gc, sys\nif sys.argv[1] == 'off': gc.disable()\nimport fncache\n"
-              "import fncache.stores\nfncache.stores.store_class('/tmp')\nprint(gc.isenabled())")
-    for state, expected in (("on", "True"), ("off", "False")):
-        out = subprocess.run([sys.executable, "-c", script, state], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        assert out == expected
+def test_records_can_be_subclassed_as_frozen_dataclasses_can():
+    """Still frozen dataclasses to ``dataclasses``: a frozen dataclass subclass adds fields, and
+    a plain subclass sets attributes of its own (only the fields refuse assignment)."""
+    for cls in (EntryInfo, FunctionSummary):
+        assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(FunctionSummary):
+        label: str = ""
+
+    t = Tagged("m:f", "3.11", 1, 2, 3.0, 4.0, label="x")
+    assert t.label == "x" and t == Tagged("m:f", "3.11", 1, 2, 3.0, 4.0, label="x")
+    assert t != Tagged("m:f", "3.11", 1, 2, 3.0, 4.0, label="y")  # its field compared too
+    with pytest.raises(TypeError, match="non-frozen"):
+        @dataclasses.dataclass
+        class Thawed(FunctionSummary):
+            more: int = 0
+
+    class Plain(EntryInfo):
+        pass
+
+    p = Plain("k", 1, 2.0, None, {})
+    p.note = 1  # type: ignore[attr-defined]
+    assert p.note == 1  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.key = "other"  # type: ignore[misc]
+
+
+def test_a_nan_field_compares_as_in_the_running_pythons_dataclasses():
+    """Generated ``__eq__`` compares a tuple before 3.13 (an identical NaN is equal) and field
+    by field from 3.13 on (a NaN never is): the records do what this Python's would."""
+    nan = float("nan")
+    twin = _generated(FunctionSummary, frozen=True)
+    ours = FunctionSummary("m:f", None, 1, 2, nan, 1.0)
+    theirs = twin("m:f", None, 1, 2, nan, 1.0)
+    assert (ours == dataclasses.replace(ours)) == (theirs == dataclasses.replace(theirs))
+    assert (ours == ours) is True and (theirs == theirs) is True  # the same object
 
 
 def test_options_take_their_fields_by_name_only_as_the_generated_init_did():
@@ -106,3 +134,14 @@ def test_options_take_their_fields_by_name_only_as_the_generated_init_did():
     given = {"expire": 5.0}
     Options(**given)
     assert given == {"expire": 5.0}  # the caller's dict is left as it was
+
+
+def test_importing_fncache_leaves_the_collector_as_it_found_it():
+    """The import pauses the garbage collector (its objects live as long as the process) and
+    turns it back on after, unless it was off before: in a new process."""
+    script = ("import gc, sys\nif sys.argv[1] == 'off': gc.disable()\nimport fncache\n"
+              "print(gc.isenabled())")
+    for state, expected in (("on", "True"), ("off", "False")):
+        out = subprocess.run([sys.executable, "-c", script, state], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        assert out == expected

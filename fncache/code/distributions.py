@@ -11,9 +11,10 @@ untracked from a source tree) falls back to the full scan.
 
 What each distribution of a directory provides is remembered across processes, in a small JSON
 file per directory under the user cache directory (``$XDG_CACHE_HOME/fncache-distributions``,
-else ``~/.cache/fncache-distributions``), so that a new process reads two ``stat`` results per
-distribution instead of every ``RECORD``. A remembered answer is used only while the files it was
-read from are unchanged (size, modification and change times, inode), so an install, upgrade or
+else ``~/.cache/fncache-distributions``), so that a new process reads one ``stat`` result per
+distribution whose ``top_level.txt`` names its modules and two for the others (``RECORD`` too),
+instead of every ``RECORD``. A remembered answer is used only while the files it was read from
+are unchanged (size, modification and change times, inode), so an install, upgrade or
 removal is seen at once; a file that cannot be read or has another shape is ignored and rewritten;
 one that cannot be written (a read-only home) changes nothing but the time. The file is written
 by this user only (mode 0600, in a 0700 directory): whoever can write it could equally change the

@@ -293,17 +293,10 @@ def _create(url: str, options: dict[str, Any], tiered: bool = False) -> Store:
 def store_class(url: str) -> type[Store]:
     """The class of store a URL or path opens (its module is imported, its backend is not);
     :class:`ConfigError` for a scheme no store has."""
-    import gc
     import importlib
 
     module, name = SCHEMES[_scheme(url)]
-    collecting = gc.isenabled()
-    gc.disable()  # as for the package's own import (see fncache/__init__.py)
-    try:
-        cls: type[Store] = getattr(importlib.import_module(module), name)
-    finally:
-        if collecting:
-            gc.enable()
+    cls: type[Store] = getattr(importlib.import_module(module), name)
     return cls
 
 

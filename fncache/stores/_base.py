@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple
 
-from fncache._records import Frozen
+from fncache._records import Record
 
 #: Seconds that data no entry references is left alone before it counts as orphaned: a writer
 #: writes its data before it publishes the entry, and may be doing so right now.
@@ -80,8 +80,8 @@ def value_size(value: Any) -> int:
     return memoryview(value).nbytes
 
 
-@dataclasses.dataclass(init=False, repr=False, eq=False)  # generated methods: see fncache._records
-class EntryInfo(Frozen):
+@dataclasses.dataclass(init=False, repr=False, eq=False, frozen=True)  # see fncache._records
+class EntryInfo(Record):
     """What a store knows about one entry without reading its value.
 
     ``created`` and ``accessed`` are POSIX timestamps; ``accessed`` is the last use (from the usage
@@ -125,8 +125,8 @@ class EntryInfo(Frozen):
         return version if isinstance(version, str) and len(version) <= 16 else None
 
 
-@dataclasses.dataclass(init=False, repr=False, eq=False)  # generated methods: see fncache._records
-class FunctionSummary(Frozen):
+@dataclasses.dataclass(init=False, repr=False, eq=False, frozen=True)  # see fncache._records
+class FunctionSummary(Record):
     """The entries of one function written by one Python version: a row of ``fncache info`` / ``ls``.
 
     ``function`` is ``module:qualname`` (``""`` where unknown); ``damaged`` rows gather entries whose

@@ -255,6 +255,8 @@ class Diskcache:
         return cache
 
     def _open_cache(self, wait: float | None = None) -> None:
+        from fncache.stores import _disksummary  # with the writer: hits never load it
+
         wait = self.timeout if wait is None else wait
         cache = BoundedCache(self.directory, deadline=time.monotonic() + wait,
                              autocheckpoint=self._autocheckpoint,
@@ -264,8 +266,6 @@ class Diskcache:
             add_meta_column(cache)
             self._cache = cache
             partial_expire_index(self)
-            from fncache.stores import _disksummary  # with the writer: hits never load it
-
             self.summary_kept, self.add_own = _disksummary.ensure(self), _disksummary.add_own
             keeper, self._keeper = self._keeper, None
             if keeper is not None:  # a writing process's exit checkpoints (see _keep_wal)
