@@ -15,7 +15,7 @@ from fncache import _codec
 from fncache._errors import IntegrityError
 from fncache.stores.disk import DiskStore
 from fncache.values import hasher as _hasher
-from tests.helpers import import_torch
+from tests.helpers import REPO, import_torch, run_py
 
 KEY = "0123456789abcdef" * 2
 
@@ -155,6 +155,152 @@ def test_pandas_object_and_string_columns_are_hashed_by_content():
     changed = df.copy()
     changed.loc[2, "s"] = "d"
     assert fncache.hash(changed) != fncache.hash(df)
+
+
+# -- a large frame's arrays digested on a helper thread ----------------------------------------
+
+_BIG_FRAME = None
+
+
+def _big_frame(pd, rows=600_000):
+    """24 MB and more in columns of 4.8 MB: digested ahead (buffers._AHEAD_MIN, _AHEAD_EACH)."""
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"f1": rng.random(rows), "f2": rng.random(rows), "i": np.arange(rows),
+                       "t": pd.date_range("2001-01-01", periods=rows, freq="s"),
+                       "cat": pd.Categorical(rng.choice(["a", "b", "c"], rows)),
+                       "m": pd.array(np.arange(rows), dtype="Int64")})
+    df.loc[7, "m"] = pd.NA
+    try:
+        import pyarrow  # noqa: F401
+
+        df["s"] = pd.array(rng.choice(["x", "yy", "zzz"], rows), dtype="string[pyarrow]")
+    except ImportError:
+        pass
+    return df
+
+
+def _keys_without_helper(monkeypatch, values):
+    from fncache.values import buffers
+
+    with monkeypatch.context() as m:
+        m.setattr(buffers, "_AHEAD_MIN", 1 << 62)
+        return [fncache.hash(v) for v in values]
+
+
+def test_a_large_frame_digested_ahead_keys_as_the_walk_does(monkeypatch):
+    """A frame's arrays digested on a helper thread give the key the hash's own walk gives, in every
+    shape a frame's arrays take: mixed columns, one 2-D block, a datetime index, a frame met again
+    in a cyclic value, a column's array also met outside the frame."""
+    pd = pytest.importorskip("pandas")
+    from fncache.values import buffers
+
+    df = _big_frame(pd)
+    loop = [df]
+    loop.append(loop)
+    values = [df, df.set_index("t"), pd.DataFrame(np.random.default_rng(1).random((600_000, 6))),
+              loop, (df, df["f1"].to_numpy()), df[["f2", "i"]]]
+    ran = []
+    jobs = buffers._digest_jobs
+    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(buffers, "_digest_jobs", lambda *a: ran.append(1) or jobs(*a))
+    ahead = [fncache.hash(v) for v in values]
+    assert ran, "no array was digested ahead"
+    assert ahead == _keys_without_helper(monkeypatch, values)
+    assert len(set(ahead)) == len(values)
+
+
+def test_an_edit_of_any_column_of_a_frame_digested_ahead_is_a_new_key(monkeypatch):
+    """One value changed in any column (or the index) of a large frame is a new key."""
+    pd = pytest.importorskip("pandas")
+    from fncache.values import buffers
+
+    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    df = _big_frame(pd)
+    keys = {fncache.hash(df)}
+    for col in df.columns:
+        edited = df.copy()
+        edited.loc[123_456, col] = edited.loc[0, col] if col != "f1" else -1.0
+        keys.add(fncache.hash(edited))
+    moved = df.copy()
+    moved.index = moved.index + 1
+    keys.add(fncache.hash(moved))
+    assert len(keys) == len(df.columns) + 2
+
+
+def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
+    """No thread is left behind by a hash, one that fails inside (an Arrow column's digest raises:
+    the frame is keyed through its pickle) or one that gets no thread (the walk digests)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    import _thread
+    import threading
+
+    from fncache.values import arrow, buffers
+
+    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    df = _big_frame(pd)
+    before = _thread._count()
+    key = fncache.hash(df)
+    assert _thread._count() == before
+    with monkeypatch.context() as m:
+        m.setattr(arrow, "chunks_content", lambda chunks: 1 / 0)
+        fallback = fncache.hash(df)
+    assert fallback != key  # (keyed by pandas' pickle of the frame instead)
+    assert _thread._count() == before
+    assert not [t for t in threading.enumerate() if t.name == "fncache-digests"]
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as m:
+        m.setattr(threading.Thread, "start", refuse)
+        assert fncache.hash(df) == key
+
+
+@pytest.mark.slow
+def test_a_large_frames_key_is_one_on_one_cpu_or_two_in_new_processes(tmp_path):
+    """New processes with other hash seeds, in other directories, one held to one CPU (no helper
+    thread), one not: one key for the same frame."""
+    pd = pytest.importorskip("pandas")
+    script = tmp_path / "key.py"
+    script.write_text(
+        "import os, sys\n"
+        "if sys.argv[1] == 'one' and hasattr(os, 'sched_setaffinity'):\n"
+        "    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "import pandas as pd, fncache\n"
+        "from tests.test_performance_paths import _big_frame\n"
+        "print(fncache.hash(_big_frame(pd)))\n")
+    keys = set()
+    for i, (cpus, seed) in enumerate((("one", "1"), ("all", "2"), ("one", "random"))):
+        where = tmp_path / f"dir{i}"
+        where.mkdir()
+        keys.add(run_py(script, cpus, cwd=where, seed=seed).stdout.strip())
+    assert len(keys) == 1
+    assert keys == {fncache.hash(_big_frame(pd))}
+
+
+def _sum_of_big_frame(n):
+    return float(_BIG_FRAME["f1"].sum()) + n
+
+
+def test_a_function_reading_a_large_frame_global_stores_hits_and_sees_an_edit(tmp_path, monkeypatch):
+    """The helper thread of the key's hash is never taken for a thread of the user's: the miss is
+    stored, the next call hits, an edit of the global in place is a miss."""
+    pd = pytest.importorskip("pandas")
+    from fncache.values import buffers
+
+    global _BIG_FRAME
+    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(sys.modules[__name__], "_BIG_FRAME", _big_frame(pd))
+    calls = []
+    f = fncache.memoize(store=str(tmp_path / "store"))(
+        lambda n: calls.append(n) or _sum_of_big_frame(n))
+    first = f(1)
+    assert f(1) == first and calls == [1]
+    _BIG_FRAME.loc[10, "f1"] += 1.0
+    assert f(1) == first + 1.0 and calls == [1, 1]
+    assert f(1) == first + 1.0 and calls == [1, 1]
 
 
 # -- torch ---------------------------------------------------------------------------------------

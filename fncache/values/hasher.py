@@ -360,6 +360,9 @@ class _Hasher(cloudpickle.Pickler):
         #: a class's fingerprint is found and checked once per hash, not once per instance.
         #: Emptied when the hash ends: the next hash checks again. None: made every time.
         self.tokens: dict[int, list[Any]] | None = {}
+        #: Arrays digested ahead of the walk in this hash, by id, as ``(array, bytes, digest)``
+        #: (see fncache.values.buffers.DigestsAhead). Emptied when the hash ends.
+        self.known: dict[int, tuple[Any, int, bytes]] = {}
 
     @staticmethod
     def _buffer_digest(buf: pickle.PickleBuffer) -> bytes:
@@ -416,6 +419,7 @@ class _Hasher(cloudpickle.Pickler):
                 # tokens, each occurrence keyed as it then stands (the reducers run again).
                 self.clear_memo()
                 self.states.clear()
+                self.known.clear()
                 sink.h.reset()
                 self.tokens = None
                 self.dump(obj)
@@ -423,6 +427,8 @@ class _Hasher(cloudpickle.Pickler):
             self.clear_memo()
             if self.states:
                 self.states.clear()
+            if self.known:
+                self.known.clear()
             self.tokens = tokens
             if tokens:
                 tokens.clear()

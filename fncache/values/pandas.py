@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache.values.buffers import class_token
+from fncache.values.buffers import DigestsAhead, class_token
 from fncache.values.registry import guarded, register_lazy, register_type
 
 __all__ = ["array_token", "frame_token", "index_token", "series_token"]
@@ -99,7 +99,11 @@ def _offset(np: Any, freq: Any) -> Any:
     return ("offset", tuple(parts))
 
 
-def _values(pd: Any, np: Any, v: Any) -> Any:
+#: What :func:`_values` gives, with ``arrow=False``, for an Arrow-backed array: hashed later.
+_ARROW = object()
+
+
+def _values(pd: Any, np: Any, v: Any, arrow: bool = True) -> Any:
     if isinstance(v, np.ndarray):
         return v
     if not isinstance(class_token(type(v), "pandas"), str):
@@ -119,6 +123,8 @@ def _values(pd: Any, np: Any, v: Any) -> Any:
         return ("categorical", v.codes, index_token(v.categories), bool(v.ordered))
     pa_array = getattr(v, "_pa_array", None)
     if pa_array is not None:
+        if not arrow:
+            return _ARROW
         from fncache.values.arrow import chunks_content, type_desc
 
         return ("arrow", type_desc(pa_array.type), chunks_content(pa_array.chunks))
@@ -171,13 +177,23 @@ def series_token(s: Any) -> tuple[Any, ...]:
             index_token(s.index), s.attrs, s.flags.allows_duplicate_labels, *_extra_state(s, kind))
 
 
-def frame_token(df: Any) -> tuple[Any, ...]:
-    """A DataFrame: labels, index, attrs, flags and each column's dtype and values, in order."""
+def frame_token(df: Any, h: Any = None) -> tuple[Any, ...]:
+    """A DataFrame: labels, index, attrs, flags and each column's dtype and values, in order.
+
+    Numpy-backed columns are given as arrays, which the hasher's walk digests; Arrow-backed ones
+    are digested here. Given the hasher ``h`` (as its handler), a large frame's arrays are
+    digested on a helper thread meanwhile (:class:`~fncache.values.buffers.DigestsAhead`): the
+    same key, sooner."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
-    columns = [(_dtype(np, v.dtype), _values(pd, np, v)) for v in _column_values(df)]
+    held = _column_values(df)
+    index = index_token(df.index)
+    values = [_values(pd, np, v, arrow=False) for v in held]
+    with DigestsAhead(h, np, (index, tuple(values))):
+        values = [_values(pd, np, v) if p is _ARROW else p for p, v in zip(values, held, strict=True)]
+    columns = [(_dtype(np, v.dtype), p) for v, p in zip(held, values, strict=True)]
     kind = _kind(df)
-    return (kind, index_token(df.columns), index_token(df.index), tuple(columns),
+    return (kind, index_token(df.columns), index, tuple(columns),
             df.attrs, df.flags.allows_duplicate_labels, *_extra_state(df, kind))
 
 
@@ -249,7 +265,7 @@ _NOT_CONTENT = (
 def _register() -> None:
     import pandas as pd  # type: ignore[import-untyped]
 
-    register_type(pd.DataFrame, guarded(frame_token), not_content=_NOT_CONTENT)
+    register_type(pd.DataFrame, guarded(frame_token, hasher=True), not_content=_NOT_CONTENT)
     register_type(pd.Series, guarded(series_token), not_content=_NOT_CONTENT)
     register_type(pd.Index, guarded(index_token))
     register_type(pd.api.extensions.ExtensionArray, guarded(array_token))

@@ -296,14 +296,14 @@ def entries() -> list[Entry]:
         return [*_table.values(), *_users.values()]
 
 
-def guarded(fn: Callable[[Any], Any]) -> Handler:
-    """A handler from a token function ``fn(obj) -> parts``: a value it cannot take apart (a new
-    layout, an exotic dtype: it raises) is left to the library's own pickling, logged at DEBUG. At
-    worst a needless miss, never an error."""
+def guarded(fn: Callable[..., Any], *, hasher: bool = False) -> Handler:
+    """A handler from a token function ``fn(obj) -> parts`` (``fn(obj, h)`` with ``hasher``): a value
+    it cannot take apart (a new layout, an exotic dtype: it raises) is left to the library's own
+    pickling, logged at DEBUG. At worst a needless miss, never an error."""
 
     def handle(h: Any, obj: Any) -> Any:
         try:
-            parts = fn(obj)
+            parts = fn(obj, h) if hasher else fn(obj)
         except Exception as e:  # a layout or dtype the canonical path does not know
             _log.debug("fncache: hashing a %s through its pickle (%s: %s)",
                        type(obj).__qualname__, type(e).__name__, e)
