@@ -187,39 +187,121 @@ def _keys_without_helper(monkeypatch, values):
         return [fncache.hash(v) for v in values]
 
 
-def test_a_large_frame_digested_ahead_keys_as_the_walk_does(monkeypatch):
-    """A frame's arrays digested on a helper thread give the key the hash's own walk gives, in every
-    shape a frame's arrays take: mixed columns, one 2-D block, a datetime index, a frame met again
-    in a cyclic value, a column's array also met outside the frame."""
-    pd = pytest.importorskip("pandas")
+class _Bump:
+    """Hashing it adds 1 to an array in place (user code the walk runs: a reducer)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __reduce__(self):
+        self.a[0] += 1
+        return (_Bump, (None,))
+
+
+def _ahead_spy(monkeypatch, wrong=False):
+    """Count the helper's runs (and make it digest wrongly, to see that its digests are used)."""
     from fncache.values import buffers
 
+    ran = []
+    jobs = buffers._digest_jobs
+
+    def spy(jobs_, results, pending):
+        ran.append(len(jobs_))
+        jobs(jobs_, results, pending)
+        if wrong:
+            results[:] = [b"w" * 16 if r is not None else None for r in results]
+
+    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(buffers, "_digest_jobs", spy)
+    return ran
+
+
+def test_a_large_frame_digested_ahead_keys_as_the_walk_does(monkeypatch):
+    """A frame's arrays digested on a helper thread give the key the hash's own walk gives, in every
+    shape a frame's arrays take: mixed columns, one 2-D block, Fortran order, a datetime index with
+    a frequency, zoned datetimes, bools with odd bytes, records, a frame in a cyclic value, an
+    array both in a column and outside the frame; and the walk uses the helper's digests."""
+    pd = pytest.importorskip("pandas")
+    rows = 600_000
+    rng = np.random.default_rng(1)
     df = _big_frame(pd)
     loop = [df]
     loop.append(loop)
-    values = [df, df.set_index("t"), pd.DataFrame(np.random.default_rng(1).random((600_000, 6))),
-              loop, (df, df["f1"].to_numpy()), df[["f2", "i"]]]
-    ran = []
-    jobs = buffers._digest_jobs
-    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
-    monkeypatch.setattr(buffers, "_digest_jobs", lambda *a: ran.append(1) or jobs(*a))
-    ahead = [fncache.hash(v) for v in values]
-    assert ran, "no array was digested ahead"
+    data = np.arange(rows)
+    shared = pd.DataFrame({"m": pd.arrays.IntegerArray(data, np.zeros(rows, dtype=bool)),
+                           "f": rng.random(rows), "g": rng.random(rows), "h": rng.random(rows)},
+                          copy=False)
+    odd = np.zeros(rows, dtype=np.uint8)
+    odd[::3] = 7
+    other = pd.DataFrame({"b": odd.view(np.bool_), "r": np.zeros(rows, dtype="i8,f8"),
+                          "z": pd.date_range("2001-01-01", periods=rows, freq="s", tz="UTC"),
+                          "f": rng.random(rows), "g": rng.random(rows)},
+                         index=pd.date_range("2001-01-01", periods=rows, freq="min"))
+    values = [df, df.set_index("t"), pd.DataFrame(rng.random((rows, 6))),
+              pd.DataFrame(np.asfortranarray(rng.random((rows, 6)))), other, loop,
+              (shared, data), df[["f1", "f2", "i", "t"]]]
+    ran = _ahead_spy(monkeypatch)
+    ahead = []
+    for v in values:
+        ran.clear()
+        ahead.append(fncache.hash(v))
+        assert ran, f"nothing digested ahead for value {len(ahead)}"
     assert ahead == _keys_without_helper(monkeypatch, values)
     assert len(set(ahead)) == len(values)
+    _ahead_spy(monkeypatch, wrong=True)
+    assert [fncache.hash(v) for v in values] != ahead  # (the helper's digests are the key's)
+
+
+def test_no_array_is_digested_ahead_where_user_code_runs_before_the_walk_meets_it(monkeypatch):
+    """Where a label, an element of an object column or an array met again in the value runs user
+    code that changes an array between the helper's digest and the walk, the key is the walk's:
+    the helper does not run, or its digest is taken once."""
+    pd = pytest.importorskip("pandas")
+    rows = 1_000_000
+
+    def labelled():
+        df = pd.DataFrame({"f": np.zeros(rows), "g": np.zeros(rows), "h": np.zeros(rows)})
+        df.columns = pd.Index([_Bump(df["f"].array._ndarray), "g", "h"], dtype=object)
+        return df
+
+    def object_column():
+        f = np.zeros(rows)
+        return pd.DataFrame({"o": pd.Series([_Bump(f)] + [0] * (rows - 1), dtype=object),
+                             "f": f, "g": np.zeros(rows), "h": np.zeros(rows)}, copy=False)
+
+    def met_again():
+        data = np.zeros(rows, dtype=np.int64)
+        df = pd.DataFrame({"m": pd.arrays.IntegerArray(data, np.zeros(rows, dtype=bool)),
+                           "f": np.zeros(rows), "g": np.zeros(rows)}, copy=False)
+        return (df, _Bump(data), data)
+
+    ran = _ahead_spy(monkeypatch)
+    for make in (labelled, object_column, met_again):
+        ran.clear()
+        ahead = fncache.hash(make())
+        assert (make is met_again) == bool(ran)
+        assert [ahead] == _keys_without_helper(monkeypatch, [make()])
 
 
 def test_an_edit_of_any_column_of_a_frame_digested_ahead_is_a_new_key(monkeypatch):
     """One value changed in any column (or the index) of a large frame is a new key."""
     pd = pytest.importorskip("pandas")
-    from fncache.values import buffers
-
-    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    ran = _ahead_spy(monkeypatch)
     df = _big_frame(pd)
     keys = {fncache.hash(df)}
+    assert ran
+    row = 123_456
     for col in df.columns:
         edited = df.copy()
-        edited.loc[123_456, col] = edited.loc[0, col] if col != "f1" else -1.0
+        old = edited.loc[row, col]
+        if col in ("cat", "s"):
+            new = next(v for v in ("a", "b", "x", "yy") if v != old and v in set(df[col].head(50)))
+        elif col == "t":
+            new = old + pd.Timedelta(1, "s")
+        else:
+            new = old + 1
+        edited.loc[row, col] = new
+        assert edited.loc[row, col] != old
         keys.add(fncache.hash(edited))
     moved = df.copy()
     moved.index = moved.index + 1
@@ -235,13 +317,13 @@ def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
     import _thread
     import threading
 
-    from fncache.values import arrow, buffers
+    from fncache.values import arrow
 
-    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    ran = _ahead_spy(monkeypatch)
     df = _big_frame(pd)
     before = _thread._count()
     key = fncache.hash(df)
-    assert _thread._count() == before
+    assert ran and _thread._count() == before
     with monkeypatch.context() as m:
         m.setattr(arrow, "chunks_content", lambda chunks: 1 / 0)
         fallback = fncache.hash(df)
@@ -249,12 +331,13 @@ def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
     assert _thread._count() == before
     assert not [t for t in threading.enumerate() if t.name == "fncache-digests"]
 
-    def refuse(self):
-        raise RuntimeError("can't start new thread")
+    for error in (RuntimeError("can't start new thread"), MemoryError()):
+        def refuse(self, error=error):
+            raise error
 
-    with monkeypatch.context() as m:
-        m.setattr(threading.Thread, "start", refuse)
-        assert fncache.hash(df) == key
+        with monkeypatch.context() as m:
+            m.setattr(threading.Thread, "start", refuse)
+            assert fncache.hash(df) == key
 
 
 @pytest.mark.slow
@@ -285,19 +368,16 @@ def _sum_of_big_frame(n):
 
 
 def test_a_function_reading_a_large_frame_global_stores_hits_and_sees_an_edit(tmp_path, monkeypatch):
-    """The helper thread of the key's hash is never taken for a thread of the user's: the miss is
-    stored, the next call hits, an edit of the global in place is a miss."""
+    """A function reading a large frame global (keyed with the helper thread) is stored on its
+    miss, hits on the next call, and misses after an edit of the global in place."""
     pd = pytest.importorskip("pandas")
-    from fncache.values import buffers
-
-    global _BIG_FRAME
-    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    ran = _ahead_spy(monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "_BIG_FRAME", _big_frame(pd))
     calls = []
     f = fncache.memoize(store=str(tmp_path / "store"))(
         lambda n: calls.append(n) or _sum_of_big_frame(n))
     first = f(1)
-    assert f(1) == first and calls == [1]
+    assert f(1) == first and calls == [1] and ran
     _BIG_FRAME.loc[10, "f1"] += 1.0
     assert f(1) == first + 1.0 and calls == [1, 1]
     assert f(1) == first + 1.0 and calls == [1, 1]

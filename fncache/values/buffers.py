@@ -105,7 +105,7 @@ def _usable_cpus() -> int:
 
 def _digest_jobs(jobs: list[tuple[Any, Any]], results: list[Any], pending: Any) -> None:
     """The helper thread: digest the jobs ``pending`` still names, first to last (the caller's
-    thread takes them from the other end). Pure reads of buffers: no Python code of anyone's runs."""
+    thread takes them from the other end). Reads of buffers, by xxh3 without the GIL."""
     try:
         while True:
             try:
@@ -117,29 +117,63 @@ def _digest_jobs(jobs: list[tuple[Any, Any]], results: list[Any], pending: Any) 
         return
 
 
-def _gather(np: Any, part: Any, found: list[tuple[Any, Any]], depth: int) -> None:
-    """The exact ndarrays in ``part``'s nested tuples that :func:`ndarray_token` digests as they
-    lie (C-contiguous numbers, dates and strings: not objects, records or bools), and their bytes."""
-    if type(part) is np.ndarray:
+# What may stand between a frame's arrays in the walk when they are digested ahead: values whose
+# pickling runs no user code (the interpreter's, numpy's, pandas' and time zones').
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+_ZONE_LIBRARIES = frozenset({"datetime", "zoneinfo", "pytz", "dateutil"})
+_CLASS_LIBRARIES = frozenset({"numpy", "pandas"})
+
+
+def _library_leaf(np: Any, part: Any) -> bool:
+    """A numpy dtype, scalar or class, a pandas class (an offset's), a library's time zone."""
+    if isinstance(part, np.dtype):
+        return part.metadata is None and not part.hasobject
+    if isinstance(part, np.generic):
+        return not isinstance(part, np.void) and type(part).__module__ == "numpy"
+    top = (getattr(part, "__module__", None) or "").partition(".")[0]
+    if isinstance(part, type):
+        return top in _CLASS_LIBRARIES
+    return type(part).__module__.partition(".")[0] in _ZONE_LIBRARIES and hasattr(part, "utcoffset")
+
+
+def _gather(np: Any, part: Any, found: dict[int, tuple[Any, Any]], depth: int) -> bool:
+    """Collect into ``found`` the exact ndarrays in ``part``'s nested tuples and short lists that
+    :func:`ndarray_token` digests as they lie (C-contiguous numbers, dates and strings: not objects,
+    records or bools), with their bytes. False if ``part`` holds anything else (an object array
+    but a short one of plain values, a user's class or object, a long list of elements): its
+    pickling could run code that changes an array between its digest and the walk, so nothing may
+    be digested ahead."""
+    t = type(part)
+    if t in _PLAIN:
+        return True
+    if t is tuple or (t is list and len(part) <= 64):
+        return depth < 8 and all(_gather(np, p, found, depth + 1) for p in part)
+    if t is np.ndarray:
         dt = part.dtype
-        if (part.nbytes >= _AHEAD_EACH and part.flags.c_contiguous and not dt.hasobject
-                and dt.names is None and dt != np.bool_):
-            found.append((part, _flat(np, part)))
-    elif type(part) is tuple and depth < 4:
-        for p in part:
-            _gather(np, p, found, depth + 1)
+        if dt.hasobject:  # plain only if few and plain (an older pandas' column labels)
+            return (part.size <= 4096 and dt.names is None
+                    and all(type(x) in _PLAIN for x in part.reshape(-1).tolist()))
+        if (part.nbytes >= _AHEAD_EACH and part.flags.c_contiguous and dt.names is None
+                and dt != np.bool_):
+            found[id(part)] = (part, _flat(np, part))
+        return True
+    return _library_leaf(np, part)
 
 
 class DigestsAhead:
     """``with DigestsAhead(h, np, parts): ...``: while the block runs on this thread (a frame's
     Arrow-backed columns hashed), a helper thread digests the large arrays in ``parts``; at its end
     this thread digests what the helper has not begun, waits for it, and leaves every digest in
-    ``h.known``, where the walk finds it when it meets the array (:func:`_ndarray_token`). The
-    digests are those the walk would make: keys do not depend on whether a helper ran (one CPU,
-    a small value, no thread to be had: the walk digests as before).
+    ``h.known``, taken by the walk when it meets the array (:func:`_ndarray_token`; once: an array
+    met again is digested again, as the walk would). The digests are those the walk would make:
+    keys do not depend on whether a helper ran (one CPU, a small value, no thread to be had: the
+    walk digests as before).
 
-    The helper starts and ends inside the hash, so the miss path never sees it (it reads no user
-    code either: see :mod:`fncache._threads`). Nothing happens unless ``h`` is a hasher.
+    ``parts`` is what the walk meets up to the last of the arrays; the block must run no code
+    that could change them. Where ``parts`` holds anything whose pickling could (see
+    :func:`_gather`), nothing is digested ahead. The helper starts and ends inside the hash, so the
+    miss path never sees it, and runs only xxh3 over buffers (and a trace or profile function set
+    for all threads). Nothing happens unless ``h`` is a hasher.
     """
 
     __slots__ = ("h", "jobs", "pending", "results", "thread")
@@ -148,11 +182,11 @@ class DigestsAhead:
         self.h = h
         self.thread: threading.Thread | None = None
         self.jobs: list[tuple[Any, Any]] = []
-        if getattr(h, "known", None) is None:
+        if getattr(h, "known", None) is None or _usable_cpus() < 2:
             return
-        _gather(np, parts, self.jobs, 0)
-        if sum(len(flat) for _, flat in self.jobs) < _AHEAD_MIN or _usable_cpus() < 2:
-            self.jobs = []
+        found: dict[int, tuple[Any, Any]] = {}
+        if _gather(np, parts, found, 0) and sum(len(f) for _, f in found.values()) >= _AHEAD_MIN:
+            self.jobs = list(found.values())
 
     def __enter__(self) -> DigestsAhead:
         jobs = self.jobs
@@ -164,9 +198,14 @@ class DigestsAhead:
                                   name="fncache-digests", daemon=True)
         try:
             thread.start()
-        except RuntimeError:  # no thread to be had (interpreter shutting down, a limit): the walk
-            self.jobs = []    # digests them as before
+        except Exception:  # no thread to be had (interpreter shutdown, a limit, memory): the
+            self.jobs = []  # walk digests them as before
             return self
+        except BaseException:  # interrupted while the thread started: it must not outlive this
+            self.pending.clear()
+            if thread.ident is not None:
+                _join(thread)
+            raise
         self.thread = thread
         return self
 
@@ -187,12 +226,26 @@ class DigestsAhead:
                 results[i] = xxhash.xxh3_128_digest(jobs[i][1])
         finally:
             pending.clear()
-            thread.join()
+            _join(thread)
         if exc_type is None:
             known = self.h.known
             for (a, flat), d in zip(jobs, results, strict=True):
                 if d is not None:
                     known[id(a)] = (a, len(flat), d)
+
+
+def _join(thread: threading.Thread) -> None:
+    """Wait for ``thread`` to end, even through an interrupt (raised once it has ended): a helper
+    must never outlive the hash it belongs to."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            thread.join()
+            break
+        except BaseException as e:  # KeyboardInterrupt, or a signal handler's exception
+            interrupted = e
+    if interrupted is not None:
+        raise interrupted
 
 
 _packed: dict[Any, Any] = {}
@@ -285,8 +338,8 @@ def _ndarray_token(h: Any, a: Any) -> Any:
     if h.cyclic and a.dtype.hasobject:
         return _cyclic_object_token(a)
     if h.known:
-        known = h.known.get(id(a))
-        if known is not None and known[0] is a:  # digested ahead (DigestsAhead): as below
+        known = h.known.pop(id(a), None)  # digested ahead (DigestsAhead): as below, once
+        if known is not None and known[0] is a:
             return token("ndarray", a.dtype, a.shape, known[1], known[2])
     return token(*ndarray_token(a))
 

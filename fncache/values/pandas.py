@@ -99,8 +99,9 @@ def _offset(np: Any, freq: Any) -> Any:
     return ("offset", tuple(parts))
 
 
-#: What :func:`_values` gives, with ``arrow=False``, for an Arrow-backed array: hashed later.
-_ARROW = object()
+#: What :func:`_values` gives, with ``arrow=False``, for an Arrow-backed array: hashed later (a
+#: tuple of a string: plain data, see fncache.values.buffers._gather).
+_ARROW = ("arrow, hashed later",)
 
 
 def _values(pd: Any, np: Any, v: Any, arrow: bool = True) -> Any:
@@ -183,18 +184,36 @@ def frame_token(df: Any, h: Any = None) -> tuple[Any, ...]:
     Numpy-backed columns are given as arrays, which the hasher's walk digests; Arrow-backed ones
     are digested here. Given the hasher ``h`` (as its handler), a large frame's arrays are
     digested on a helper thread meanwhile (:class:`~fncache.values.buffers.DigestsAhead`): the
-    same key, sooner."""
+    same key, sooner. Only where nothing the walk meets before them, and nothing hashed here
+    meanwhile, can run user code (a label's or an object column's element's reducer, a
+    subclass's ``_metadata``, an Arrow extension type): such code could change an array after
+    its digest and before the walk meets it."""
     pd = sys.modules["pandas"]
     np = sys.modules["numpy"]
     held = _column_values(df)
-    index = index_token(df.index)
-    values = [_values(pd, np, v, arrow=False) for v in held]
-    with DigestsAhead(h, np, (index, tuple(values))):
-        values = [_values(pd, np, v) if p is _ARROW else p for p, v in zip(values, held, strict=True)]
-    columns = [(_dtype(np, v.dtype), p) for v, p in zip(held, values, strict=True)]
     kind = _kind(df)
-    return (kind, index_token(df.columns), index, tuple(columns),
-            df.attrs, df.flags.allows_duplicate_labels, *_extra_state(df, kind))
+    labels, index = index_token(df.columns), index_token(df.index)
+    dtypes = tuple(_dtype(np, v.dtype) for v in held)
+    values = [_values(pd, np, v, arrow=False) for v in held]
+    later = [v._pa_array.type for v, p in zip(held, values, strict=True) if p is _ARROW]
+    ahead = h if all(_plain_arrow(t) for t in later) else None
+    with DigestsAhead(ahead, np, (kind, labels, index, dtypes, tuple(values))):
+        values = [_values(pd, np, v) if p is _ARROW else p for p, v in zip(values, held, strict=True)]
+    columns = tuple(zip(dtypes, values, strict=True))
+    return (kind, labels, index, columns, df.attrs, df.flags.allows_duplicate_labels,
+            *_extra_state(df, kind))
+
+
+def _plain_arrow(t: Any) -> bool:
+    """Whether an Arrow type and every type inside it is pyarrow's own (no extension type, whose
+    Python methods the key calls)."""
+    import pyarrow as pa
+
+    if isinstance(t, pa.BaseExtensionType):
+        return False
+    value_type = getattr(t, "value_type", None)  # a dictionary's values
+    return ((value_type is None or _plain_arrow(value_type))
+            and all(_plain_arrow(t.field(i).type) for i in range(t.num_fields)))
 
 
 def _column_values(df: Any) -> list[Any]:
