@@ -163,7 +163,7 @@ _BIG_FRAME = None
 
 
 def _big_frame(pd, rows=600_000):
-    """24 MB and more in columns of 4.8 MB: digested ahead (buffers._AHEAD_MIN, _AHEAD_EACH)."""
+    """24 MB and more in columns of 4.8 MB: digested ahead (ahead.MIN_BYTES, buffers._AHEAD_EACH)."""
     rng = np.random.default_rng(5)
     df = pd.DataFrame({"f1": rng.random(rows), "f2": rng.random(rows), "i": np.arange(rows),
                        "t": pd.date_range("2001-01-01", periods=rows, freq="s"),
@@ -180,10 +180,10 @@ def _big_frame(pd, rows=600_000):
 
 
 def _keys_without_helper(monkeypatch, values):
-    from fncache.values import buffers
+    from fncache.values import ahead
 
     with monkeypatch.context() as m:
-        m.setattr(buffers, "_AHEAD_MIN", 1 << 62)
+        m.setattr(ahead, "MIN_BYTES", 1 << 62)
         return [fncache.hash(v) for v in values]
 
 
@@ -200,7 +200,7 @@ class _Bump:
 
 def _ahead_spy(monkeypatch, wrong=False):
     """Count the helper's runs (and make it digest wrongly, to see that its digests are used)."""
-    from fncache.values import buffers
+    from fncache.values import ahead, buffers
 
     ran = []
     jobs = buffers._digest_jobs
@@ -211,7 +211,7 @@ def _ahead_spy(monkeypatch, wrong=False):
         if wrong:
             results[:] = [b"w" * 16 if r is not None else None for r in results]
 
-    monkeypatch.setattr(buffers, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
     monkeypatch.setattr(buffers, "_digest_jobs", spy)
     return ran
 
@@ -338,6 +338,117 @@ def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(threading.Thread, "start", refuse)
             assert fncache.hash(df) == key
+
+
+def _map_spy(monkeypatch, wrong=False):
+    """Count the items a helper thread took in map_ahead (and make it answer wrongly)."""
+    from fncache.values import ahead
+
+    took = []
+    real = ahead._take_first
+
+    def spy(fn, items, results, pending):
+        real(lambda x: took.append(1) or (("wrong",) if wrong else fn(x)), items, results, pending)
+
+    monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(ahead, "_take_first", spy)
+    return took
+
+
+def _large_arrow_values(pa, rows=1_000_000):
+    rng = np.random.default_rng(3)
+
+    def nulls():
+        return rng.random(rows) < 0.1
+
+    table = pa.table({"i": pa.array(rng.integers(0, 1000, rows), mask=nulls()),
+                      "f": pa.array(rng.random(rows), mask=nulls()),
+                      "s": pa.array(rng.choice(["a", "bb", "ccc"], rows), mask=nulls()),
+                      "b": pa.array(rng.random(rows) < 0.5, mask=nulls()), "k": np.arange(rows),
+                      "d": pa.array(rng.choice(["x", "y"], rows)).dictionary_encode(),
+                      "l": pa.array([[1, 2]] * rows), "st": pa.array([{"a": 1, "b": "x"}] * rows)})
+    return [table, pa.Table.from_batches(table.to_batches(max_chunksize=300_000)),
+            table.to_batches()[0]]
+
+
+def test_large_arrow_tables_and_polars_frames_keyed_on_two_threads_key_as_on_one(monkeypatch):
+    """A table's, a record batch's and a polars frame's columns taken by a helper thread give the
+    keys one thread gives (nulls, strings, dictionaries, lists, structs, chunks), and those keys
+    are made of what the helper computed."""
+    pa = pytest.importorskip("pyarrow")
+    values = _large_arrow_values(pa)
+    try:
+        import polars as pl
+
+        rng = np.random.default_rng(4)
+        values.append(pl.from_arrow(values[0].drop_columns(["st"])))
+        values.append(pl.DataFrame({"a": np.arange(10**6), "b": rng.random(10**6),
+                                    "c": rng.choice(["p", "q"], 10**6)}))
+    except ImportError:
+        pass
+    took = _map_spy(monkeypatch)
+    keys = []
+    for v in values:
+        took.clear()
+        keys.append(fncache.hash(v))
+        assert took, f"no column taken by a helper for value {len(keys)}"
+    assert keys == _keys_without_helper(monkeypatch, values)
+    _map_spy(monkeypatch, wrong=True)
+    assert all(fncache.hash(v) != k for v, k in zip(values, keys, strict=True))
+
+
+def test_a_large_table_with_an_extension_type_is_keyed_on_one_thread(monkeypatch):
+    """An Arrow extension type's Python methods are user code: such a table's columns all stay on
+    the caller's thread (one key either way)."""
+    pa = pytest.importorskip("pyarrow")
+
+    class Meters(pa.ExtensionType):
+        def __init__(self):
+            super().__init__(pa.float64(), "test.meters")
+
+        def __arrow_ext_serialize__(self):
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type, serialized):
+            return cls()
+
+    rows = 1_000_000
+    rng = np.random.default_rng(6)
+    meters = pa.ExtensionArray.from_storage(Meters(), pa.array(rng.random(rows)))
+    table = pa.table({"m": meters, "f": rng.random(rows), "g": rng.random(rows)})
+    took = _map_spy(monkeypatch)
+    key = fncache.hash(table)
+    assert not took
+    assert [key] == _keys_without_helper(monkeypatch, [table])
+
+
+def test_map_ahead_keeps_order_and_redoes_what_the_helper_could_not(monkeypatch):
+    """Results come in the items' order; an item that raises on the helper thread is done again
+    on the caller's (the same answer, or the same exception there), and no helper is left."""
+    import threading
+
+    from fncache.values import ahead
+
+    monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
+    items = list(range(40))
+    sizes = [1 << 20] * len(items)
+
+    def square(x):
+        if threading.current_thread().name == "fncache-digests" and x % 3 == 0:
+            raise ValueError(x)
+        return x * x
+
+    assert ahead.map_ahead(square, items, sizes) == [x * x for x in items]
+
+    def fails(x):
+        if x == 39:
+            raise KeyError(x)
+        return x
+
+    with pytest.raises(KeyError):
+        ahead.map_ahead(fails, items, sizes)
+    assert not [t for t in threading.enumerate() if t.name == "fncache-digests"]
 
 
 @pytest.mark.slow

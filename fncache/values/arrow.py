@@ -59,11 +59,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fncache.values import ahead
 from fncache.values.arrow_streams import Streams, Valid, null_entries, numpy_module, walk
 from fncache.values.registry import guarded, register_lazy, register_type
 
-__all__ = ["array_token", "chunked_token", "chunks_content", "field_desc", "record_batch_token",
-           "schema_desc", "table_token", "type_desc"]
+__all__ = ["array_token", "chunked_token", "chunks_content", "columns_content", "field_desc",
+           "plain_type", "record_batch_token", "schema_desc", "table_token", "type_desc"]
 
 # ---------------------------------------------------------------------------------------------
 # Types and schemas
@@ -354,16 +355,36 @@ def chunks_content(chunks: Any) -> tuple[Any, ...]:
     return _content(chunks)
 
 
+def plain_type(t: Any) -> bool:
+    """Whether an Arrow type and every type inside it is pyarrow's own: no extension type, whose
+    Python methods a key calls (user code)."""
+    pa = sys.modules["pyarrow"]
+    if isinstance(t, pa.BaseExtensionType):
+        return False
+    value_type = getattr(t, "value_type", None)  # a dictionary's values
+    return ((value_type is None or plain_type(value_type))
+            and all(plain_type(t.field(i).type) for i in range(t.num_fields)))
+
+
+def columns_content(columns: list[list[Any]]) -> tuple[Any, ...]:
+    """Each column's logical content (a column: its chunks), the columns of a large table on two
+    threads where their types are pyarrow's own (:func:`fncache.values.ahead.map_ahead`)."""
+    if len(columns) > 1 and all(chunks and plain_type(chunks[0].type) for chunks in columns):
+        sizes = [sum(chunk.nbytes for chunk in chunks) for chunks in columns]
+        return tuple(ahead.map_ahead(_content, columns, sizes))
+    return tuple(_content(chunks) for chunks in columns)
+
+
 def table_token(table: Any) -> tuple[Any, ...]:
     """A Table: schema in full, row count, and each column's logical content."""
     return ("pyarrow.Table", schema_desc(table.schema), table.num_rows,
-            tuple(_content(c.chunks) for c in table.columns))
+            columns_content([c.chunks for c in table.columns]))
 
 
 def record_batch_token(batch: Any) -> tuple[Any, ...]:
     """A RecordBatch: schema in full, row count, and each column's logical content."""
     return ("pyarrow.RecordBatch", schema_desc(batch.schema), batch.num_rows,
-            tuple(_content([c]) for c in batch.columns))
+            columns_content([[c] for c in batch.columns]))
 
 
 def scalar_token(sc: Any) -> tuple[Any, ...]:

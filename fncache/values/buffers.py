@@ -21,7 +21,6 @@ zarr) in :mod:`fncache.values.lazy`. numpy arrays are handled here, as the other
 from __future__ import annotations
 
 import collections
-import os
 import sys
 import threading
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import xxhash
 
 from fncache._hasher import Token
+from fncache.values import ahead
 from fncache.values.instances import slot_names
 from fncache.values.registry import guarded, is_user_code, register_lazy, register_type, token
 
@@ -88,19 +88,9 @@ def c_order_digest(np: Any, a: Any) -> tuple[int, bytes]:
     return n, h.digest()
 
 
-# A value whose handler leaves large arrays to the walk (a DataFrame's numpy-backed columns) has them
-# digested ahead on a helper thread (DigestsAhead) from this many bytes in all, taking arrays of at
-# least _AHEAD_EACH bytes: xxh3 lets the GIL go while it reads a buffer, so the two threads read
-# memory at once. (A 75 MB frame of ten columns on a 2-vCPU VM: 6.6 ms hashed on one thread.)
-_AHEAD_MIN = 16 << 20
+# A DataFrame's arrays (each of at least _AHEAD_EACH bytes, ahead.MIN_BYTES in all) are digested
+# ahead on a helper thread (DigestsAhead).
 _AHEAD_EACH = 1 << 20
-
-
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
 
 
 def _digest_jobs(jobs: list[tuple[Any, Any]], results: list[Any], pending: Any) -> None:
@@ -149,15 +139,18 @@ def _gather(np: Any, part: Any, found: dict[int, tuple[Any, Any]], depth: int) -
     if t is tuple or (t is list and len(part) <= 64):
         return depth < 8 and all(_gather(np, p, found, depth + 1) for p in part)
     if t is np.ndarray:
-        dt = part.dtype
-        if dt.hasobject:  # plain only if few and plain (an older pandas' column labels)
-            return (part.size <= 4096 and dt.names is None
-                    and all(type(x) in _PLAIN for x in part.reshape(-1).tolist()))
-        if (part.nbytes >= _AHEAD_EACH and part.flags.c_contiguous and dt.names is None
-                and dt != np.bool_):
-            found[id(part)] = (part, _flat(np, part))
-        return True
+        return _gather_array(np, part, found)
     return _library_leaf(np, part)
+
+
+def _gather_array(np: Any, a: Any, found: dict[int, tuple[Any, Any]]) -> bool:
+    dt = a.dtype
+    if dt.hasobject:  # plain only if few and plain (an older pandas' column labels)
+        return (a.size <= 4096 and dt.names is None
+                and all(type(x) in _PLAIN for x in a.reshape(-1).tolist()))
+    if a.nbytes >= _AHEAD_EACH and a.flags.c_contiguous and dt.names is None and dt != np.bool_:
+        found[id(a)] = (a, _flat(np, a))
+    return True
 
 
 class DigestsAhead:
@@ -182,10 +175,11 @@ class DigestsAhead:
         self.h = h
         self.thread: threading.Thread | None = None
         self.jobs: list[tuple[Any, Any]] = []
-        if getattr(h, "known", None) is None or _usable_cpus() < 2:
+        if getattr(h, "known", None) is None or ahead.usable_cpus() < 2:
             return
         found: dict[int, tuple[Any, Any]] = {}
-        if _gather(np, parts, found, 0) and sum(len(f) for _, f in found.values()) >= _AHEAD_MIN:
+        if (_gather(np, parts, found, 0)
+                and sum(len(f) for _, f in found.values()) >= ahead.MIN_BYTES):
             self.jobs = list(found.values())
 
     def __enter__(self) -> DigestsAhead:
@@ -194,18 +188,11 @@ class DigestsAhead:
             return self
         self.results: list[Any] = [None] * len(jobs)
         self.pending = collections.deque(range(len(jobs)))
-        thread = threading.Thread(target=_digest_jobs, args=(jobs, self.results, self.pending),
-                                  name="fncache-digests", daemon=True)
-        try:
-            thread.start()
-        except Exception:  # no thread to be had (interpreter shutdown, a limit, memory): the
-            self.jobs = []  # walk digests them as before
+        thread = ahead.start(_digest_jobs, jobs, self.results, self.pending,
+                             stop=self.pending.clear)
+        if thread is None:  # the walk digests them as before
+            self.jobs = []
             return self
-        except BaseException:  # interrupted while the thread started: it must not outlive this
-            self.pending.clear()
-            if thread.ident is not None:
-                _join(thread)
-            raise
         self.thread = thread
         return self
 
@@ -226,26 +213,12 @@ class DigestsAhead:
                 results[i] = xxhash.xxh3_128_digest(jobs[i][1])
         finally:
             pending.clear()
-            _join(thread)
+            ahead.join(thread)
         if exc_type is None:
             known = self.h.known
             for (a, flat), d in zip(jobs, results, strict=True):
                 if d is not None:
                     known[id(a)] = (a, len(flat), d)
-
-
-def _join(thread: threading.Thread) -> None:
-    """Wait for ``thread`` to end, even through an interrupt (raised once it has ended): a helper
-    must never outlive the hash it belongs to."""
-    interrupted: BaseException | None = None
-    while True:
-        try:
-            thread.join()
-            break
-        except BaseException as e:  # KeyboardInterrupt, or a signal handler's exception
-            interrupted = e
-    if interrupted is not None:
-        raise interrupted
 
 
 _packed: dict[Any, Any] = {}

@@ -196,24 +196,16 @@ def frame_token(df: Any, h: Any = None) -> tuple[Any, ...]:
     dtypes = tuple(_dtype(np, v.dtype) for v in held)
     values = [_values(pd, np, v, arrow=False) for v in held]
     later = [v._pa_array.type for v, p in zip(held, values, strict=True) if p is _ARROW]
-    ahead = h if all(_plain_arrow(t) for t in later) else None
-    with DigestsAhead(ahead, np, (kind, labels, index, dtypes, tuple(values))):
+    if later:
+        from fncache.values.arrow import plain_type
+
+        if not all(plain_type(t) for t in later):
+            h = None  # (an Arrow extension type's methods run while the helper would)
+    with DigestsAhead(h, np, (kind, labels, index, dtypes, tuple(values))):
         values = [_values(pd, np, v) if p is _ARROW else p for p, v in zip(values, held, strict=True)]
     columns = tuple(zip(dtypes, values, strict=True))
     return (kind, labels, index, columns, df.attrs, df.flags.allows_duplicate_labels,
             *_extra_state(df, kind))
-
-
-def _plain_arrow(t: Any) -> bool:
-    """Whether an Arrow type and every type inside it is pyarrow's own (no extension type, whose
-    Python methods the key calls)."""
-    import pyarrow as pa
-
-    if isinstance(t, pa.BaseExtensionType):
-        return False
-    value_type = getattr(t, "value_type", None)  # a dictionary's values
-    return ((value_type is None or _plain_arrow(value_type))
-            and all(_plain_arrow(t.field(i).type) for i in range(t.num_fields)))
 
 
 def _column_values(df: Any) -> list[Any]:

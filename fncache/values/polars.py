@@ -74,6 +74,17 @@ def _to_arrow(pl: Any, s: Any) -> Any:
 
 
 def _series(pl: Any, s: Any) -> tuple[Any, ...]:
+    head, kind, values = _series_parts(pl, s)
+    if kind == "arrow":
+        from fncache.values.arrow import chunks_content
+
+        values = chunks_content(values)
+    return (*head, kind, values)
+
+
+def _series_parts(pl: Any, s: Any) -> tuple[tuple[Any, ...], str, Any]:
+    """A Series' name, dtype, length and flags; and its values: ``"arrow"`` and the chunks of its
+    Arrow form (keyed by their logical content), or ``"objects"`` or ``"values"`` and a list."""
     head: tuple[Any, ...] = (s.name, repr(s.dtype), len(s))
     flags = s.flags
     asc, desc = bool(flags.get("SORTED_ASC")), bool(flags.get("SORTED_DESC"))
@@ -83,17 +94,28 @@ def _series(pl: Any, s: Any) -> tuple[Any, ...]:
         # (and how a series was made decides whether it has one); any other is content.
         head = (*head, ("sorted", asc, desc))
     if _has_object(pl, s.dtype):
-        return (*head, "objects", s.to_list())
+        return head, "objects", s.to_list()
     arrow = _categorical(pl, s) if isinstance(s.dtype, (pl.Categorical, pl.Enum)) else None
     try:
         if arrow is None:
             arrow = _to_arrow(pl, s)
     except Exception:  # a dtype without an Arrow form (Int128, UInt128)
-        return (*head, "values", s.to_list())
-    from fncache.values.arrow import chunks_content
+        return head, "values", s.to_list()
+    return head, "arrow", (arrow.chunks if hasattr(arrow, "num_chunks") else [arrow])
 
-    chunks = arrow.chunks if hasattr(arrow, "num_chunks") else [arrow]
-    return (*head, "arrow", chunks_content(chunks))
+
+def _frame_columns(pl: Any, df: Any) -> tuple[Any, ...]:
+    """Each column of a DataFrame as :func:`_series` keys it, the Arrow contents of a large frame
+    on two threads (:func:`fncache.values.arrow.columns_content`)."""
+    parts = [_series_parts(pl, s) for s in df.get_columns()]
+    arrow = [values for _, kind, values in parts if kind == "arrow"]
+    if arrow:
+        from fncache.values.arrow import columns_content
+
+        contents = iter(columns_content(arrow))
+        parts = [(head, kind, next(contents) if kind == "arrow" else values)
+                 for head, kind, values in parts]
+    return tuple((*head, kind, values) for head, kind, values in parts)
 
 
 def _sorted_as_flagged(pl: Any, s: Any, descending: bool) -> bool:
@@ -137,7 +159,7 @@ def polars_token(obj: Any) -> Any:
     and its own attributes)."""
     pl = sys.modules["polars"]
     if isinstance(obj, pl.DataFrame):
-        return ("polars.DataFrame", obj.height, tuple(_series(pl, s) for s in obj.get_columns()),
+        return ("polars.DataFrame", obj.height, _frame_columns(pl, obj),
                 *_subclass_state(pl, obj, pl.DataFrame))
     if isinstance(obj, pl.Series):
         return ("polars.Series", *_series(pl, obj), *_subclass_state(pl, obj, pl.Series))
