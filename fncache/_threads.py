@@ -6,9 +6,9 @@ the inputs give now, and they are not hashed again. After it: is the function al
 so that a change to what it read is its own doing? Threads that libraries start for their own I/O
 (a notebook kernel's, fncache's checkpoint threads; fsspec's while its loop is idle, and only for
 the second question) never run user code and do not count: a guess, documented in "What
-invalidates a cache entry". fncache's own helper threads of a key's hash (a large frame's arrays
-digested ahead, :class:`fncache.values.buffers.DigestsAhead`) and of a large load start and end
-inside it: neither question ever sees them.
+invalidates a cache entry". fncache's own helper threads of a key's hash (a large frame's or
+table's parts digested on two threads, :mod:`fncache.values.ahead`) and of a large load start and
+end inside it: neither question ever sees them.
 """
 
 from __future__ import annotations

@@ -199,20 +199,34 @@ class _Bump:
 
 
 def _ahead_spy(monkeypatch, wrong=False):
-    """Count the helper's runs (and make it digest wrongly, to see that its digests are used)."""
+    """Count the helper's runs (and make it digest wrongly, to see that its digests are used). The
+    caller's thread waits for the helper to be done before it takes any job: the helper digests
+    every job, however loaded the machine (no timing margin)."""
+    import threading
+
     from fncache.values import ahead, buffers
 
     ran = []
-    jobs = buffers._digest_jobs
+    jobs, steal = buffers._digest_jobs, buffers._steal
+    done = threading.Event()
 
     def spy(jobs_, results, pending):
-        ran.append(len(jobs_))
-        jobs(jobs_, results, pending)
-        if wrong:
-            results[:] = [b"w" * 16 if r is not None else None for r in results]
+        try:
+            ran.append(len(jobs_))
+            jobs(jobs_, results, pending)
+            if wrong:
+                results[:] = [b"w" * 16 if r is not None else None for r in results]
+        finally:
+            done.set()
+
+    def wait_then_steal(jobs_, results, pending):
+        assert done.wait(120)
+        done.clear()
+        steal(jobs_, results, pending)
 
     monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
     monkeypatch.setattr(buffers, "_digest_jobs", spy)
+    monkeypatch.setattr(buffers, "_steal", wait_then_steal)
     return ran
 
 
@@ -341,17 +355,31 @@ def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
 
 
 def _map_spy(monkeypatch, wrong=False):
-    """Count the items a helper thread took in map_ahead (and make it answer wrongly)."""
+    """Count the items a helper thread took in map_ahead (and make it answer wrongly). The caller's
+    thread waits for the helper to be done first: the helper takes every item (no timing margin)."""
+    import threading
+
     from fncache.values import ahead
 
     took = []
-    real = ahead._take_first
+    first, last = ahead._take_first, ahead._take_last
+    done = threading.Event()
 
     def spy(fn, items, results, pending):
-        real(lambda x: took.append(1) or (("wrong",) if wrong else fn(x)), items, results, pending)
+        try:
+            first(lambda x: took.append(1) or (("wrong",) if wrong else fn(x)), items, results,
+                  pending)
+        finally:
+            done.set()
+
+    def wait_then_take(fn, items, results, pending):
+        assert done.wait(120)
+        done.clear()
+        last(fn, items, results, pending)
 
     monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
     monkeypatch.setattr(ahead, "_take_first", spy)
+    monkeypatch.setattr(ahead, "_take_last", wait_then_take)
     return took
 
 
@@ -449,6 +477,73 @@ def test_map_ahead_keeps_order_and_redoes_what_the_helper_could_not(monkeypatch)
     with pytest.raises(KeyError):
         ahead.map_ahead(fails, items, sizes)
     assert not [t for t in threading.enumerate() if t.name == "fncache-digests"]
+
+
+_FINALISERS = """
+import gc, sys, threading
+import numpy as np, pyarrow as pa, pandas as pd, fncache
+from fncache.values import ahead
+ahead.usable_cpus = lambda: 2
+rows = 1_000_000
+table = pa.table({c: pa.array(np.arange(rows), mask=np.arange(rows) % 7 == 0) for c in "abcdefgh"})
+frame = pd.DataFrame({c: np.arange(rows) * 1.5 for c in "abcd"} | {"s": ["x"] * rows})
+lock = threading.RLock()
+ran_on = set()
+
+class Resource:
+    def __init__(self):
+        self.me = self  # in a cycle: freed by the collector, on whichever thread it runs
+
+    def __del__(self):
+        ran_on.add(threading.current_thread().name)
+        with lock:  # (a pool's release, logging): the hashing thread holds it
+            pass
+
+for i in range(150):
+    gc.disable()
+    garbage = [Resource() for _ in range(50)]
+    del garbage
+    gc.set_threshold(gc.get_count()[0] + 5 + i * 7)
+    gc.enable()
+    with lock:
+        fncache.hash(table if i % 2 else frame)
+    assert gc.isenabled()
+    gc.set_threshold(700)
+gc.collect()
+print(sorted(ran_on))
+"""
+
+
+@pytest.mark.slow
+def test_no_finaliser_runs_on_a_helper_thread(tmp_path):
+    """Users' finalisers never run on a helper thread while the caller waits for it holding a lock
+    they take (a deadlock: the process hung), and the collector runs again after each hash."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pandas")
+    script = tmp_path / "finalisers.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(REPO)!r})\n" + _FINALISERS)
+    assert run_py(script, timeout=180).stdout.split()[-1] == "['MainThread']"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_process_forked_while_a_helper_runs_gets_the_collector_back():
+    """A child forked while a helper had the collector paused has it running."""
+    import gc
+
+    from fncache.values import ahead
+
+    assert gc.isenabled()
+    ahead._pause_collector()
+    try:
+        assert not gc.isenabled()
+        pid = os.fork()
+        if pid == 0:  # the child
+            os._exit(0 if gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        ahead._resume_collector()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert gc.isenabled()
 
 
 @pytest.mark.slow

@@ -6,19 +6,27 @@ while its Arrow-backed columns are digested (:class:`fncache.values.buffers.Dige
 is digested by the same code on either thread, so keys do not depend on whether a helper ran (one
 usable CPU, a small value, no thread to be had: the caller's thread does it all, as before).
 
-The callers hand over only work that runs no user code (pyarrow's own types, numpy arrays): the
-helper runs fncache's, numpy's and pyarrow's code, and whatever trace or profile function is set for
-all threads. It starts and ends inside the hash, so the miss path's questions about other threads
-(:mod:`fncache._threads`) never see it: joined even through an interrupt.
+The callers hand over only work that runs no user code (pyarrow's own types, numpy arrays, polars'
+plain dtypes). Finalisers would: a collection that ran on the helper would run users' ``__del__``
+methods and weak-reference callbacks there, while the caller waits for it, perhaps holding a lock
+one of them takes (a re-entrant lock the caller's own thread could take again: a deadlock). So the
+cyclic garbage collector is paused from before a helper starts until it has ended (if it was running;
+a collection is put off by milliseconds, never skipped; a process forked meanwhile gets it back).
+The helper then runs fncache's, numpy's, pyarrow's and polars' code, and a trace or profile function
+set for all threads. It starts and ends inside the hash, so the miss path's questions about other
+threads (:mod:`fncache._threads`) never see it: it is joined even through an interrupt.
 """
 
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from fncache import _forks
 
 __all__ = ["MIN_BYTES", "join", "map_ahead", "start", "usable_cpus"]
 
@@ -38,34 +46,72 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+# Helpers running now, and whether the collector ran before the first of them paused it.
+_paused = [0, False]
+_paused_lock = threading.Lock()
+
+
+def _pause_collector() -> None:
+    with _paused_lock:
+        if _paused[0] == 0:
+            _paused[1] = gc.isenabled()
+            gc.disable()
+        _paused[0] += 1
+
+
+def _resume_collector() -> None:
+    with _paused_lock:
+        _paused[0] -= 1
+        if _paused[0] == 0 and _paused[1]:
+            gc.enable()
+
+
+def _reset_after_fork() -> None:
+    global _paused_lock
+    _paused_lock = threading.Lock()
+    if _paused[0] and _paused[1]:
+        gc.enable()
+    _paused[:] = [0, False]
+
+
+_forks.on_fork(_reset_after_fork)
+
+
 def start(target: Callable[..., None], *args: Any,
           stop: Callable[[], None]) -> threading.Thread | None:
-    """A started daemon helper thread running ``target(*args)``, or None where none is to be had
-    (interpreter shutdown, a thread limit, memory). Interrupted while it starts, ``stop()`` takes
-    its work away and the thread is waited for: it must not outlive the hash."""
+    """A started daemon helper thread running ``target(*args)`` with the collector paused, or None
+    where none is to be had (interpreter shutdown, a thread limit, memory). Every thread started
+    must be given to :func:`join`. Interrupted while it starts, ``stop()`` takes its work away (it
+    may still run, and find none) and the interrupt is raised."""
+    _pause_collector()
     thread = threading.Thread(target=target, args=args, name="fncache-digests", daemon=True)
     try:
         thread.start()
     except Exception:
+        _resume_collector()
         return None
     except BaseException:
         stop()
-        if thread.ident is not None:
-            join(thread)
+        _resume_collector()
         raise
     return thread
 
 
 def join(thread: threading.Thread) -> None:
-    """Wait for ``thread`` to end, even through an interrupt (raised once it has ended): a helper
-    must never outlive the hash it belongs to."""
+    """Wait for ``thread`` to end, even through an interrupt (the first one raised once it has
+    ended), and let the collector run again."""
     interrupted: BaseException | None = None
-    while True:
-        try:
-            thread.join()
-            break
-        except BaseException as e:  # KeyboardInterrupt, or a signal handler's exception
-            interrupted = e
+    try:
+        while True:
+            try:
+                thread.join()
+                break
+            except BaseException as e:  # KeyboardInterrupt, or a signal handler's exception
+                interrupted = interrupted or e
+                if not thread.is_alive():
+                    break
+    finally:
+        _resume_collector()
     if interrupted is not None:
         raise interrupted
 

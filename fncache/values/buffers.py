@@ -126,6 +126,16 @@ def _library_leaf(np: Any, part: Any) -> bool:
     return type(part).__module__.partition(".")[0] in _ZONE_LIBRARIES and hasattr(part, "utcoffset")
 
 
+def _steal(jobs: list[tuple[Any, Any]], results: list[Any], pending: Any) -> None:
+    """The caller's thread: digest the jobs ``pending`` still names, last to first."""
+    while True:
+        try:
+            i = pending.pop()
+        except IndexError:
+            return
+        results[i] = xxhash.xxh3_128_digest(jobs[i][1])
+
+
 def _gather(np: Any, part: Any, found: dict[int, tuple[Any, Any]], depth: int) -> bool:
     """Collect into ``found`` the exact ndarrays in ``part``'s nested tuples and short lists that
     :func:`ndarray_token` digests as they lie (C-contiguous numbers, dates and strings: not objects,
@@ -205,12 +215,7 @@ class DigestsAhead:
         if exc_type is not None:
             pending.clear()
         try:
-            while True:
-                try:
-                    i = pending.pop()
-                except IndexError:
-                    break
-                results[i] = xxhash.xxh3_128_digest(jobs[i][1])
+            _steal(jobs, results, pending)
         finally:
             pending.clear()
             ahead.join(thread)

@@ -74,17 +74,6 @@ def _to_arrow(pl: Any, s: Any) -> Any:
 
 
 def _series(pl: Any, s: Any) -> tuple[Any, ...]:
-    head, kind, values = _series_parts(pl, s)
-    if kind == "arrow":
-        from fncache.values.arrow import chunks_content
-
-        values = chunks_content(values)
-    return (*head, kind, values)
-
-
-def _series_parts(pl: Any, s: Any) -> tuple[tuple[Any, ...], str, Any]:
-    """A Series' name, dtype, length and flags; and its values: ``"arrow"`` and the chunks of its
-    Arrow form (keyed by their logical content), or ``"objects"`` or ``"values"`` and a list."""
     head: tuple[Any, ...] = (s.name, repr(s.dtype), len(s))
     flags = s.flags
     asc, desc = bool(flags.get("SORTED_ASC")), bool(flags.get("SORTED_DESC"))
@@ -94,28 +83,46 @@ def _series_parts(pl: Any, s: Any) -> tuple[tuple[Any, ...], str, Any]:
         # (and how a series was made decides whether it has one); any other is content.
         head = (*head, ("sorted", asc, desc))
     if _has_object(pl, s.dtype):
-        return head, "objects", s.to_list()
+        return (*head, "objects", s.to_list())
     arrow = _categorical(pl, s) if isinstance(s.dtype, (pl.Categorical, pl.Enum)) else None
     try:
         if arrow is None:
             arrow = _to_arrow(pl, s)
     except Exception:  # a dtype without an Arrow form (Int128, UInt128)
-        return head, "values", s.to_list()
-    return head, "arrow", (arrow.chunks if hasattr(arrow, "num_chunks") else [arrow])
+        return (*head, "values", s.to_list())
+    from fncache.values.arrow import chunks_content
+
+    chunks = arrow.chunks if hasattr(arrow, "num_chunks") else [arrow]
+    return (*head, "arrow", chunks_content(chunks))
 
 
 def _frame_columns(pl: Any, df: Any) -> tuple[Any, ...]:
-    """Each column of a DataFrame as :func:`_series` keys it, the Arrow contents of a large frame
-    on two threads (:func:`fncache.values.arrow.columns_content`)."""
-    parts = [_series_parts(pl, s) for s in df.get_columns()]
-    arrow = [values for _, kind, values in parts if kind == "arrow"]
-    if arrow:
-        from fncache.values.arrow import columns_content
+    """Each column of a DataFrame as :func:`_series` keys it: a large frame's on two threads
+    (:func:`fncache.values.ahead.map_ahead`, each column converted and digested whole by one
+    thread: one column's Arrow form held at a time per thread) where every dtype is a plain one,
+    whose conversion runs no user code (not an object, nor an extension type)."""
+    from fncache.values import ahead
 
-        contents = iter(columns_content(arrow))
-        parts = [(head, kind, next(contents) if kind == "arrow" else values)
-                 for head, kind, values in parts]
-    return tuple((*head, kind, values) for head, kind, values in parts)
+    columns = df.get_columns()
+    if len(columns) > 1 and all(_plain_dtype(pl, s.dtype) for s in columns):
+        sizes = [s.estimated_size() for s in columns]
+        return tuple(ahead.map_ahead(lambda s: _series(pl, s), columns, sizes))
+    return tuple(_series(pl, s) for s in columns)
+
+
+def _plain_dtype(pl: Any, dtype: Any) -> bool:
+    """Numbers, dates and times, strings, binaries, booleans, categoricals and enums, decimals, nulls,
+    and lists, arrays and structs of them."""
+    if dtype.is_numeric() or dtype.is_temporal() or dtype in (pl.String, pl.Binary, pl.Boolean,
+                                                             pl.Null):
+        return True
+    if isinstance(dtype, (pl.Categorical, pl.Enum)):
+        return True
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return _plain_dtype(pl, dtype.inner)
+    if isinstance(dtype, pl.Struct):
+        return all(_plain_dtype(pl, f.dtype) for f in dtype.fields)
+    return False
 
 
 def _sorted_as_flagged(pl: Any, s: Any, descending: bool) -> bool:
