@@ -11,7 +11,8 @@ plain dtypes). Finalisers would: a collection that ran on the helper would run u
 methods and weak-reference callbacks there, while the caller waits for it, perhaps holding a lock
 one of them takes (a re-entrant lock the caller's own thread could take again: a deadlock). So the
 cyclic garbage collector is paused from before a helper starts until it has ended (if it was running;
-a collection is put off by milliseconds, never skipped; a process forked meanwhile gets it back).
+a collection is put off by milliseconds, never skipped; a process forked meanwhile gets it back;
+a ``gc.disable()`` another thread makes meanwhile is undone when the last helper ends).
 The helper then runs fncache's, numpy's, pyarrow's and polars' code, and a trace or profile function
 set for all threads. It starts and ends inside the hash, so the miss path's questions about other
 threads (:mod:`fncache._threads`) never see it: it is joined even through an interrupt.
