@@ -163,7 +163,7 @@ _BIG_FRAME = None
 
 
 def _big_frame(pd, rows=600_000):
-    """24 MB and more in columns of 4.8 MB: digested ahead (ahead.MIN_BYTES, buffers._AHEAD_EACH)."""
+    """24 MB and more in columns of 4.8 MB: digested ahead (ahead.MIN_BYTES, buffers.AHEAD_EACH)."""
     rng = np.random.default_rng(5)
     df = pd.DataFrame({"f1": rng.random(rows), "f2": rng.random(rows), "i": np.arange(rows),
                        "t": pd.date_range("2001-01-01", periods=rows, freq="s"),
@@ -198,36 +198,35 @@ class _Bump:
         return (_Bump, (None,))
 
 
-def _ahead_spy(monkeypatch, wrong=False):
-    """Count the helper's runs (and make it digest wrongly, to see that its digests are used). The
-    caller's thread waits for the helper to be done before it takes any job: the helper digests
-    every job, however loaded the machine (no timing margin)."""
+def _helper_spy(monkeypatch, wrong=False):
+    """Count the items a helper thread took (fncache.values.ahead.Ahead: a frame's arrays, a
+    table's columns), and make it answer wrongly, to see that its answers are used. The caller's
+    thread waits for the helper to be done first: the helper takes every item, however loaded the
+    machine (no timing margin)."""
     import threading
 
-    from fncache.values import ahead, buffers
+    from fncache.values import ahead
 
-    ran = []
-    jobs, steal = buffers._digest_jobs, buffers._steal
+    took = []
+    first, last = ahead._take_first, ahead._take_last
     done = threading.Event()
 
-    def spy(jobs_, results, pending):
+    def spy(fn, items, results, pending):
         try:
-            ran.append(len(jobs_))
-            jobs(jobs_, results, pending)
-            if wrong:
-                results[:] = [b"w" * 16 if r is not None else None for r in results]
+            first(lambda x: took.append(1) or (("wrong",) if wrong else fn(x)), items, results,
+                  pending)
         finally:
             done.set()
 
-    def wait_then_steal(jobs_, results, pending):
+    def wait_then_take(fn, items, results, pending):
         assert done.wait(120)
         done.clear()
-        steal(jobs_, results, pending)
+        last(fn, items, results, pending)
 
     monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(buffers, "_digest_jobs", spy)
-    monkeypatch.setattr(buffers, "_steal", wait_then_steal)
-    return ran
+    monkeypatch.setattr(ahead, "_take_first", spy)
+    monkeypatch.setattr(ahead, "_take_last", wait_then_take)
+    return took
 
 
 def test_a_large_frame_digested_ahead_keys_as_the_walk_does(monkeypatch):
@@ -254,7 +253,7 @@ def test_a_large_frame_digested_ahead_keys_as_the_walk_does(monkeypatch):
     values = [df, df.set_index("t"), pd.DataFrame(rng.random((rows, 6))),
               pd.DataFrame(np.asfortranarray(rng.random((rows, 6)))), other, loop,
               (shared, data), df[["f1", "f2", "i", "t"]]]
-    ran = _ahead_spy(monkeypatch)
+    ran = _helper_spy(monkeypatch)
     ahead = []
     for v in values:
         ran.clear()
@@ -262,7 +261,7 @@ def test_a_large_frame_digested_ahead_keys_as_the_walk_does(monkeypatch):
         assert ran, f"nothing digested ahead for value {len(ahead)}"
     assert ahead == _keys_without_helper(monkeypatch, values)
     assert len(set(ahead)) == len(values)
-    _ahead_spy(monkeypatch, wrong=True)
+    _helper_spy(monkeypatch, wrong=True)
     assert [fncache.hash(v) for v in values] != ahead  # (the helper's digests are the key's)
 
 
@@ -289,7 +288,7 @@ def test_no_array_is_digested_ahead_where_user_code_runs_before_the_walk_meets_i
                            "f": np.zeros(rows), "g": np.zeros(rows)}, copy=False)
         return (df, _Bump(data), data)
 
-    ran = _ahead_spy(monkeypatch)
+    ran = _helper_spy(monkeypatch)
     for make in (labelled, object_column, met_again):
         ran.clear()
         ahead = fncache.hash(make())
@@ -300,7 +299,7 @@ def test_no_array_is_digested_ahead_where_user_code_runs_before_the_walk_meets_i
 def test_an_edit_of_any_column_of_a_frame_digested_ahead_is_a_new_key(monkeypatch):
     """One value changed in any column (or the index) of a large frame is a new key."""
     pd = pytest.importorskip("pandas")
-    ran = _ahead_spy(monkeypatch)
+    ran = _helper_spy(monkeypatch)
     df = _big_frame(pd)
     keys = {fncache.hash(df)}
     assert ran
@@ -333,7 +332,7 @@ def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
 
     from fncache.values import arrow
 
-    ran = _ahead_spy(monkeypatch)
+    ran = _helper_spy(monkeypatch)
     df = _big_frame(pd)
     before = _thread._count()
     key = fncache.hash(df)
@@ -352,35 +351,6 @@ def test_the_digest_helper_has_ended_when_a_hash_returns_or_fails(monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(threading.Thread, "start", refuse)
             assert fncache.hash(df) == key
-
-
-def _map_spy(monkeypatch, wrong=False):
-    """Count the items a helper thread took in map_ahead (and make it answer wrongly). The caller's
-    thread waits for the helper to be done first: the helper takes every item (no timing margin)."""
-    import threading
-
-    from fncache.values import ahead
-
-    took = []
-    first, last = ahead._take_first, ahead._take_last
-    done = threading.Event()
-
-    def spy(fn, items, results, pending):
-        try:
-            first(lambda x: took.append(1) or (("wrong",) if wrong else fn(x)), items, results,
-                  pending)
-        finally:
-            done.set()
-
-    def wait_then_take(fn, items, results, pending):
-        assert done.wait(120)
-        done.clear()
-        last(fn, items, results, pending)
-
-    monkeypatch.setattr(ahead, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(ahead, "_take_first", spy)
-    monkeypatch.setattr(ahead, "_take_last", wait_then_take)
-    return took
 
 
 def _large_arrow_values(pa, rows=1_000_000):
@@ -414,14 +384,14 @@ def test_large_arrow_tables_and_polars_frames_keyed_on_two_threads_key_as_on_one
                                     "c": rng.choice(["p", "q"], 10**6)}))
     except ImportError:
         pass
-    took = _map_spy(monkeypatch)
+    took = _helper_spy(monkeypatch)
     keys = []
     for v in values:
         took.clear()
         keys.append(fncache.hash(v))
         assert took, f"no column taken by a helper for value {len(keys)}"
     assert keys == _keys_without_helper(monkeypatch, values)
-    _map_spy(monkeypatch, wrong=True)
+    _helper_spy(monkeypatch, wrong=True)
     assert all(fncache.hash(v) != k for v, k in zip(values, keys, strict=True))
 
 
@@ -445,7 +415,7 @@ def test_a_large_table_with_an_extension_type_is_keyed_on_one_thread(monkeypatch
     rng = np.random.default_rng(6)
     meters = pa.ExtensionArray.from_storage(Meters(), pa.array(rng.random(rows)))
     table = pa.table({"m": meters, "f": rng.random(rows), "g": rng.random(rows)})
-    took = _map_spy(monkeypatch)
+    took = _helper_spy(monkeypatch)
     key = fncache.hash(table)
     assert not took
     assert [key] == _keys_without_helper(monkeypatch, [table])
@@ -577,7 +547,7 @@ def test_a_function_reading_a_large_frame_global_stores_hits_and_sees_an_edit(tm
     """A function reading a large frame global (keyed with the helper thread) is stored on its
     miss, hits on the next call, and misses after an edit of the global in place."""
     pd = pytest.importorskip("pandas")
-    ran = _ahead_spy(monkeypatch)
+    ran = _helper_spy(monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "_BIG_FRAME", _big_frame(pd))
     calls = []
     f = fncache.memoize(store=str(tmp_path / "store"))(

@@ -29,7 +29,7 @@ from typing import Any
 
 from fncache import _forks
 
-__all__ = ["MIN_BYTES", "join", "map_ahead", "start", "usable_cpus"]
+__all__ = ["MIN_BYTES", "Ahead", "join", "map_ahead", "start", "usable_cpus"]
 
 #: Bytes a value's parts must hold in all for a helper thread to take some (below, the thread's
 #: start and the hand-over cost more than they save). A 75 MB frame of ten columns on a 2-vCPU VM
@@ -132,23 +132,49 @@ def _take_first(fn: Callable[[Any], Any], items: Sequence[Any], results: list[An
             return
 
 
+class Ahead:
+    """``with Ahead(fn, items) as work: ...``: a helper thread takes the items from the first on
+    while the block runs on this thread; at the block's end this thread takes what is left from
+    the last on and waits for the helper. ``work.results`` is then ``[fn(x) for x in items]`` (an
+    item that raised on the helper done again here: it raises here as it would have). Without a
+    thread to be had, this thread does them all at the end. ``fn`` must run no user code and
+    change nothing the block or the other items read."""
+
+    __slots__ = ("fn", "items", "pending", "results", "thread")
+
+    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> None:
+        self.fn, self.items = fn, items
+        self.results: list[Any] = [_UNDONE] * len(items)
+        self.pending = collections.deque(range(len(items)))
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> Ahead:
+        self.thread = start(_take_first, self.fn, self.items, self.results, self.pending,
+                            stop=self.pending.clear)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        thread, self.thread = self.thread, None
+        try:
+            if exc_type is None and thread is not None:
+                _take_last(self.fn, self.items, self.results, self.pending)
+        finally:
+            self.pending.clear()
+            if thread is not None:
+                join(thread)
+        if exc_type is None:
+            self.results = [self.fn(x) if r is _UNDONE else r
+                            for r, x in zip(self.results, self.items, strict=True)]
+
+
 def map_ahead(fn: Callable[[Any], Any], items: Sequence[Any], sizes: Sequence[int]) -> list[Any]:
     """``[fn(x) for x in items]``: where the items' ``sizes`` add up to :data:`MIN_BYTES` or more,
-    a helper thread takes them from the first on while this thread takes them from the last on.
-    ``fn`` must run no user code and change nothing the other items read."""
+    on two threads (:class:`Ahead`)."""
     if len(items) < 2 or sum(sizes) < MIN_BYTES or usable_cpus() < 2:
         return [fn(x) for x in items]
-    results = [_UNDONE] * len(items)
-    pending = collections.deque(range(len(items)))
-    thread = start(_take_first, fn, items, results, pending, stop=pending.clear)
-    if thread is None:
-        return [fn(x) for x in items]
-    try:
-        _take_last(fn, items, results, pending)
-    finally:
-        pending.clear()
-        join(thread)
-    return [fn(x) if r is _UNDONE else r for r, x in zip(results, items, strict=True)]
+    with Ahead(fn, items) as work:
+        pass
+    return work.results
 
 
 def _take_last(fn: Callable[[Any], Any], items: Sequence[Any], results: list[Any],

@@ -369,8 +369,9 @@ def plain_type(t: Any) -> bool:
 def columns_content(columns: list[list[Any]]) -> tuple[Any, ...]:
     """Each column's logical content (a column: its chunks), the columns of a large table on two
     threads where their types are pyarrow's own (:func:`fncache.values.ahead.map_ahead`)."""
-    if len(columns) > 1 and all(chunks and plain_type(chunks[0].type) for chunks in columns):
-        sizes = [sum(chunk.nbytes for chunk in chunks) for chunks in columns]
+    sizes = [sum(chunk.nbytes for chunk in chunks) for chunks in columns]
+    if sum(sizes) >= ahead.MIN_BYTES and all(chunks and plain_type(chunks[0].type)
+                                             for chunks in columns):
         return tuple(ahead.map_ahead(_content, columns, sizes))
     return tuple(_content(chunks) for chunks in columns)
 

@@ -20,9 +20,7 @@ zarr) in :mod:`fncache.values.lazy`. numpy arrays are handled here, as the other
 
 from __future__ import annotations
 
-import collections
 import sys
-import threading
 from typing import Any
 
 import xxhash
@@ -88,23 +86,9 @@ def c_order_digest(np: Any, a: Any) -> tuple[int, bytes]:
     return n, h.digest()
 
 
-# A DataFrame's arrays (each of at least _AHEAD_EACH bytes, ahead.MIN_BYTES in all) are digested
+# A DataFrame's arrays (each of at least AHEAD_EACH bytes, ahead.MIN_BYTES in all) are digested
 # ahead on a helper thread (DigestsAhead).
-_AHEAD_EACH = 1 << 20
-
-
-def _digest_jobs(jobs: list[tuple[Any, Any]], results: list[Any], pending: Any) -> None:
-    """The helper thread: digest the jobs ``pending`` still names, first to last (the caller's
-    thread takes them from the other end). Reads of buffers, by xxh3 without the GIL."""
-    try:
-        while True:
-            try:
-                i = pending.popleft()
-            except IndexError:
-                return
-            results[i] = xxhash.xxh3_128_digest(jobs[i][1])
-    except BaseException:  # (memory): the caller's thread digests what is left as it meets it
-        return
+AHEAD_EACH = 1 << 20
 
 
 # What may stand between a frame's arrays in the walk when they are digested ahead: values whose
@@ -124,16 +108,6 @@ def _library_leaf(np: Any, part: Any) -> bool:
     if isinstance(part, type):
         return top in _CLASS_LIBRARIES
     return type(part).__module__.partition(".")[0] in _ZONE_LIBRARIES and hasattr(part, "utcoffset")
-
-
-def _steal(jobs: list[tuple[Any, Any]], results: list[Any], pending: Any) -> None:
-    """The caller's thread: digest the jobs ``pending`` still names, last to first."""
-    while True:
-        try:
-            i = pending.pop()
-        except IndexError:
-            return
-        results[i] = xxhash.xxh3_128_digest(jobs[i][1])
 
 
 def _gather(np: Any, part: Any, found: dict[int, tuple[Any, Any]], depth: int) -> bool:
@@ -158,32 +132,29 @@ def _gather_array(np: Any, a: Any, found: dict[int, tuple[Any, Any]]) -> bool:
     if dt.hasobject:  # plain only if few and plain (an older pandas' column labels)
         return (a.size <= 4096 and dt.names is None
                 and all(type(x) in _PLAIN for x in a.reshape(-1).tolist()))
-    if a.nbytes >= _AHEAD_EACH and a.flags.c_contiguous and dt.names is None and dt != np.bool_:
+    if a.nbytes >= AHEAD_EACH and a.flags.c_contiguous and dt.names is None and dt != np.bool_:
         found[id(a)] = (a, _flat(np, a))
     return True
 
 
 class DigestsAhead:
     """``with DigestsAhead(h, np, parts): ...``: while the block runs on this thread (a frame's
-    Arrow-backed columns hashed), a helper thread digests the large arrays in ``parts``; at its end
-    this thread digests what the helper has not begun, waits for it, and leaves every digest in
-    ``h.known``, taken by the walk when it meets the array (:func:`_ndarray_token`; once: an array
-    met again is digested again, as the walk would). The digests are those the walk would make:
-    keys do not depend on whether a helper ran (one CPU, a small value, no thread to be had: the
-    walk digests as before).
+    Arrow-backed columns hashed), a helper thread digests the large arrays in ``parts``
+    (:class:`fncache.values.ahead.Ahead`); at its end every digest is left in ``h.known``, taken by
+    the walk when it meets the array (:func:`_ndarray_token`; once: an array met again is digested
+    again, as the walk would). The digests are those the walk would make: keys do not depend on
+    whether a helper ran (one CPU, a small value: the walk digests as before).
 
     ``parts`` is what the walk meets up to the last of the arrays; the block must run no code
     that could change them. Where ``parts`` holds anything whose pickling could (see
-    :func:`_gather`), nothing is digested ahead. The helper starts and ends inside the hash, so the
-    miss path never sees it, and runs only xxh3 over buffers (and a trace or profile function set
-    for all threads). Nothing happens unless ``h`` is a hasher.
+    :func:`_gather`), nothing is digested ahead. Nothing happens unless ``h`` is a hasher.
     """
 
-    __slots__ = ("h", "jobs", "pending", "results", "thread")
+    __slots__ = ("h", "jobs", "work")
 
     def __init__(self, h: Any, np: Any, parts: Any) -> None:
         self.h = h
-        self.thread: threading.Thread | None = None
+        self.work: ahead.Ahead | None = None
         self.jobs: list[tuple[Any, Any]] = []
         if getattr(h, "known", None) is None or ahead.usable_cpus() < 2:
             return
@@ -193,37 +164,20 @@ class DigestsAhead:
             self.jobs = list(found.values())
 
     def __enter__(self) -> DigestsAhead:
-        jobs = self.jobs
-        if not jobs:
-            return self
-        self.results: list[Any] = [None] * len(jobs)
-        self.pending = collections.deque(range(len(jobs)))
-        thread = ahead.start(_digest_jobs, jobs, self.results, self.pending,
-                             stop=self.pending.clear)
-        if thread is None:  # the walk digests them as before
-            self.jobs = []
-            return self
-        self.thread = thread
+        if self.jobs:
+            work = ahead.Ahead(xxhash.xxh3_128_digest, [flat for _, flat in self.jobs])
+            self.work = work.__enter__()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        thread = self.thread
-        if thread is None:
+        work, self.work = self.work, None
+        if work is None:
             return
-        self.thread = None
-        jobs, results, pending = self.jobs, self.results, self.pending
-        if exc_type is not None:
-            pending.clear()
-        try:
-            _steal(jobs, results, pending)
-        finally:
-            pending.clear()
-            ahead.join(thread)
+        work.__exit__(exc_type, exc, tb)
         if exc_type is None:
             known = self.h.known
-            for (a, flat), d in zip(jobs, results, strict=True):
-                if d is not None:
-                    known[id(a)] = (a, len(flat), d)
+            for (a, flat), d in zip(self.jobs, work.results, strict=True):
+                known[id(a)] = (a, len(flat), d)
 
 
 _packed: dict[Any, Any] = {}

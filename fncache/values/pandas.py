@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fncache.values.buffers import DigestsAhead, class_token
+from fncache.values.buffers import AHEAD_EACH, DigestsAhead, class_token
 from fncache.values.registry import guarded, register_lazy, register_type
 
 __all__ = ["array_token", "frame_token", "index_token", "series_token"]
@@ -98,6 +98,10 @@ def _offset(np: Any, freq: Any) -> Any:
         parts.append(("calendar", np.asarray(calendar.weekmask), np.asarray(calendar.holidays)))
     return ("offset", tuple(parts))
 
+
+# Rows below which no array of a frame is digested ahead: a pandas column's items take at most 16
+# bytes (complex numbers; strings are objects or Arrow), so its array is under AHEAD_EACH.
+_AHEAD_ROWS = AHEAD_EACH // 16
 
 #: What :func:`_values` gives, with ``arrow=False``, for an Arrow-backed array: hashed later (a
 #: tuple of a string: plain data, see fncache.values.buffers._gather).
@@ -195,17 +199,25 @@ def frame_token(df: Any, h: Any = None) -> tuple[Any, ...]:
     labels, index = index_token(df.columns), index_token(df.index)
     dtypes = tuple(_dtype(np, v.dtype) for v in held)
     values = [_values(pd, np, v, arrow=False) for v in held]
-    later = [v._pa_array.type for v, p in zip(held, values, strict=True) if p is _ARROW]
-    if later:
-        from fncache.values.arrow import plain_type
-
-        if not all(plain_type(t) for t in later):
-            h = None  # (an Arrow extension type's methods run while the helper would)
-    with DigestsAhead(h, np, (kind, labels, index, dtypes, tuple(values))):
+    ahead = h if _may_digest_ahead(df, held, values) else None
+    with DigestsAhead(ahead, np, (kind, labels, index, dtypes, tuple(values))):
         values = [_values(pd, np, v) if p is _ARROW else p for p, v in zip(values, held, strict=True)]
     columns = tuple(zip(dtypes, values, strict=True))
     return (kind, labels, index, columns, df.attrs, df.flags.allows_duplicate_labels,
             *_extra_state(df, kind))
+
+
+def _may_digest_ahead(df: Any, held: list[Any], values: list[Any]) -> bool:
+    """Whether a frame has arrays large enough to be digested ahead, and its Arrow-backed columns
+    (digested meanwhile) run no user code (an extension type's methods)."""
+    if len(df) < _AHEAD_ROWS:
+        return False
+    later = [v._pa_array.type for v, p in zip(held, values, strict=True) if p is _ARROW]
+    if not later:
+        return True
+    from fncache.values.arrow import plain_type
+
+    return all(plain_type(t) for t in later)
 
 
 def _column_values(df: Any) -> list[Any]:

@@ -104,8 +104,8 @@ def _frame_columns(pl: Any, df: Any) -> tuple[Any, ...]:
     from fncache.values import ahead
 
     columns = df.get_columns()
-    if len(columns) > 1 and all(_plain_dtype(pl, s.dtype) for s in columns):
-        sizes = [s.estimated_size() for s in columns]
+    sizes = [s.estimated_size() for s in columns]
+    if sum(sizes) >= ahead.MIN_BYTES and all(_plain_dtype(pl, s.dtype) for s in columns):
         return tuple(ahead.map_ahead(lambda s: _series(pl, s), columns, sizes))
     return tuple(_series(pl, s) for s in columns)
 
